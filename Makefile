@@ -1,0 +1,30 @@
+# Every target builds its own environment from the project's pinned files:
+# .venv from requirements*.txt (+ this package, editable), node_modules from package-lock.json.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup test clean
+
+setup: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: setup
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist

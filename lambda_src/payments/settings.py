@@ -1,0 +1,90 @@
+"""The environment contract between the constructs and the payment handler.
+
+``IdempotentQueueConsumer`` / ``PaymentProcessor`` set these variables; the handler reads them once per
+execution environment (cold start).
+
+=================================== ======== =========================================================
+variable                            required meaning
+=================================== ======== =========================================================
+``IDEMPOTENCY_TABLE_NAME``          yes      DynamoDB table of Powertools' ``DynamoDBPersistenceLayer``
+                                             (partition key ``id``, TTL attribute ``expiration``).
+``IDEMPOTENCY_EXPIRY_SECONDS``      no       How long a completed record answers duplicates, in seconds.
+                                             Default 3600 (Powertools' default). The consumer sets it to
+                                             the source queue's retention period.
+``IDEMPOTENCY_KEY_PREFIX``          no       Stable prefix of every idempotency key. Default
+                                             ``effectively-once/payments``. Independent of the function
+                                             name, so a replaced function keeps its records and the SQS
+                                             and direct paths share them.
+``LEDGER_TABLE_NAME``               yes      The simulated payment provider's ledger (partition key
+                                             ``charge_id``): one item per executed charge.
+``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS`` no     ``true`` (default): pass the payment id to the provider as
+                                             its idempotency key. ``false`` only for control runs.
+``POWERTOOLS_SERVICE_NAME``         no       Logger/Metrics service. Default ``payments``.
+``POWERTOOLS_METRICS_NAMESPACE``    no       Metrics namespace. Default ``EffectivelyOnce``.
+``POWERTOOLS_IDEMPOTENCY_DISABLED`` no       Powertools' own switch; ``true`` turns the idempotency
+                                             layer off (control runs only, never in production).
+=================================== ======== =========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+DEFAULT_KEY_PREFIX = "effectively-once/payments"
+DEFAULT_EXPIRY_SECONDS = 3600
+DEFAULT_SERVICE = "payments"
+DEFAULT_NAMESPACE = "EffectivelyOnce"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false, but {raw!r} was given")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the handler needs, read from the environment (see the module docstring)."""
+
+    idempotency_table_name: str
+    ledger_table_name: str
+    idempotency_expiry_seconds: int = DEFAULT_EXPIRY_SECONDS
+    key_prefix: str = DEFAULT_KEY_PREFIX
+    provider_idempotency_keys: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """Read the settings.
+
+        :raises ValueError: a required variable is missing, or a value is malformed
+            (the message names the variable and the value).
+        """
+        env = os.environ if env is None else env
+        missing = [n for n in ("IDEMPOTENCY_TABLE_NAME", "LEDGER_TABLE_NAME") if not env.get(n)]
+        if missing:
+            raise ValueError(f"missing environment variable(s): {', '.join(missing)}")
+        raw_expiry = env.get("IDEMPOTENCY_EXPIRY_SECONDS") or str(DEFAULT_EXPIRY_SECONDS)
+        try:
+            expiry = int(raw_expiry)
+        except ValueError:
+            expiry = 0
+        if expiry <= 0:
+            raise ValueError(f"IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer of seconds, but {raw_expiry!r} was given")
+        return cls(
+            idempotency_table_name=env["IDEMPOTENCY_TABLE_NAME"],
+            ledger_table_name=env["LEDGER_TABLE_NAME"],
+            idempotency_expiry_seconds=expiry,
+            key_prefix=env.get("IDEMPOTENCY_KEY_PREFIX") or DEFAULT_KEY_PREFIX,
+            provider_idempotency_keys=_flag(env, "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS", True),
+        )
