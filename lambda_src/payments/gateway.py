@@ -1,0 +1,136 @@
+"""The payment provider seam.
+
+``PaymentGateway`` is what the handler calls for the side effect. The default, ``LedgerGateway``, simulates an
+external provider: every call it executes is a new charge, one item in the ledger table, so a double charge shows
+as two items for one ``payment_id``. Like real providers (an ``Idempotency-Key`` header) it takes an optional
+idempotency key: with one, the item is keyed on it and written with a conditional put that hands back the existing
+charge for a repeated key (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: a replay costs no extra read); without
+one, each call is keyed on a fresh charge id.
+
+Tests and tooling replace or wrap the gateway through ``set_gateway_factory`` (count, slow down, crash) without
+any chaos code in this package.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Protocol
+
+import boto3
+from botocore.exceptions import ClientError
+
+from .model import Payment
+from .settings import Settings
+
+
+class ProviderKeyMismatch(RuntimeError):
+    """The provider saw its idempotency key again with a different amount or currency (it refuses, like Stripe)."""
+
+
+@dataclass(frozen=True)
+class Charge:
+    charge_id: str
+    payment_id: str
+    account_id: str
+    amount: int
+    currency: str
+    charged_at: str
+    replayed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "charge_id": self.charge_id,
+            "payment_id": self.payment_id,
+            "account_id": self.account_id,
+            "amount": self.amount,
+            "currency": self.currency,
+            "charged_at": self.charged_at,
+        }
+
+
+class PaymentGateway(Protocol):
+    def charge(self, payment: Payment, *, idempotency_key: str | None = None) -> Charge: ...
+
+
+class LedgerGateway:
+    """Simulated provider writing one ledger item per executed charge (partition key ``charge_id``).
+
+    ``calls`` counts every call received, ``replays`` those answered from an idempotency key.
+    """
+
+    def __init__(self, table_name: str, client: Any | None = None) -> None:
+        self.table_name = table_name
+        self._client = client if client is not None else boto3.client("dynamodb")
+        self.calls = 0
+        self.replays = 0
+
+    def charge(self, payment: Payment, *, idempotency_key: str | None = None) -> Charge:
+        self.calls += 1
+        charge_id = idempotency_key if idempotency_key else f"ch_{uuid.uuid4().hex}"
+        charged_at = datetime.now(timezone.utc).isoformat()
+        item = {
+            "charge_id": {"S": charge_id},
+            "payment_id": {"S": payment.payment_id},
+            "account_id": {"S": payment.account_id},
+            "amount": {"N": str(payment.amount)},
+            "currency": {"S": payment.currency},
+            "charged_at": {"S": charged_at},
+            "keyed": {"BOOL": bool(idempotency_key)},
+        }
+        try:
+            self._client.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression="attribute_not_exists(charge_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            old = exc.response.get("Item") or {}
+            self.replays += 1
+            existing = Charge(
+                charge_id=charge_id,
+                payment_id=old.get("payment_id", {}).get("S", payment.payment_id),
+                account_id=old.get("account_id", {}).get("S", payment.account_id),
+                amount=int(old.get("amount", {}).get("N", payment.amount)),
+                currency=old.get("currency", {}).get("S", payment.currency),
+                charged_at=old.get("charged_at", {}).get("S", charged_at),
+                replayed=True,
+            )
+            if (existing.amount, existing.currency) != (payment.amount, payment.currency):
+                raise ProviderKeyMismatch(
+                    f"idempotency key {charge_id!r} was used for {existing.amount} {existing.currency}, "
+                    f"not {payment.amount} {payment.currency}"
+                ) from exc
+            return existing
+        return Charge(
+            charge_id=charge_id,
+            payment_id=payment.payment_id,
+            account_id=payment.account_id,
+            amount=payment.amount,
+            currency=payment.currency,
+            charged_at=charged_at,
+        )
+
+
+GatewayFactory = Callable[[Settings], PaymentGateway]
+
+
+def default_gateway_factory(settings: Settings) -> PaymentGateway:
+    return LedgerGateway(settings.ledger_table_name)
+
+
+_factory: GatewayFactory = default_gateway_factory
+
+
+def set_gateway_factory(factory: GatewayFactory | None) -> None:
+    """Replace the factory the handler uses on its next (cold) start; ``None`` restores the default."""
+    global _factory
+    _factory = factory if factory is not None else default_gateway_factory
+
+
+def create_gateway(settings: Settings) -> PaymentGateway:
+    return _factory(settings)

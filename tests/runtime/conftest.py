@@ -1,0 +1,164 @@
+"""Runtime tests: the payment handler against moto's DynamoDB, in process, with real-shaped SQS events."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from payments import gateway as gateway_module
+from payments import handler as handler_module
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+IDEMPOTENCY_TABLE = "idempotency"
+LEDGER_TABLE = "ledger"
+STANDARD_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:payments"
+FIFO_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:payments.fifo"
+
+
+class FakeLambdaContext:
+    """The parts of the Lambda context Powertools reads; remaining time follows a fixed deadline."""
+
+    def __init__(self, remaining_ms: int = 30_000) -> None:
+        self.function_name = "payments"
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 256
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:payments"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = "/aws/lambda/payments"
+        self.log_stream_name = "local"
+        self._remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._remaining_ms
+
+
+def sqs_record(
+    body: str | dict[str, Any],
+    *,
+    message_id: str | None = None,
+    receive_count: int = 1,
+    fifo_group: str | None = None,
+    dedup_id: str | None = None,
+    sequence: int = 1,
+) -> dict[str, Any]:
+    """A record exactly as the SQS event source mapping hands it to Lambda."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    attributes: dict[str, Any] = {
+        "ApproximateReceiveCount": str(receive_count),
+        "SentTimestamp": "1764403200000",
+        "SenderId": "AIDAEXAMPLE",
+        "ApproximateFirstReceiveTimestamp": "1764403200100",
+    }
+    if fifo_group is not None:
+        attributes.update(
+            {
+                "MessageGroupId": fifo_group,
+                "MessageDeduplicationId": dedup_id or hashlib.sha256(text.encode()).hexdigest(),
+                "SequenceNumber": str(18_800_000_000_000_000_000 + sequence),
+            }
+        )
+    return {
+        "messageId": message_id or str(uuid.uuid4()),
+        "receiptHandle": f"AQEB{uuid.uuid4().hex}",
+        "body": text,
+        "attributes": attributes,
+        "messageAttributes": {},
+        "md5OfBody": hashlib.md5(text.encode()).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": FIFO_ARN if fifo_group is not None else STANDARD_ARN,
+        "awsRegion": REGION,
+    }
+
+
+def redeliver(record: dict[str, Any]) -> dict[str, Any]:
+    """The same message received again: new receipt handle, receive count + 1."""
+    again = json.loads(json.dumps(record))
+    again["receiptHandle"] = f"AQEB{uuid.uuid4().hex}"
+    count = int(again["attributes"]["ApproximateReceiveCount"]) + 1
+    again["attributes"]["ApproximateReceiveCount"] = str(count)
+    return again
+
+
+def payment(pid: str, amount: int = 1000, currency: str = "EUR", account: str = "acct-1") -> dict[str, Any]:
+    return {"payment_id": pid, "account_id": account, "amount": amount, "currency": currency}
+
+
+@dataclass
+class Env:
+    dynamodb: Any
+    gateway: gateway_module.LedgerGateway
+    wrappers: list[Any] = field(default_factory=list)
+
+    def invoke(self, records: list[dict[str, Any]], context: FakeLambdaContext | None = None) -> dict[str, Any]:
+        return handler_module.lambda_handler({"Records": records}, context or FakeLambdaContext())
+
+    def invoke_direct(self, event: dict[str, Any], context: FakeLambdaContext | None = None) -> dict[str, Any]:
+        return handler_module.lambda_handler(event, context or FakeLambdaContext())
+
+    def ledger(self) -> list[dict[str, Any]]:
+        return self.dynamodb.scan(TableName=LEDGER_TABLE)["Items"]
+
+    def charges_for(self, payment_id: str) -> int:
+        return sum(1 for item in self.ledger() if item["payment_id"]["S"] == payment_id)
+
+    def idempotency_items(self) -> list[dict[str, Any]]:
+        return self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+
+
+def failures(response: dict[str, Any]) -> set[str]:
+    return {f["itemIdentifier"] for f in response["batchItemFailures"]}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    for name, value in {
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "IDEMPOTENCY_TABLE_NAME": IDEMPOTENCY_TABLE,
+        "LEDGER_TABLE_NAME": LEDGER_TABLE,
+        "IDEMPOTENCY_EXPIRY_SECONDS": "345600",
+        "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnceTest",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        ddb.create_table(
+            TableName=IDEMPOTENCY_TABLE,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        ddb.create_table(
+            TableName=LEDGER_TABLE,
+            KeySchema=[{"AttributeName": "charge_id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "charge_id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        created: list[gateway_module.LedgerGateway] = []
+
+        def factory(settings: Any) -> gateway_module.PaymentGateway:
+            gw = gateway_module.LedgerGateway(settings.ledger_table_name, client=ddb)
+            created.append(gw)
+            return gw
+
+        gateway_module.set_gateway_factory(factory)
+        handler_module.reset_service()
+        service = handler_module.get_service()
+        env = Env(dynamodb=ddb, gateway=created[0])
+        assert service.gateway is env.gateway
+        try:
+            yield env
+        finally:
+            gateway_module.set_gateway_factory(None)
+            handler_module.reset_service()

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from payments.settings import DEFAULT_EXPIRY_SECONDS, DEFAULT_KEY_PREFIX, Settings
+
+BASE = {"IDEMPOTENCY_TABLE_NAME": "idem", "LEDGER_TABLE_NAME": "ledger"}
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env(BASE)
+
+    assert settings.idempotency_expiry_seconds == DEFAULT_EXPIRY_SECONDS == 3600
+    assert settings.key_prefix == DEFAULT_KEY_PREFIX == "effectively-once/payments"
+    assert settings.provider_idempotency_keys is True
+
+
+def test_fails_without_table_names() -> None:
+    with pytest.raises(ValueError, match="IDEMPOTENCY_TABLE_NAME, LEDGER_TABLE_NAME"):
+        Settings.from_env({})
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "ten"])
+def test_fails_on_bad_expiry(raw: str) -> None:
+    with pytest.raises(ValueError, match=f"IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer.*'{raw}'"):
+        Settings.from_env({**BASE, "IDEMPOTENCY_EXPIRY_SECONDS": raw})
+
+
+def test_fails_on_bad_flag() -> None:
+    with pytest.raises(ValueError, match="PAYMENT_PROVIDER_IDEMPOTENCY_KEYS must be true or false"):
+        Settings.from_env({**BASE, "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS": "maybe"})
