@@ -1,0 +1,124 @@
+"""Chaos for the local event source mapping runner: which invocations crash, time out or deliver duplicates.
+
+The runner injects faults from outside the handler: by wrapping the handler's gateway seam (a crash after the charge,
+before the idempotency record is completed; a stall past the deadline before the charge) and by wrapping the
+invocation (a crash after the handler completed, before the response reaches the event source mapping). A crash is
+a real ``SIGKILL`` of the poller process, as nothing survives a killed execution environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# Phases a kill can hit; the report checks provider replays against the first.
+AFTER_CHARGE = "after_charge"
+AFTER_COMPLETE = "after_complete"
+TIMEOUT = "timeout"
+DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ran past its deadline
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    """Fractions in 0..1. ``crash_after_charge``, ``crash_after_complete`` and ``timeout`` are per invocation;
+    ``resend`` and ``concurrent_duplicates`` are per payment (the producer sends those twice)."""
+
+    resend: float = 0.0
+    concurrent_duplicates: float = 0.0
+    crash_after_charge: float = 0.0
+    crash_after_complete: float = 0.0
+    timeout: float = 0.0
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if name != "seed" and not 0.0 <= value <= 1.0:
+                raise ValueError(f"chaos fraction {name} must be between 0 and 1, but {value!r} was given")
+        if self.crash_after_charge + self.crash_after_complete + self.timeout > 1.0:
+            raise ValueError("crash_after_charge + crash_after_complete + timeout must not exceed 1")
+
+    @property
+    def enabled(self) -> bool:
+        return any(v > 0 for k, v in asdict(self).items() if k != "seed")
+
+
+class EventLog:
+    """Append-only JSON Lines file, one per process, flushed per line so a SIGKILL loses nothing written."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", buffering=1, encoding="utf-8")
+
+    def write(self, **record: Any) -> None:
+        self._fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+
+def kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InvocationChaos:
+    """Decides each invocation's fate and carries it to the gateway wrapper."""
+
+    def __init__(self, config: ChaosConfig, log: EventLog, queue: str) -> None:
+        self.config = config
+        self.log = log
+        self.queue = queue
+        self.rng = random.Random(f"{config.seed}-{os.getpid()}-{time.time_ns()}")
+        self.fate: str | None = None
+        self.deadline: float = 0.0
+        self.charged_uncompleted = False
+        self.stalling = False
+
+    def begin(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.charged_uncompleted = False
+        self.stalling = False
+        roll, c = self.rng.random(), self.config
+        if roll < c.crash_after_charge:
+            self.fate = AFTER_CHARGE
+        elif roll < c.crash_after_charge + c.crash_after_complete:
+            self.fate = AFTER_COMPLETE
+        elif roll < c.crash_after_charge + c.crash_after_complete + c.timeout:
+            self.fate = TIMEOUT
+        else:
+            self.fate = None
+
+    def crash(self, phase: str, **detail: Any) -> None:
+        self.log.write(event="kill", phase=phase, queue=self.queue, pid=os.getpid(), **detail)
+        kill_self()
+
+
+class ChaosGateway:
+    """Wraps the handler's payment gateway: logs every provider call and injects the gateway-side faults."""
+
+    def __init__(self, inner: Any, chaos: InvocationChaos, provider_log: EventLog) -> None:
+        self.inner = inner
+        self.chaos = chaos
+        self.provider_log = provider_log
+
+    def charge(self, payment: Any, *, idempotency_key: str | None = None) -> Any:
+        chaos = self.chaos
+        if chaos.fate == TIMEOUT:
+            chaos.fate = None
+            chaos.stalling = True
+            # Stall before the charge; the runner's watchdog kills the process at the invocation's deadline.
+            time.sleep(max(0.0, chaos.deadline - time.monotonic()) + 5)
+        chaos.charged_uncompleted = False
+        result = self.inner.charge(payment, idempotency_key=idempotency_key)
+        self.provider_log.write(
+            payment_id=payment.payment_id, charge_id=result.charge_id, replayed=bool(result.replayed)
+        )
+        chaos.charged_uncompleted = True
+        if chaos.fate == AFTER_CHARGE:
+            chaos.fate = None
+            chaos.crash(AFTER_CHARGE, payment_id=payment.payment_id)
+        return result

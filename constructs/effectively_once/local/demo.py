@@ -1,0 +1,178 @@
+"""The main job: deploy to a local AWS, push payments through with chaos, report."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .chaos import ChaosConfig
+from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
+from .esm import PollerPool, PollerSpec
+from .producer import FIFO, STANDARD, load_payments, plan_messages, send
+from .report import build_report, render, verdict
+from .server import LocalAwsError, MotoServer, aws_env
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    payments: Path
+    app_dir: Path
+    handler_root: Path
+    stack: str = "PaymentsSandbox"
+    function_timeout_seconds: int = 2
+    max_receive_count: int = 5
+    concurrency: int = 2
+    chaos: ChaosConfig = ChaosConfig()
+    unsafe: bool = False
+    report_path: Path = Path("reports/demo-report.json")
+    run_dir: Path = Path(".local-aws/run")
+    drain_timeout_seconds: int = 600
+    quiet: bool = False
+
+
+def _bar(total: int, desc: str, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="msg", disable=quiet, file=sys.stderr, mininterval=0.5, leave=True)
+
+
+def _in_queue(sqs: Any, urls: list[str]) -> int:
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    total = 0
+    for url in urls:
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        total += sum(int(attrs.get(n, 0)) for n in names)
+    return total
+
+
+def _validity_check(handler_root: Path) -> Callable[[str], bool]:
+    """The handler's own validation rules decide which lines are valid payments."""
+    sys.path.insert(0, str(handler_root))
+    from payments.model import InvalidPayment, parse_payment  # type: ignore[import-not-found]
+
+    def is_valid(body: str) -> bool:
+        try:
+            parse_payment(body)
+            return True
+        except InvalidPayment:
+            return False
+
+    return is_valid
+
+
+def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
+    """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``."""
+    import boto3
+
+    lines = load_payments(opts.payments)  # checked whole before anything starts
+    is_valid = _validity_check(opts.handler_root)
+    opts.run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in opts.run_dir.glob("*.jsonl"):
+        stale.unlink()
+    for stale in opts.run_dir.glob("function-*.log"):
+        stale.unlink()
+    started = time.monotonic()
+    with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
+        log(f"local AWS (moto) on {aws.endpoint}")
+        context = {
+            "function_timeout_seconds": str(opts.function_timeout_seconds),
+            "max_receive_count": str(opts.max_receive_count),
+            "destroy_on_delete": "true",
+        }
+        t0 = time.monotonic()
+        deploy(aws.endpoint, opts.app_dir, opts.stack, context, opts.run_dir / "cdk.log")
+        log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
+        env = aws_env(aws.endpoint)
+        session = boto3.session.Session(
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=env["AWS_SESSION_TOKEN"],
+            region_name=env["AWS_REGION"],
+        )
+        import os
+
+        os.environ["AWS_ENDPOINT_URL"] = aws.endpoint  # every client below talks to the local AWS only
+        pipelines: dict[str, Pipeline] = discover(session, opts.stack)
+        disable_mappings(session, pipelines)
+        for label, p in sorted(pipelines.items()):
+            m = p.mapping
+            log(
+                f"{label}: batch size {m.batch_size}, visibility timeout {m.visibility_timeout_seconds}s, "
+                f"maxReceiveCount {m.max_receive_count}, function timeout {m.function_timeout_seconds}s"
+            )
+        missing = {STANDARD, FIFO} - set(pipelines)
+        if missing:
+            raise DeployError(f"stack {opts.stack} lacks a {'/'.join(sorted(missing))} pipeline")
+        specs = [
+            (
+                PollerSpec(
+                    mapping=p.mapping,
+                    run_dir=str(opts.run_dir),
+                    handler_root=str(opts.handler_root),
+                    aws_env=env,
+                    chaos=opts.chaos,
+                    unsafe=opts.unsafe,
+                ),
+                opts.concurrency,
+            )
+            for p in pipelines.values()
+        ]
+        pool = PollerPool(specs)
+        sqs = session.client("sqs")
+        urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
+        plan = plan_messages(lines, opts.chaos)
+        total = sum(len(v) for v in plan.values())
+        pool.start()
+        try:
+            with _bar(total, "sending", opts.quiet) as bar:
+                send(sqs, urls, plan, bar.update)
+            deadline = time.monotonic() + opts.drain_timeout_seconds
+            settled_polls = 0
+            with _bar(total, "processing", opts.quiet) as bar:
+                while settled_polls < 2:
+                    if time.monotonic() > deadline:
+                        raise LocalAwsError(
+                            f"queues not drained after {opts.drain_timeout_seconds}s; see {opts.run_dir}"
+                        )
+                    time.sleep(1)
+                    pool.supervise()
+                    remaining = _in_queue(sqs, list(urls.values()))
+                    bar.n = max(0, total - remaining)
+                    bar.refresh()
+                    settled_polls = settled_polls + 1 if remaining == 0 else 0
+        finally:
+            pool.stop()
+        report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
+    report["run"] = {
+        "unsafe": opts.unsafe,
+        "chaos": opts.chaos.__dict__,
+        "pollers_per_queue": opts.concurrency,
+        "poller_restarts": pool.restarts,
+        "messages_sent": total,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    code, reasons = verdict(report, opts.unsafe)
+    report["verdict"] = {"exit_code": code, "reasons": reasons}
+    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
+    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    log("")
+    log(render(report))
+    log("")
+    for reason in reasons:
+        log(("CONTROL: " if opts.unsafe else "FAIL: ") + reason)
+    if code == 0 and not opts.unsafe:
+        t = report["total"]
+        log(
+            f"OK: {t['valid_payments']} valid payments, {t['charges']} charges, 0 lost, 0 double-charged, "
+            f"{t['duplicates_suppressed']} duplicates suppressed, {t['dead_lettered']} in DLQs"
+        )
+    log(f"report written to {opts.report_path}")
+    return code, report

@@ -1,0 +1,244 @@
+"""A local stand-in for Lambda's SQS event source mapping (moto cannot run Lambda code without Docker).
+
+It follows the deployed mapping's rules: receive up to the batch size, invoke the handler in process with records
+shaped exactly like the real event and a Lambda context whose remaining time follows the function timeout, delete
+the successes, leave batch item failures to reappear after the visibility timeout, and return the whole batch when
+the handler raises (or reports an identifier that is not in the batch). Each poller is its own process — one
+process is one execution environment, since Powertools keeps per-process state — and a poller that dies (a crash,
+a deadline kill) is replaced by a fresh one, as Lambda starts a new environment.
+
+What the poller sees is written as JSON Lines under the run folder: ``deliveries-*.jsonl`` (what SQS handed out,
+the service's side), ``provider-*.jsonl`` (the simulated provider's call log), ``chaos-*.jsonl`` (injected kills)
+and ``function-*.log`` (the handler's stdout: its structured logs and EMF metrics, the CloudWatch Logs stand-in).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+
+SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
+
+
+@dataclass(frozen=True)
+class MappingConfig:
+    """One deployed event source mapping, as read back from the local AWS."""
+
+    label: str
+    queue_url: str
+    queue_arn: str
+    batch_size: int
+    batching_window_seconds: int
+    visibility_timeout_seconds: int
+    max_receive_count: int
+    function_name: str
+    function_timeout_seconds: int
+    function_memory_mb: int
+    function_env: dict[str, str]
+    handler: str = "payments.handler.lambda_handler"
+    gateway_seam: str | None = "payments.gateway"
+
+
+@dataclass(frozen=True)
+class PollerSpec:
+    mapping: MappingConfig
+    run_dir: str
+    handler_root: str
+    aws_env: dict[str, str]
+    chaos: ChaosConfig = field(default_factory=ChaosConfig)
+    unsafe: bool = False
+
+
+class LocalLambdaContext:
+    """Lambda context with a real deadline: ``get_remaining_time_in_millis`` counts down from the timeout."""
+
+    def __init__(self, mapping: MappingConfig, deadline: float) -> None:
+        self.function_name = mapping.function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = mapping.function_memory_mb
+        region = mapping.queue_arn.split(":")[3]
+        account = mapping.queue_arn.split(":")[4]
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account}:function:{mapping.function_name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{mapping.function_name}"
+        self.log_stream_name = f"local/{os.getpid()}"
+        self._deadline = deadline
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def to_lambda_record(message: dict[str, Any], mapping: MappingConfig) -> dict[str, Any]:
+    """An SQS ``ReceiveMessage`` message as the event source mapping hands it to Lambda."""
+    attributes = dict(message.get("Attributes", {}))
+    message_attributes = {
+        name: {
+            "stringValue": value.get("StringValue"),
+            "binaryValue": value.get("BinaryValue"),
+            "stringListValues": value.get("StringListValues", []),
+            "binaryListValues": value.get("BinaryListValues", []),
+            "dataType": value.get("DataType"),
+        }
+        for name, value in message.get("MessageAttributes", {}).items()
+    }
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": mapping.queue_arn,
+        "awsRegion": mapping.queue_arn.split(":")[3],
+    }
+
+
+def failed_ids(response: Any, batch_ids: set[str]) -> set[str]:
+    """Message ids to return to the queue, by Lambda's rules for ReportBatchItemFailures: a malformed response or
+    an identifier outside the batch fails the whole batch."""
+    if response is None:
+        return set()
+    if not isinstance(response, dict):
+        return set(batch_ids)
+    items = response.get("batchItemFailures")
+    if items is None:
+        return set()
+    ids = set()
+    for item in items:
+        ident = item.get("itemIdentifier") if isinstance(item, dict) else None
+        if not ident or ident not in batch_ids:
+            return set(batch_ids)
+        ids.add(ident)
+    return ids
+
+
+def _load_handler(spec: PollerSpec, chaos: InvocationChaos, provider_log: EventLog) -> Callable[..., Any]:
+    sys.path.insert(0, spec.handler_root)
+    if spec.mapping.gateway_seam:
+        seam = importlib.import_module(spec.mapping.gateway_seam)
+        default = seam.default_gateway_factory
+        seam.set_gateway_factory(lambda settings: ChaosGateway(default(settings), chaos, provider_log))
+    module_name, _, attr = spec.mapping.handler.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+def poller_main(spec: PollerSpec, stop: Any) -> None:
+    """Body of one poller process: one execution environment polling one queue until ``stop`` is set."""
+    mapping = spec.mapping
+    run_dir = Path(spec.run_dir)
+    pid = os.getpid()
+    os.environ.update(spec.aws_env)
+    os.environ.update(mapping.function_env)
+    if spec.unsafe:
+        os.environ["POWERTOOLS_IDEMPOTENCY_DISABLED"] = "true"
+        os.environ["PAYMENT_PROVIDER_IDEMPOTENCY_KEYS"] = "false"
+    # The handler's stdout is its CloudWatch log stream.
+    function_log = open(run_dir / f"function-{mapping.label}-{pid}.log", "a", buffering=1, encoding="utf-8")
+    sys.stdout = function_log
+    sys.stderr = function_log
+
+    import boto3  # after the environment is set
+
+    deliveries = EventLog(run_dir / f"deliveries-{mapping.label}-{pid}.jsonl")
+    provider_log = EventLog(run_dir / f"provider-{mapping.label}-{pid}.jsonl")
+    chaos = InvocationChaos(spec.chaos, EventLog(run_dir / f"chaos-{mapping.label}-{pid}.jsonl"), mapping.label)
+    handler = _load_handler(spec, chaos, provider_log)
+    sqs = boto3.client("sqs")
+    receive_max = min(mapping.batch_size, SQS_RECEIVE_MAX)
+
+    while not stop.is_set():
+        messages = sqs.receive_message(
+            QueueUrl=mapping.queue_url,
+            MaxNumberOfMessages=receive_max,
+            WaitTimeSeconds=1,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            continue
+        for m in messages:
+            deliveries.write(
+                message_id=m["MessageId"], receive_count=int(m["Attributes"]["ApproximateReceiveCount"])
+            )
+        event = {"Records": [to_lambda_record(m, mapping) for m in messages]}
+        deadline = time.monotonic() + mapping.function_timeout_seconds
+        chaos.begin(deadline)
+
+        def on_deadline() -> None:
+            # An injected stall is a planned timeout; anything else is a real one (a slow machine).
+            phase = TIMEOUT if chaos.stalling else DEADLINE
+            chaos.crash(phase, charged_uncompleted=chaos.charged_uncompleted)
+
+        watchdog = threading.Timer(mapping.function_timeout_seconds, on_deadline)
+        watchdog.daemon = True
+        watchdog.start()
+        batch_ids = {m["MessageId"] for m in messages}
+        try:
+            response = handler(event, LocalLambdaContext(mapping, deadline))
+            to_retry = failed_ids(response, batch_ids)
+        except Exception:  # the whole batch returns to the queue, as when a Lambda invocation errors
+            traceback.print_exc()
+            to_retry = set(batch_ids)
+        finally:
+            watchdog.cancel()
+        if chaos.fate == AFTER_COMPLETE:
+            chaos.crash(AFTER_COMPLETE)
+        done = [m for m in messages if m["MessageId"] not in to_retry]
+        for start in range(0, len(done), SQS_RECEIVE_MAX):
+            chunk = done[start : start + SQS_RECEIVE_MAX]
+            sqs.delete_message_batch(
+                QueueUrl=mapping.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+            )
+
+
+class PollerPool:
+    """Runs ``concurrency`` pollers per mapping, replacing any that die, until ``stop()``."""
+
+    def __init__(self, specs: list[tuple[PollerSpec, int]]) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._stop = self._ctx.Event()
+        self._slots: list[tuple[PollerSpec, Any]] = []
+        self._specs = specs
+        self.restarts = 0
+
+    def _spawn(self, spec: PollerSpec) -> Any:
+        proc = self._ctx.Process(target=poller_main, args=(spec, self._stop), daemon=True)
+        proc.start()
+        return proc
+
+    def start(self) -> None:
+        for spec, concurrency in self._specs:
+            for _ in range(concurrency):
+                self._slots.append((spec, self._spawn(spec)))
+
+    def supervise(self) -> None:
+        """Replace dead pollers (call periodically)."""
+        if self._stop.is_set():
+            return
+        for i, (spec, proc) in enumerate(self._slots):
+            if not proc.is_alive():
+                self.restarts += 1
+                self._slots[i] = (spec, self._spawn(spec))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for _, proc in self._slots:
+            proc.join(max(0.1, deadline - time.monotonic()))
+        for _, proc in self._slots:
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2)

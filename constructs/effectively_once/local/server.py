@@ -1,0 +1,109 @@
+"""A local AWS: moto's server on loopback, started and stopped by this process.
+
+Bound to 127.0.0.1 only (never 0.0.0.0) on a free port, and addressed as ``http://localhost:PORT``: moto reads a
+CloudFormation ``TemplateURL`` host of ``127.0.0.1`` as a bucket named "127" (shared/LOCAL_AWS.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+LOOPBACK = "127.0.0.1"
+
+
+class LocalAwsError(RuntimeError):
+    """The local AWS could not be started or reached; the message is one line for the terminal."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def aws_env(endpoint: str) -> dict[str, str]:
+    """Environment that points SDKs and the CDK CLI at the local AWS with dummy credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "CDK_DEFAULT_ACCOUNT": ACCOUNT,
+        "CDK_DEFAULT_REGION": REGION,
+        # moto answers every account id; the CDK CLI asks STS which one it is.
+        "MOTO_ACCOUNT_ID": ACCOUNT,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+class MotoServer:
+    """``with MotoServer() as aws: aws.endpoint`` — a moto server subprocess on loopback, killed on exit."""
+
+    def __init__(self, port: int | None = None, log_path: Path | None = None, start_timeout: float = 30.0) -> None:
+        self.port = port or free_port()
+        self.endpoint = f"http://localhost:{self.port}"
+        self.log_path = log_path
+        self.start_timeout = start_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log = None
+
+    def start(self) -> "MotoServer":
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab")
+        env = {**os.environ, "MOTO_ACCOUNT_ID": ACCOUNT}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)],
+            stdout=self._log or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches us; we stop the server ourselves, every time
+        )
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise LocalAwsError(f"moto server exited with code {self._proc.returncode} on port {self.port}")
+            try:
+                with urllib.request.urlopen(f"http://{LOOPBACK}:{self.port}/moto-api/data.json", timeout=1):
+                    return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        self.stop()
+        raise LocalAwsError(f"moto server did not answer on {self.endpoint} within {self.start_timeout:.0f}s")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "MotoServer":
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
