@@ -1,0 +1,1 @@
+"""effectively-once: CDK constructs for effectively-once SQS + Lambda processing."""
