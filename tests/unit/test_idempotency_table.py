@@ -15,8 +15,8 @@ from .helpers import actions_by_resource, find_one, function_role, inline_functi
 @pytest.fixture(scope="module")
 def synth() -> dict:
     stack = new_stack()
-    default = IdempotencyTable(stack, "Default")
-    IdempotencyTable(stack, "Destroy", removal_policy=RemovalPolicy.DESTROY, table_name="idempotency")
+    default = IdempotencyTable(stack, "Idempotency")
+    IdempotencyTable(stack, "Destroyable", removal_policy=RemovalPolicy.DESTROY, table_name="idempotency")
     function = inline_function(stack, "Function")
     grant = default.grant_idempotency(function)
     template = Template.from_stack(stack)
