@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test clean
+.PHONY: setup test synth clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -25,6 +25,10 @@ $(NODE_STAMP): package.json package-lock.json
 
 test: setup
 	$(PY) -m pytest
+
+# Offline: no credentials or region needed (the stack is environment-agnostic without CDK_DEFAULT_*).
+synth: setup
+	cdk synth PaymentsSandbox --quiet
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist

@@ -1,0 +1,174 @@
+"""``IdempotentQueueConsumer``: wires a ``ProcessingQueue`` to a function guarded by an ``IdempotencyTable``."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from . import limits
+from ._validation import check_range, fail, is_unresolved
+from .idempotency_table import IdempotencyTable
+from .processing_queue import ProcessingQueue
+
+_ESM_DOC = "CloudFormation AWS::Lambda::EventSourceMapping"
+_VISIBILITY_DOC = "AWS Lambda Developer Guide, Using Lambda with Amazon SQS; aws/aws-cdk#20527"
+
+#: Environment variables set on the function (the contract in lambda_src/payments/settings.py).
+ENV_TABLE_NAME = "IDEMPOTENCY_TABLE_NAME"
+ENV_EXPIRY_SECONDS = "IDEMPOTENCY_EXPIRY_SECONDS"
+ENV_KEY_PREFIX = "IDEMPOTENCY_KEY_PREFIX"
+
+
+class IdempotentQueueConsumer(Construct):
+    """One SQS event source mapping with partial batch responses, and the access and settings around it.
+
+    What it does:
+
+    - creates one event source mapping (child ``EventSourceMapping``) from ``queue.queue`` to ``function``
+      with ``FunctionResponseTypes: [ReportBatchItemFailures]`` always on, so only failed records return to
+      the queue;
+    - grants the function consume on the source queue (``sqs:ReceiveMessage``, ``DeleteMessage``,
+      ``ChangeMessageVisibility``, ``GetQueueAttributes``, ``GetQueueUrl``; plus ``kms:Decrypt`` when the
+      queue uses a customer-managed key) and ``table.grant_idempotency`` on the table, nothing more;
+    - sets ``IDEMPOTENCY_TABLE_NAME``, ``IDEMPOTENCY_EXPIRY_SECONDS`` and, when ``key_prefix`` is given,
+      ``IDEMPOTENCY_KEY_PREFIX`` on the function;
+    - when the queue's visibility timeout was left open, fills it in as
+      ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
+      ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
+
+    :param scope: parent construct.
+    :param id: construct id.
+    :param queue: the source queue.
+    :param function: the consumer. A ``lambda.Function`` (its timeout and environment are used); an imported
+        ``IFunction`` only when ``queue`` was given a visibility timeout, and then its environment is the
+        caller's to set (the variables above).
+    :param table: the idempotency table.
+    :param batch_size: records per invocation (standard 1..10,000, FIFO 1..10; above 10 needs a window).
+        :default: ``10``.
+    :param max_batching_window: how long Lambda gathers records before invoking (standard queues only).
+        :default: ``None``: no batching window.
+    :param max_concurrency: most concurrent invocations this mapping makes (2..1000).
+        :default: ``None``: no limit beyond the function's concurrency.
+    :param idempotency_expiry: how long a completed record answers duplicates.
+        :default: ``None``: the source queue's retention period, so no redelivery within retention can
+        charge twice.
+    :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
+        :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
+    :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
+        given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a batching window
+        on a FIFO queue; a batch above 10 on a standard queue without a batching window.
+
+    Attributes:
+        event_source_mapping (lambda.EventSourceMapping): the mapping.
+        queue, function, table: the inputs.
+        visibility_timeout (Duration): the queue's visibility timeout after this consumer (given or filled in).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        queue: ProcessingQueue,
+        function: lambda_.IFunction,
+        table: IdempotencyTable,
+        batch_size: int = 10,
+        max_batching_window: Duration | None = None,
+        max_concurrency: int | None = None,
+        idempotency_expiry: Duration | None = None,
+        key_prefix: str | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
+        owned = isinstance(function, lambda_.Function)
+        if not owned and not queue.visibility_timeout_given:
+            raise fail(
+                "function",
+                function.function_arn,
+                "must be a lambda.Function when the queue's visibility_timeout is not given (its timeout is "
+                "needed to fill in the visibility timeout, and its environment to set the idempotency "
+                "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME / "
+                "IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
+            )
+        self.queue = queue
+        self.function = function
+        self.table = table
+
+        if not queue.visibility_timeout_given:
+            assert isinstance(function, lambda_.Function)
+            timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
+            window = max_batching_window or Duration.seconds(0)
+            if not (is_unresolved(timeout) or is_unresolved(window)):
+                queue.fill_visibility_timeout(
+                    Duration.seconds(
+                        limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds())
+                    )
+                )
+        self.visibility_timeout = queue.visibility_timeout
+
+        self.event_source_mapping = lambda_.EventSourceMapping(
+            self,
+            "EventSourceMapping",
+            target=function,
+            event_source_arn=queue.queue.queue_arn,
+            batch_size=batch_size,
+            max_batching_window=max_batching_window,
+            max_concurrency=max_concurrency,
+            report_batch_item_failures=True,
+        )
+        # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
+        grant = queue.queue.grant_consume_messages(function)
+        grant.apply_before(self.event_source_mapping)
+        table.grant_idempotency(function)
+
+        self.idempotency_expiry = idempotency_expiry or queue.retention_period
+        if owned:
+            function.add_environment(ENV_TABLE_NAME, table.table.table_name)
+            if not is_unresolved(self.idempotency_expiry):
+                function.add_environment(ENV_EXPIRY_SECONDS, str(int(self.idempotency_expiry.to_seconds())))
+            if key_prefix is not None:
+                function.add_environment(ENV_KEY_PREFIX, key_prefix)
+
+
+def _check_mapping(
+    queue: ProcessingQueue,
+    batch_size: int,
+    max_batching_window: Duration | None,
+    max_concurrency: int | None,
+) -> None:
+    """The event source mapping's own limits (issue 5 adds the cross-resource invariants)."""
+    high = limits.ESM_MAX_BATCH_SIZE_FIFO if queue.fifo else limits.ESM_MAX_BATCH_SIZE_STANDARD
+    check_range("batch_size", batch_size, limits.ESM_MIN_BATCH_SIZE, high, f"{_ESM_DOC} BatchSize")
+    check_range(
+        "max_concurrency",
+        max_concurrency,
+        limits.ESM_MIN_MAX_CONCURRENCY,
+        limits.ESM_MAX_MAX_CONCURRENCY,
+        f"{_ESM_DOC} ScalingConfig",
+    )
+    if max_batching_window is not None and not is_unresolved(max_batching_window):
+        if queue.fifo and max_batching_window.to_seconds() > 0:
+            raise fail(
+                "max_batching_window", max_batching_window, "is not allowed on a FIFO source queue",
+                f"{_ESM_DOC} MaximumBatchingWindowInSeconds",
+            )
+        check_range(
+            "max_batching_window",
+            max_batching_window.to_seconds(),
+            0,
+            limits.ESM_MAX_BATCHING_WINDOW_SECONDS,
+            f"{_ESM_DOC} MaximumBatchingWindowInSeconds",
+        )
+    has_window = max_batching_window is not None and (
+        is_unresolved(max_batching_window) or max_batching_window.to_seconds() > 0
+    )
+    if (
+        not queue.fifo
+        and not is_unresolved(batch_size)
+        and batch_size > limits.ESM_MAX_BATCH_SIZE_WITHOUT_WINDOW
+        and not has_window
+    ):
+        raise fail(
+            "batch_size", batch_size, "above 10 needs a max_batching_window on a standard queue", f"{_ESM_DOC} BatchSize"
+        )

@@ -1,0 +1,85 @@
+"""AWS limits and guidance that the constructs enforce, each with its source.
+
+Everything the library checks or derives from an AWS number lives here, so the rules can be read (and
+extended, issue 5) in one place. Durations are in seconds unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Amazon SQS ---------------------------------------------------------------------------------------
+#: Longest visibility timeout SQS accepts: 12 hours.
+#: Source: Amazon SQS Developer Guide, "Amazon SQS visibility timeout"; CloudFormation AWS::SQS::Queue
+#: ``VisibilityTimeout`` (0 to 43,200 seconds).
+SQS_MAX_VISIBILITY_TIMEOUT_SECONDS: Final = 12 * 60 * 60
+
+#: Longest message retention SQS accepts: 14 days (used for every dead-letter queue).
+#: Source: CloudFormation AWS::SQS::Queue ``MessageRetentionPeriod`` (60 to 1,209,600 seconds).
+SQS_MAX_RETENTION_SECONDS: Final = 14 * 24 * 60 * 60
+#: Shortest message retention SQS accepts: 60 seconds. Source: as above.
+SQS_MIN_RETENTION_SECONDS: Final = 60
+
+#: Longest queue name, the ``.fifo`` suffix included. Source: Amazon SQS Developer Guide,
+#: "Amazon SQS message quotas" / CreateQueue ``QueueName`` (up to 80 characters).
+SQS_MAX_QUEUE_NAME_LENGTH: Final = 80
+#: Suffix every FIFO queue name must end in. Source: Amazon SQS Developer Guide, "FIFO queue logic".
+SQS_FIFO_SUFFIX: Final = ".fifo"
+
+#: maxReceiveCount bounds of a redrive policy. Source: Amazon SQS Developer Guide, "Using dead-letter queues"
+#: (RedrivePolicy ``maxReceiveCount``, 1 to 1,000).
+SQS_MIN_MAX_RECEIVE_COUNT: Final = 1
+SQS_MAX_MAX_RECEIVE_COUNT: Final = 1000
+#: Receives before a message moves to the DLQ that AWS recommends for a queue consumed by Lambda: at
+#: least 5, so throttling alone does not move a valid message. Source: AWS Lambda Developer Guide,
+#: "Using Lambda with Amazon SQS" (configuring a dead-letter queue). Default of ``max_receive_count``.
+LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT: Final = 5
+
+# --- AWS Lambda event source mapping for SQS -----------------------------------------------------------
+#: Visibility timeout guidance: at least 6 x the function timeout plus the maximum batching window, so
+#: Lambda can retry a throttled batch before the message becomes visible again. Source: AWS Lambda
+#: Developer Guide, "Using Lambda with Amazon SQS" (configuring a queue); aws/aws-cdk#20527.
+LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR: Final = 6
+
+#: Batch size bounds. Source: CloudFormation AWS::Lambda::EventSourceMapping ``BatchSize``
+#: (SQS standard 1 to 10,000; FIFO 1 to 10); a batch above 10 on a standard queue needs a batching window.
+ESM_MIN_BATCH_SIZE: Final = 1
+ESM_MAX_BATCH_SIZE_STANDARD: Final = 10_000
+ESM_MAX_BATCH_SIZE_FIFO: Final = 10
+ESM_MAX_BATCH_SIZE_WITHOUT_WINDOW: Final = 10
+#: Longest batching window: 300 seconds. Source: CloudFormation AWS::Lambda::EventSourceMapping
+#: ``MaximumBatchingWindowInSeconds``.
+ESM_MAX_BATCHING_WINDOW_SECONDS: Final = 300
+#: Maximum concurrency bounds. Source: CloudFormation AWS::Lambda::EventSourceMapping ``ScalingConfig``
+#: ``MaximumConcurrency`` (2 to 1,000).
+ESM_MIN_MAX_CONCURRENCY: Final = 2
+ESM_MAX_MAX_CONCURRENCY: Final = 1000
+
+#: The function timeout Lambda uses when none is set: 3 seconds. Source: AWS Lambda Developer Guide,
+#: "Configure Lambda function timeout".
+LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3
+
+# --- Powertools idempotency (DynamoDBPersistenceLayer defaults) ---------------------------------------
+#: Partition key and TTL attribute the Powertools persistence layer writes by default. ``expiration`` is
+#: epoch **seconds** (a valid DynamoDB TTL); ``in_progress_expiration`` is milliseconds and must never be the
+#: TTL. Source: Powertools for AWS Lambda (Python), "Idempotency" utility, DynamoDB table configuration.
+IDEMPOTENCY_PARTITION_KEY: Final = "id"
+IDEMPOTENCY_TTL_ATTRIBUTE: Final = "expiration"
+#: The DynamoDB calls the persistence layer makes, and so exactly what ``grant_idempotency`` grants.
+#: Source: Powertools ``DynamoDBPersistenceLayer`` (get_item, put_item conditional, update_item, delete_item).
+IDEMPOTENCY_TABLE_ACTIONS: Final = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+)
+
+
+def visibility_timeout_guidance_seconds(function_timeout_seconds: float, batching_window_seconds: float = 0) -> int:
+    """Visibility timeout AWS recommends for an SQS queue consumed by Lambda, in seconds.
+
+    ``6 x function timeout + batching window``, capped at SQS's 12-hour maximum.
+    Source: AWS Lambda Developer Guide, "Using Lambda with Amazon SQS"; aws/aws-cdk#20527.
+    """
+    wanted = LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds + batching_window_seconds
+    return int(min(wanted, SQS_MAX_VISIBILITY_TIMEOUT_SECONDS))

@@ -1,0 +1,157 @@
+"""``PaymentProcessor``: the sample pattern: queue + DLQ, idempotency table, ledger and the payment Lambda."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from ._assets import payment_function_code
+from .consumer import IdempotentQueueConsumer
+from .idempotency_table import IdempotencyTable
+from .processing_queue import ProcessingQueue
+
+# --- Powertools layer pin (the one place) ----------------------------------------------------------------
+# Powertools release the layer carries: the same as aws-lambda-powertools in requirements.txt (a test checks).
+POWERTOOLS_VERSION = "3.37.0"
+# Layer version 42 of AWSLambdaPowertoolsPythonV3-python314-x86_64 is Powertools 3.37.0: derived from the
+# public Powertools docs (Lambda layer ARNs per release); check with
+#   aws ssm get-parameter --name /aws/service/powertools/python/x86_64/python3.14/3.37.0
+# The ARN is pinned (not the SSM parameter): deploys stay reproducible and local emulators can resolve it.
+POWERTOOLS_LAYER_VERSION = 42
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+POWERTOOLS_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python314-x86_64"
+#: The runtime the layer is published for (the newest Powertools supports).
+PAYMENT_RUNTIME = lambda_.Runtime.PYTHON_3_14
+PAYMENT_HANDLER = "payments.handler.lambda_handler"
+
+LEDGER_PARTITION_KEY = "charge_id"
+#: The only ledger calls the handler makes: single-item write and read (no Query, Scan or Batch*).
+LEDGER_ACTIONS = ("dynamodb:PutItem", "dynamodb:GetItem")
+
+
+def powertools_layer_arn(region: str) -> str:
+    """ARN of the pinned public Powertools layer in ``region`` (a token in environment-agnostic stacks)."""
+    return f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:{POWERTOOLS_LAYER_NAME}:{POWERTOOLS_LAYER_VERSION}"
+
+
+class PaymentProcessor(Construct):
+    """The sample effectively-once payment pipeline, composed from the library's constructs.
+
+    Children (ids are stable): ``Queue`` (:class:`ProcessingQueue`), ``IdempotencyTable``, ``Ledger``,
+    ``LogGroup``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`). The function runs
+    ``payments.handler.lambda_handler`` from ``lambda_src/`` (shipped in the wheel) on Python 3.14 x86_64 with
+    the pinned Powertools layer.
+
+    :param fifo: FIFO queues instead of standard ones. :default: ``False``.
+    :param function_timeout: the function's timeout. :default: ``Duration.seconds(30)``.
+    :param memory_size: the function's memory, in MiB. :default: ``256``.
+    :param max_receive_count: receives before a message moves to the DLQ. :default: ``5``.
+    :param removal_policy: for the idempotency table, the ledger and the log group.
+        :default: ``RemovalPolicy.RETAIN``.
+    :param batch_size: records per invocation. :default: ``10``.
+    :param max_batching_window: batching window (standard only). :default: ``None`` (none).
+    :param max_concurrency: mapping's maximum concurrency (2..1000). :default: ``None`` (unlimited).
+    :param visibility_timeout: the source queue's visibility timeout.
+        :default: ``None``: 6 x ``function_timeout`` + batching window (180 s with the defaults).
+    :param retention_period: source queue retention. :default: ``Duration.days(4)``.
+    :param content_based_deduplication: FIFO only. :default: ``False``.
+    :param high_throughput: FIFO only. :default: ``False``.
+    :param idempotency_expiry: :default: ``None``: the source queue's retention period.
+    :param key_prefix: ``IDEMPOTENCY_KEY_PREFIX``. :default: ``None`` (the runtime's default prefix).
+    :param log_retention: retention of the function's log group. :default: ``RetentionDays.ONE_MONTH``.
+    :param powertools_layer: the Powertools layer. :default: the pinned public layer
+        (``powertools_layer_arn(Stack.region)``, Powertools ``POWERTOOLS_VERSION``).
+    :param service_name: ``POWERTOOLS_SERVICE_NAME``. :default: ``"payments"``.
+    :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``. :default: ``"EffectivelyOnce"``.
+    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`.
+
+    Attributes:
+        queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
+        consumer (IdempotentQueueConsumer), log_group (logs.LogGroup).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        fifo: bool = False,
+        function_timeout: Duration = Duration.seconds(30),
+        memory_size: int = 256,
+        max_receive_count: int = 5,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        batch_size: int = 10,
+        max_batching_window: Duration | None = None,
+        max_concurrency: int | None = None,
+        visibility_timeout: Duration | None = None,
+        retention_period: Duration = Duration.days(4),
+        content_based_deduplication: bool = False,
+        high_throughput: bool = False,
+        idempotency_expiry: Duration | None = None,
+        key_prefix: str | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        powertools_layer: lambda_.ILayerVersion | None = None,
+        service_name: str = "payments",
+        metrics_namespace: str = "EffectivelyOnce",
+    ) -> None:
+        super().__init__(scope, id)
+        self.queue = ProcessingQueue(
+            self,
+            "Queue",
+            fifo=fifo,
+            visibility_timeout=visibility_timeout,
+            retention_period=retention_period,
+            max_receive_count=max_receive_count,
+            content_based_deduplication=content_based_deduplication,
+            high_throughput=high_throughput,
+        )
+        self.table = IdempotencyTable(self, "IdempotencyTable", removal_policy=removal_policy)
+        self.ledger = dynamodb.Table(
+            self,
+            "Ledger",
+            partition_key=dynamodb.Attribute(name=LEDGER_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=removal_policy,
+        )
+        self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention, removal_policy=removal_policy)
+        if powertools_layer is None:
+            powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
+                self, "PowertoolsLayer", powertools_layer_arn(Stack.of(self).region)
+            )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=PAYMENT_RUNTIME,
+            architecture=lambda_.Architecture.X86_64,
+            handler=PAYMENT_HANDLER,
+            code=payment_function_code(),
+            timeout=function_timeout,
+            memory_size=memory_size,
+            layers=[powertools_layer],
+            log_group=self.log_group,
+            environment={
+                "LEDGER_TABLE_NAME": self.ledger.table_name,
+                "POWERTOOLS_SERVICE_NAME": service_name,
+                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
+            },
+        )
+        self.ledger.grant(self.function, *LEDGER_ACTIONS)
+        self.consumer = IdempotentQueueConsumer(
+            self,
+            "Consumer",
+            queue=self.queue,
+            function=self.function,
+            table=self.table,
+            batch_size=batch_size,
+            max_batching_window=max_batching_window,
+            max_concurrency=max_concurrency,
+            idempotency_expiry=idempotency_expiry,
+            key_prefix=key_prefix,
+        )

@@ -1,0 +1,221 @@
+"""ProcessingQueue: documented defaults, FIFO shape, encryption, grants, metrics and bad props."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Match, Template
+
+from effectively_once import ProcessingQueue
+
+from .helpers import actions_by_resource, new_stack
+
+
+@pytest.fixture(scope="module")
+def synth() -> dict:
+    stack = new_stack()
+    queues = {
+        "standard": ProcessingQueue(stack, "Standard"),
+        "fifo": ProcessingQueue(stack, "Fifo", fifo=True),
+        "fast": ProcessingQueue(stack, "Fast", fifo=True, high_throughput=True, content_based_deduplication=True),
+        "named": ProcessingQueue(stack, "Named", fifo=True, queue_name="payments.fifo", visibility_timeout=Duration.minutes(2)),
+        "kms": ProcessingQueue(stack, "Kms", encryption_key=kms.Key(stack, "Key")),
+    }
+    producer = iam.Role(stack, "Producer", assumed_by=iam.AccountRootPrincipal())
+    queues["kms"].grant_send(producer)
+    template = Template.from_stack(stack)
+    resources = template.to_json()["Resources"]
+
+    def props(queue: sqs.IQueue) -> dict:
+        return resources[stack.resolve(queue.queue_name)["Fn::GetAtt"][0]]
+
+    return {"stack": stack, "template": template, "queues": queues, "props": props, "producer": producer}
+
+
+def _source(synth: dict, name: str) -> dict:
+    return synth["props"](synth["queues"][name].queue)
+
+
+def _dlq(synth: dict, name: str) -> dict:
+    return synth["props"](synth["queues"][name].dead_letter_queue)
+
+
+def test_retention_defaults_to_four_days(synth: dict) -> None:
+    assert _source(synth, "standard")["Properties"]["MessageRetentionPeriod"] == 4 * 24 * 3600
+
+
+def test_dead_letter_queue_keeps_messages_fourteen_days(synth: dict) -> None:
+    for name in ("standard", "fifo"):
+        assert _dlq(synth, name)["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+
+
+def test_max_receive_count_defaults_to_five(synth: dict) -> None:
+    assert _source(synth, "standard")["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 5
+
+
+def test_redrive_targets_its_own_dead_letter_queue(synth: dict) -> None:
+    stack: Stack = synth["stack"]
+    target = _source(synth, "standard")["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]
+    assert target == stack.resolve(synth["queues"]["standard"].dead_letter_queue.queue_arn)
+
+
+def test_sse_defaults_to_sqs_managed_on_both_queues(synth: dict) -> None:
+    for resource in (_source(synth, "standard"), _dlq(synth, "standard")):
+        assert resource["Properties"]["SqsManagedSseEnabled"] is True
+        assert "KmsMasterKeyId" not in resource["Properties"]
+
+
+def test_customer_managed_key_encrypts_both_queues(synth: dict) -> None:
+    key_arn = synth["stack"].resolve(synth["queues"]["kms"].encryption_key.key_arn)
+    for resource in (_source(synth, "kms"), _dlq(synth, "kms")):
+        assert resource["Properties"]["KmsMasterKeyId"] == key_arn
+        assert "SqsManagedSseEnabled" not in resource["Properties"]
+
+
+def test_both_queues_deny_requests_without_tls(synth: dict) -> None:
+    stack: Stack = synth["stack"]
+    policies = synth["template"].find_resources(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Properties": {
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                    )
+                }
+            }
+        },
+    )
+    protected = {ref["Ref"] for p in policies.values() for ref in p["Properties"]["Queues"]}
+    queue = synth["queues"]["standard"]
+    assert {stack.resolve(queue.queue.queue_url)["Ref"], stack.resolve(queue.dead_letter_queue.queue_url)["Ref"]} <= protected
+
+
+def test_standard_queues_carry_no_fifo_key(synth: dict) -> None:
+    for resource in (_source(synth, "standard"), _dlq(synth, "standard")):
+        assert "FifoQueue" not in resource["Properties"]
+        assert "ContentBasedDeduplication" not in resource["Properties"]
+
+
+def test_fifo_source_and_dead_letter_queue_are_both_fifo(synth: dict) -> None:
+    for resource in (_source(synth, "fifo"), _dlq(synth, "fifo")):
+        assert resource["Properties"]["FifoQueue"] is True
+        name = resource["Properties"]["QueueName"]
+        assert name.endswith(".fifo") and len(name) <= 80
+
+
+def test_fifo_names_are_generated_deterministically(synth: dict) -> None:
+    # Built from the construct path (stack name included): unique per stack, stable across synths.
+    assert _source(synth, "fifo")["Properties"]["QueueName"] == "TestFifo3E395012.fifo"
+    assert _dlq(synth, "fifo")["Properties"]["QueueName"] == "TestFifo3E395012-dlq.fifo"
+
+
+def test_generated_fifo_names_stay_within_eighty_characters() -> None:
+    stack = new_stack(id="S" * 120)
+    queue = ProcessingQueue(stack, "Q" * 120, fifo=True)
+    names = [q.node.default_child.queue_name for q in (queue.queue, queue.dead_letter_queue)]
+    assert all(n.endswith(".fifo") and len(n) <= 80 for n in names), names
+    assert names[0] != names[1]
+
+
+def test_given_fifo_name_is_kept_and_names_the_dead_letter_queue(synth: dict) -> None:
+    assert _source(synth, "named")["Properties"]["QueueName"] == "payments.fifo"
+    assert _dlq(synth, "named")["Properties"]["QueueName"] == "payments-dlq.fifo"
+
+
+def test_fifo_deduplication_defaults_to_explicit_ids_and_queue_scope(synth: dict) -> None:
+    props = _source(synth, "fifo")["Properties"]
+    for key in ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"):
+        assert key not in props
+
+
+def test_high_throughput_scopes_deduplication_and_throughput_to_the_message_group(synth: dict) -> None:
+    props = _source(synth, "fast")["Properties"]
+    assert props["DeduplicationScope"] == "messageGroup"
+    assert props["FifoThroughputLimit"] == "perMessageGroupId"
+    assert props["ContentBasedDeduplication"] is True
+
+
+def test_visibility_timeout_is_left_open_by_default(synth: dict) -> None:
+    assert "VisibilityTimeout" not in _source(synth, "standard")["Properties"]
+    assert synth["queues"]["standard"].visibility_timeout is None
+
+
+def test_given_visibility_timeout_is_set(synth: dict) -> None:
+    assert _source(synth, "named")["Properties"]["VisibilityTimeout"] == 120
+    assert synth["queues"]["named"].visibility_timeout_given
+
+
+def test_grant_send_includes_the_key_for_producers(synth: dict) -> None:
+    stack: Stack = synth["stack"]
+    role_id = stack.resolve(synth["producer"].role_name)["Ref"]
+    statements = [
+        s
+        for p in synth["template"].find_resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    by_resource = actions_by_resource(statements)
+    queue_id = stack.resolve(synth["queues"]["kms"].queue.queue_arn)["Fn::GetAtt"][0]
+    assert by_resource[queue_id] == {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+    key_actions = {a for r, acts in by_resource.items() if r != queue_id for a in acts}
+    assert {"kms:Encrypt", "kms:GenerateDataKey*"} <= key_actions
+
+
+@pytest.mark.parametrize(
+    ("method", "metric_name", "queue_attr"),
+    [
+        ("metric_dlq_approximate_number_of_messages_visible", "ApproximateNumberOfMessagesVisible", "dead_letter_queue"),
+        ("metric_approximate_number_of_messages_visible", "ApproximateNumberOfMessagesVisible", "queue"),
+        ("metric_approximate_age_of_oldest_message", "ApproximateAgeOfOldestMessage", "queue"),
+    ],
+)
+def test_metrics_are_named_after_the_cloudwatch_metric(synth: dict, method: str, metric_name: str, queue_attr: str) -> None:
+    queue = synth["queues"]["standard"]
+    metric = getattr(queue, method)(period=Duration.minutes(1))
+    assert metric.metric_name == metric_name
+    assert metric.namespace == "AWS/SQS"
+    assert metric.period.to_seconds() == 60
+    stack: Stack = synth["stack"]
+    assert stack.resolve(metric.dimensions["QueueName"]) == stack.resolve(getattr(queue, queue_attr).queue_name)
+
+
+# --- bad configuration -------------------------------------------------------------------------------
+def test_fails_fifo_name_without_suffix() -> None:
+    with pytest.raises(ValueError, match=r"queue_name must end in '\.fifo' for a FIFO queue, but 'payments' was given"):
+        ProcessingQueue(new_stack(), "Q", fifo=True, queue_name="payments")
+
+
+@pytest.mark.parametrize("prop", ["content_based_deduplication", "high_throughput"])
+def test_fails_fifo_only_prop_on_standard_queue(prop: str) -> None:
+    with pytest.raises(ValueError, match=rf"{prop} is only allowed on a FIFO queue \(fifo=True\), but True was given"):
+        ProcessingQueue(new_stack(), "Q", **{prop: True})
+
+
+def test_fails_dead_letter_queue_of_the_other_type() -> None:
+    stack = new_stack()
+    standard_dlq = sqs.Queue(stack, "Dlq")
+    with pytest.raises(ValueError, match="dead_letter_queue .*must be a FIFO queue like the source queue"):
+        ProcessingQueue(stack, "Q", fifo=True, dead_letter_queue=standard_dlq)
+
+
+def test_existing_dead_letter_queue_is_used() -> None:
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq")
+    queue = ProcessingQueue(stack, "Q", dead_letter_queue=dlq)
+    assert queue.dead_letter_queue is dlq
+    Template.from_stack(stack).resource_count_is("AWS::SQS::Queue", 2)
+
+
+@pytest.mark.parametrize("count", [0, 1001])
+def test_fails_max_receive_count_out_of_range(count: int) -> None:
+    with pytest.raises(ValueError, match=rf"max_receive_count must be between 1 and 1000, but {count} was given"):
+        ProcessingQueue(new_stack(), "Q", max_receive_count=count)
+
+
+def test_fill_visibility_timeout_refuses_a_given_timeout(synth: dict) -> None:
+    with pytest.raises(ValueError, match="visibility_timeout was given at construction"):
+        synth["queues"]["named"].fill_visibility_timeout(Duration.seconds(10))
