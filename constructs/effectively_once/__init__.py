@@ -3,12 +3,21 @@
 Queue + DLQ (:class:`ProcessingQueue`), Powertools idempotency table (:class:`IdempotencyTable`), the
 event source mapping and least-privilege wiring between them (:class:`IdempotentQueueConsumer`), and the
 sample pattern composed of all three (:class:`PaymentProcessor`). See docs/constructs.md.
+
+The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
+``effectively_once.local`` does not pay for importing aws-cdk-lib (seconds and ~150 MB per process).
 """
 
-from .consumer import IdempotentQueueConsumer
-from .idempotency_table import IdempotencyTable
-from .payment_processor import PaymentProcessor
-from .processing_queue import ProcessingQueue
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .consumer import IdempotentQueueConsumer
+    from .idempotency_table import IdempotencyTable
+    from .payment_processor import PaymentProcessor
+    from .processing_queue import ProcessingQueue
 
 __all__ = [
     "IdempotencyTable",
@@ -16,3 +25,23 @@ __all__ = [
     "PaymentProcessor",
     "ProcessingQueue",
 ]
+
+_MODULES = {
+    "IdempotencyTable": ".idempotency_table",
+    "IdempotentQueueConsumer": ".consumer",
+    "PaymentProcessor": ".payment_processor",
+    "ProcessingQueue": ".processing_queue",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -129,11 +129,16 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         sqs = session.client("sqs")
         urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
         plan = plan_messages(lines, opts.chaos)
+        first = {q: [m for m in msgs if m.kind != "resend"] for q, msgs in plan.items()}
+        resends = {q: [m for m in msgs if m.kind == "resend"] for q, msgs in plan.items()}
         total = sum(len(v) for v in plan.values())
-        pool.start()
         try:
+            # Originals go in before polling starts, resends while it runs (a producer retrying). Sending while
+            # pollers run is slow on moto: every SendMessage scans the whole queue (Queue.attributes).
             with _bar(total, "sending", opts.quiet) as bar:
-                send(sqs, urls, plan, bar.update)
+                send(sqs, urls, first, bar.update)
+                pool.start()
+                send(sqs, urls, resends, bar.update)
             deadline = time.monotonic() + opts.drain_timeout_seconds
             settled_polls = 0
             with _bar(total, "processing", opts.quiet) as bar:

@@ -80,10 +80,14 @@ def discover(session: Any, stack: str) -> dict[str, Pipeline]:
     :raises DeployError: the stack has no SQS event source mapping, or two of one queue type.
     """
     cfn, lam, sqs = session.client("cloudformation"), session.client("lambda"), session.client("sqs")
-    resources = cfn.describe_stack_resources(StackName=stack)["StackResources"]
+    resources = [
+        summary
+        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
+        for summary in page["StackResourceSummaries"]
+    ]
     pipelines: dict[str, Pipeline] = {}
     for res in resources:
-        if res["ResourceType"] != "AWS::Lambda::EventSourceMapping":
+        if res.get("ResourceType") != "AWS::Lambda::EventSourceMapping":
             continue
         esm = lam.get_event_source_mapping(UUID=res["PhysicalResourceId"])
         queue_arn = esm["EventSourceArn"]

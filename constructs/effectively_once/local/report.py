@@ -165,7 +165,7 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
 
 
 def render(report: dict[str, Any]) -> str:
-    labels = [k for k in report if k != "total"] + ["total"]
+    labels = [k for k in report if k not in ("total", "run", "verdict")] + ["total"]
     keys = [k for k in COUNT_KEYS if any(k in report[label] for label in labels)]
     width = max(len(k) for k in keys) + 2
     out = ["".ljust(width) + "".join(label.rjust(10) for label in labels)]
