@@ -83,8 +83,7 @@ class IdempotentQueueConsumer(Construct):
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
-        owned = isinstance(function, lambda_.Function)
-        if not owned and not queue.visibility_timeout_given:
+        if not isinstance(function, lambda_.Function) and not queue.visibility_timeout_given:
             raise fail(
                 "function",
                 function.function_arn,
@@ -134,7 +133,7 @@ class IdempotentQueueConsumer(Construct):
             table.grant_idempotency(function)
 
         self.idempotency_expiry = idempotency_expiry or queue.retention_period
-        if owned:
+        if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table.table_name)
             if not is_unresolved(self.idempotency_expiry):
                 function.add_environment(ENV_EXPIRY_SECONDS, str(int(self.idempotency_expiry.to_seconds())))

@@ -132,27 +132,27 @@ def test_idempotency_expiry_and_key_prefix_are_props(synth: dict) -> None:
     assert env["IDEMPOTENCY_KEY_PREFIX"] == "shop/payments"
 
 
-def test_role_gets_exactly_consume_and_idempotency(synth: dict) -> None:
+def _expected_and_granted(synth: dict, name: str) -> tuple[dict, dict]:
+    """(consume + idempotency actions per resource, what the role's statements grant)."""
     stack: Stack = synth["stack"]
     template: Template = synth["template"]
-    consumer = synth["wired"]["standard"]
+    consumer = synth["wired"][name]
     role = function_role(template, _logical_id(stack, consumer.function.function_name))
-    assert actions_by_resource(role_statements(template, role)) == {
+    expected = {
         _logical_id(stack, consumer.queue.queue.queue_arn): CONSUME,
         _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
     }
+    return expected, actions_by_resource(role_statements(template, role))
+
+
+def test_role_gets_exactly_consume_and_idempotency(synth: dict) -> None:
+    expected, granted = _expected_and_granted(synth, "standard")
+    assert granted == expected
 
 
 def test_customer_managed_key_adds_only_decrypt(synth: dict) -> None:
-    stack: Stack = synth["stack"]
-    template: Template = synth["template"]
-    consumer = synth["wired"]["fifo"]
-    role = function_role(template, _logical_id(stack, consumer.function.function_name))
-    assert actions_by_resource(role_statements(template, role)) == {
-        _logical_id(stack, consumer.queue.queue.queue_arn): CONSUME,
-        _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
-        _logical_id(stack, synth["key"].key_arn): {"kms:Decrypt"},
-    }
+    expected, granted = _expected_and_granted(synth, "fifo")
+    assert granted == {**expected, _logical_id(synth["stack"], synth["key"].key_arn): {"kms:Decrypt"}}
 
 
 def test_mapping_waits_for_the_role_policy(synth: dict) -> None:
