@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Annotations, Duration
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -55,6 +55,8 @@ class IdempotentQueueConsumer(Construct):
         charge twice.
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
         :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
+    An imported function without its role gets no grants (there is no policy to add to) and a warning.
+
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
         given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a batching window
         on a FIFO queue; a batch above 10 on a standard queue without a batching window.
@@ -81,8 +83,7 @@ class IdempotentQueueConsumer(Construct):
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
-        owned = isinstance(function, lambda_.Function)
-        if not owned and not queue.visibility_timeout_given:
+        if not isinstance(function, lambda_.Function) and not queue.visibility_timeout_given:
             raise fail(
                 "function",
                 function.function_arn,
@@ -117,13 +118,22 @@ class IdempotentQueueConsumer(Construct):
             max_concurrency=max_concurrency,
             report_batch_item_failures=True,
         )
-        # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
-        grant = queue.queue.grant_consume_messages(function)
-        grant.apply_before(self.event_source_mapping)
-        table.grant_idempotency(function)
+        if function.role is None:
+            # An imported function without its role: there is no policy to add to.
+            Annotations.of(self).add_warning_v2(
+                "effectively-once:consumerImportedFunctionWithoutRole",
+                "function was imported without its role: grant it consume on the queue (and kms:Decrypt on a "
+                "customer-managed key) and dynamodb:GetItem/PutItem/UpdateItem/DeleteItem on the idempotency "
+                "table yourself, or import it with lambda.Function.from_function_attributes(role=...)",
+            )
+        else:
+            # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
+            grant = queue.queue.grant_consume_messages(function)
+            grant.apply_before(self.event_source_mapping)
+            table.grant_idempotency(function)
 
         self.idempotency_expiry = idempotency_expiry or queue.retention_period
-        if owned:
+        if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table.table_name)
             if not is_unresolved(self.idempotency_expiry):
                 function.add_environment(ENV_EXPIRY_SECONDS, str(int(self.idempotency_expiry.to_seconds())))

@@ -91,20 +91,13 @@ class ProcessingQueue(Construct):
         self._given_visibility_timeout = visibility_timeout
         self._filled_visibility_timeout: Duration | None = None
 
-        encryption = {
+        encryption: dict[str, Any] = {
             "encryption": sqs.QueueEncryption.KMS if encryption_key else sqs.QueueEncryption.SQS_MANAGED,
             "encryption_master_key": encryption_key,
         }
-        # fifo=None (not False) for standard queues: CDK renders an explicit False as `FifoQueue: false`.
+        # `fifo` is passed only for FIFO queues: a standard queue's template carries no FifoQueue key (tested).
         fifo_props: dict[str, Any] = {"fifo": True} if fifo else {}
-        if fifo and queue_name is None:
-            base = Names.unique_resource_name(self, max_length=limits.SQS_MAX_QUEUE_NAME_LENGTH - len("-dlq.fifo"))
-            queue_name = base + limits.SQS_FIFO_SUFFIX
-            dlq_name: str | None = base + "-dlq" + limits.SQS_FIFO_SUFFIX
-        elif fifo and not is_unresolved(queue_name):
-            dlq_name = queue_name[: -len(limits.SQS_FIFO_SUFFIX)][: limits.SQS_MAX_QUEUE_NAME_LENGTH - 9] + "-dlq.fifo"
-        else:
-            dlq_name = None
+        queue_name, dlq_name = self._names(fifo, queue_name)
 
         if dead_letter_queue is None:
             dead_letter_queue = sqs.Queue(
@@ -137,6 +130,19 @@ class ProcessingQueue(Construct):
             **throughput,
             **encryption,
         )
+
+    def _names(self, fifo: bool, queue_name: str | None) -> tuple[str | None, str | None]:
+        """(source, DLQ) physical names: FIFO queues always get ``.fifo`` names; standard ones keep the given name."""
+        dlq_suffix = "-dlq" + limits.SQS_FIFO_SUFFIX
+        if not fifo:
+            return queue_name, None
+        if queue_name is None:
+            base = Names.unique_resource_name(self, max_length=limits.SQS_MAX_QUEUE_NAME_LENGTH - len(dlq_suffix))
+            return base + limits.SQS_FIFO_SUFFIX, base + dlq_suffix
+        if is_unresolved(queue_name):
+            return queue_name, None
+        base = queue_name[: -len(limits.SQS_FIFO_SUFFIX)][: limits.SQS_MAX_QUEUE_NAME_LENGTH - len(dlq_suffix)]
+        return queue_name, base + dlq_suffix
 
     # --- visibility timeout ----------------------------------------------------------------------------
     @property

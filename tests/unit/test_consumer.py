@@ -1,0 +1,205 @@
+"""IdempotentQueueConsumer: the mapping, least-privilege grants, environment and visibility timeout."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Annotations, Match, Template
+
+from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
+from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS, visibility_timeout_guidance_seconds
+
+from .helpers import actions_by_resource, function_role, inline_function, new_stack, role_statements
+
+CONSUME = {
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+}
+IMPORTED_ARN = "arn:aws:lambda:us-east-1:123456789012:function:imported"
+
+
+@pytest.fixture(scope="module")
+def synth() -> dict:
+    stack = new_stack()
+    table = IdempotencyTable(stack, "Table")
+    wired = {}
+    # standard, batching window, function timeout 20 s
+    queue = ProcessingQueue(stack, "Queue")
+    function = inline_function(stack, "Function", timeout=Duration.seconds(20))
+    wired["standard"] = IdempotentQueueConsumer(
+        stack, "Consumer", queue=queue, function=function, table=table, max_batching_window=Duration.seconds(10),
+        max_concurrency=5,
+    )
+    # FIFO with a customer-managed key, Lambda's default timeout, a key prefix
+    key = kms.Key(stack, "Key")
+    fifo_queue = ProcessingQueue(stack, "FifoQueue", fifo=True, encryption_key=key)
+    fifo_function = inline_function(stack, "FifoFunction")
+    wired["fifo"] = IdempotentQueueConsumer(
+        stack, "FifoConsumer", queue=fifo_queue, function=fifo_function, table=table,
+        idempotency_expiry=Duration.hours(1), key_prefix="shop/payments",
+    )
+    # imported function: accepted because the visibility timeout is given
+    given_queue = ProcessingQueue(stack, "GivenQueue", visibility_timeout=Duration.minutes(15))
+    imported = lambda_.Function.from_function_arn(stack, "Imported", IMPORTED_ARN)
+    wired["imported"] = IdempotentQueueConsumer(stack, "ImportedConsumer", queue=given_queue, function=imported, table=table)
+    template = Template.from_stack(stack)
+    return {"stack": stack, "template": template, "wired": wired, "key": key, "table": table}
+
+
+def _logical_id(stack: Stack, token: str) -> str:
+    resolved = stack.resolve(token)
+    return resolved.get("Ref") or resolved["Fn::GetAtt"][0]
+
+
+def _mapping(synth: dict, name: str) -> dict:
+    stack: Stack = synth["stack"]
+    consumer = synth["wired"][name]
+    mappings = synth["template"].find_resources("AWS::Lambda::EventSourceMapping")
+    found = [m for m in mappings.values() if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue.queue_arn)]
+    assert len(found) == 1
+    return found[0]["Properties"]
+
+
+def _queue_props(synth: dict, name: str) -> dict:
+    stack: Stack = synth["stack"]
+    queue_id = _logical_id(stack, synth["wired"][name].queue.queue.queue_arn)
+    return synth["template"].to_json()["Resources"][queue_id]["Properties"]
+
+
+def _environment(synth: dict, name: str) -> dict:
+    stack: Stack = synth["stack"]
+    function_id = _logical_id(stack, synth["wired"][name].function.function_name)
+    return synth["template"].to_json()["Resources"][function_id]["Properties"]["Environment"]["Variables"]
+
+
+def test_one_mapping_per_consumer_with_report_batch_item_failures(synth: dict) -> None:
+    synth["template"].resource_count_is("AWS::Lambda::EventSourceMapping", 3)
+    for name in synth["wired"]:
+        assert _mapping(synth, name)["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_batch_size_defaults_to_ten(synth: dict) -> None:
+    assert _mapping(synth, "fifo")["BatchSize"] == 10
+
+
+def test_batching_window_and_concurrency_default_to_unset(synth: dict) -> None:
+    props = _mapping(synth, "fifo")
+    assert "MaximumBatchingWindowInSeconds" not in props
+    assert "ScalingConfig" not in props
+
+
+def test_batching_window_and_concurrency_are_passed_on(synth: dict) -> None:
+    props = _mapping(synth, "standard")
+    assert props["MaximumBatchingWindowInSeconds"] == 10
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 5}
+
+
+def test_visibility_timeout_is_six_function_timeouts_plus_the_window(synth: dict) -> None:
+    assert _queue_props(synth, "standard")["VisibilityTimeout"] == 6 * 20 + 10
+    assert synth["wired"]["standard"].visibility_timeout.to_seconds() == 130
+
+
+def test_visibility_timeout_uses_lambdas_default_timeout(synth: dict) -> None:
+    assert _queue_props(synth, "fifo")["VisibilityTimeout"] == 6 * 3
+
+
+def test_given_visibility_timeout_is_kept(synth: dict) -> None:
+    assert _queue_props(synth, "imported")["VisibilityTimeout"] == 15 * 60
+
+
+def test_visibility_timeout_guidance_is_capped_at_twelve_hours() -> None:
+    assert visibility_timeout_guidance_seconds(900, 300) == 5700
+    assert visibility_timeout_guidance_seconds(10_000, 0) == 12 * 3600
+
+
+def test_environment_carries_table_and_expiry(synth: dict) -> None:
+    stack: Stack = synth["stack"]
+    env = _environment(synth, "standard")
+    assert env == {
+        "IDEMPOTENCY_TABLE_NAME": stack.resolve(synth["table"].table.table_name),
+        "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
+    }
+
+
+def test_idempotency_expiry_and_key_prefix_are_props(synth: dict) -> None:
+    env = _environment(synth, "fifo")
+    assert env["IDEMPOTENCY_EXPIRY_SECONDS"] == "3600"
+    assert env["IDEMPOTENCY_KEY_PREFIX"] == "shop/payments"
+
+
+def _expected_and_granted(synth: dict, name: str) -> tuple[dict, dict]:
+    """(consume + idempotency actions per resource, what the role's statements grant)."""
+    stack: Stack = synth["stack"]
+    template: Template = synth["template"]
+    consumer = synth["wired"][name]
+    role = function_role(template, _logical_id(stack, consumer.function.function_name))
+    expected = {
+        _logical_id(stack, consumer.queue.queue.queue_arn): CONSUME,
+        _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
+    }
+    return expected, actions_by_resource(role_statements(template, role))
+
+
+def test_role_gets_exactly_consume_and_idempotency(synth: dict) -> None:
+    expected, granted = _expected_and_granted(synth, "standard")
+    assert granted == expected
+
+
+def test_customer_managed_key_adds_only_decrypt(synth: dict) -> None:
+    expected, granted = _expected_and_granted(synth, "fifo")
+    assert granted == {**expected, _logical_id(synth["stack"], synth["key"].key_arn): {"kms:Decrypt"}}
+
+
+def test_mapping_waits_for_the_role_policy(synth: dict) -> None:
+    stack: Stack = synth["stack"]
+    template: Template = synth["template"]
+    mapping = [
+        m for m in template.find_resources("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["EventSourceArn"] == stack.resolve(synth["wired"]["standard"].queue.queue.queue_arn)
+    ][0]
+    policy_ids = set(template.find_resources("AWS::IAM::Policy"))
+    assert policy_ids & set(mapping.get("DependsOn", []))
+
+
+def test_imported_function_is_mapped_by_name(synth: dict) -> None:
+    assert _mapping(synth, "imported")["FunctionName"] == "imported"
+
+
+def test_imported_function_without_role_gets_a_warning_instead_of_grants(synth: dict) -> None:
+    Annotations.from_stack(synth["stack"]).has_warning(
+        "/Test/ImportedConsumer", Match.string_like_regexp("function was imported without its role")
+    )
+
+
+# --- bad configuration -------------------------------------------------------------------------------
+def test_fails_imported_function_without_visibility_timeout() -> None:
+    stack = new_stack()
+    with pytest.raises(ValueError, match=r"function must be a lambda\.Function when the queue's visibility_timeout is not given"):
+        IdempotentQueueConsumer(
+            stack, "C", queue=ProcessingQueue(stack, "Q"), table=IdempotencyTable(stack, "T"),
+            function=lambda_.Function.from_function_arn(stack, "F", IMPORTED_ARN),
+        )
+
+
+@pytest.mark.parametrize(
+    ("fifo", "props", "message"),
+    [
+        (True, {"max_batching_window": Duration.seconds(5)}, "max_batching_window is not allowed on a FIFO source queue, but 5 seconds was given"),
+        (False, {"batch_size": 100}, "batch_size above 10 needs a max_batching_window on a standard queue, but 100 was given"),
+        (True, {"batch_size": 11}, "batch_size must be between 1 and 10, but 11 was given"),
+        (False, {"batch_size": 10_001, "max_batching_window": Duration.seconds(1)}, "batch_size must be between 1 and 10000, but 10001 was given"),
+        (False, {"max_concurrency": 1}, "max_concurrency must be between 2 and 1000, but 1 was given"),
+    ],
+)
+def test_fails_mapping_limits(fifo: bool, props: dict, message: str) -> None:
+    stack = new_stack()
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        IdempotentQueueConsumer(
+            stack, "C", queue=ProcessingQueue(stack, "Q", fifo=fifo), table=IdempotencyTable(stack, "T"),
+            function=inline_function(stack, "F"), **props,
+        )

@@ -1,0 +1,238 @@
+"""The sandbox stack (app.py) and PaymentProcessor: defaults, least privilege, context flags, snapshot."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Match, Template
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from app import PaymentsSandboxStack
+from effectively_once import PaymentProcessor, payment_processor
+from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
+from effectively_once.testing import normalize_template
+
+from .helpers import CONTEXT, ENV, REPO, actions_by_resource, function_role, new_app, role_statements
+
+KINDS = ("Standard", "Fifo")
+CONSUME = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> tuple[PaymentsSandboxStack, Template]:
+    stack = PaymentsSandboxStack(new_app(), "PaymentsSandbox", env=ENV)
+    return stack, Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def template(sandbox: tuple[PaymentsSandboxStack, Template]) -> Template:
+    return sandbox[1]
+
+
+def _processor(sandbox: tuple, kind: str) -> PaymentProcessor:
+    return sandbox[0].processors[kind]
+
+
+def _id(sandbox: tuple, token: str) -> str:
+    resolved = sandbox[0].resolve(token)
+    return resolved.get("Ref") or resolved["Fn::GetAtt"][0]
+
+
+def _resource(sandbox: tuple, token: str) -> dict:
+    return sandbox[1].to_json()["Resources"][_id(sandbox, token)]
+
+
+def _function(sandbox: tuple, kind: str) -> dict:
+    return _resource(sandbox, _processor(sandbox, kind).function.function_name)["Properties"]
+
+
+# --- documented defaults of PaymentProcessor --------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_function_runs_the_payment_handler_on_python_3_14(sandbox: tuple, kind: str) -> None:
+    props = _function(sandbox, kind)
+    assert props["Runtime"] == "python3.14"
+    assert props["Handler"] == "payments.handler.lambda_handler"
+    assert props["Architectures"] == ["x86_64"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_function_timeout_defaults_to_thirty_seconds_and_memory_to_256(sandbox: tuple, kind: str) -> None:
+    props = _function(sandbox, kind)
+    assert props["Timeout"] == 30
+    assert props["MemorySize"] == 256
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_powertools_layer_is_pinned_by_arn(sandbox: tuple, kind: str) -> None:
+    assert _function(sandbox, kind)["Layers"] == [
+        "arn:aws:lambda:us-east-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-x86_64:42"
+    ]
+
+
+def test_powertools_layer_release_matches_the_pinned_library() -> None:
+    pins = dict(
+        line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines() if "==" in line and not line.startswith("#")
+    )
+    assert pins["aws-lambda-powertools"] == payment_processor.POWERTOOLS_VERSION
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> None:
+    processor = _processor(sandbox, kind)
+    resolve = sandbox[0].resolve
+    assert _function(sandbox, kind)["Environment"]["Variables"] == {
+        "IDEMPOTENCY_TABLE_NAME": resolve(processor.table.table.table_name),
+        "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
+        "LEDGER_TABLE_NAME": resolve(processor.ledger.table_name),
+        "POWERTOOLS_SERVICE_NAME": "payments",
+        "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnce",
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_log_group_is_stack_created_with_one_month_retention(sandbox: tuple, kind: str) -> None:
+    processor = _processor(sandbox, kind)
+    log_group = _resource(sandbox, processor.log_group.log_group_name)
+    assert log_group["Type"] == "AWS::Logs::LogGroup"
+    assert log_group["Properties"]["RetentionInDays"] == 30
+    assert log_group["DeletionPolicy"] == "Retain"
+    assert _function(sandbox, kind)["LoggingConfig"] == {"LogGroup": sandbox[0].resolve(processor.log_group.log_group_name)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ledger_is_keyed_on_charge_id_encrypted_with_recovery_and_retained(sandbox: tuple, kind: str) -> None:
+    ledger = _resource(sandbox, _processor(sandbox, kind).ledger.table_name)
+    props = ledger["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": "charge_id", "KeyType": "HASH"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert ledger["DeletionPolicy"] == "Retain"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_idempotency_table_is_retained_by_default(sandbox: tuple, kind: str) -> None:
+    assert _resource(sandbox, _processor(sandbox, kind).table.table.table_name)["DeletionPolicy"] == "Retain"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_queue_visibility_timeout_is_filled_in_and_max_receive_count_is_five(sandbox: tuple, kind: str) -> None:
+    props = _resource(sandbox, _processor(sandbox, kind).queue.queue.queue_arn)["Properties"]
+    assert props["VisibilityTimeout"] == 6 * 30
+    assert props["RedrivePolicy"]["maxReceiveCount"] == 5
+
+
+def test_fifo_processor_has_fifo_source_and_dead_letter_queue(sandbox: tuple) -> None:
+    queue = _processor(sandbox, "Fifo").queue
+    for q in (queue.queue, queue.dead_letter_queue):
+        props = _resource(sandbox, q.queue_arn)["Properties"]
+        assert props["FifoQueue"] is True and props["QueueName"].endswith(".fifo")
+
+
+def test_standard_processor_queues_carry_no_fifo_key(sandbox: tuple) -> None:
+    queue = _processor(sandbox, "Standard").queue
+    for q in (queue.queue, queue.dead_letter_queue):
+        assert "FifoQueue" not in _resource(sandbox, q.queue_arn)["Properties"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_mapping_per_processor_with_report_batch_item_failures(sandbox: tuple, kind: str) -> None:
+    sandbox[1].resource_properties_count_is(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": sandbox[0].resolve(_processor(sandbox, kind).queue.queue.queue_arn),
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BatchSize": 10,
+        },
+        1,
+    )
+
+
+# --- least privilege ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_function_role_has_exactly_the_expected_actions_per_resource(sandbox: tuple, kind: str) -> None:
+    processor = _processor(sandbox, kind)
+    template = sandbox[1]
+    role = function_role(template, _id(sandbox, processor.function.function_name))
+    assert actions_by_resource(role_statements(template, role)) == {
+        _id(sandbox, processor.queue.queue.queue_arn): CONSUME,
+        _id(sandbox, processor.table.table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
+        _id(sandbox, processor.ledger.table_arn): {"dynamodb:PutItem", "dynamodb:GetItem"},
+    }
+
+
+def test_no_wildcard_action_and_no_wildcard_resource(template: Template) -> None:
+    # No X-Ray tracing is configured, so no statement needs Resource "*".
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert not [a for a in actions if "*" in a], statement
+            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            assert "*" not in resources, statement
+
+
+def test_execution_role_only_has_the_basic_execution_managed_policy(template: Template) -> None:
+    for role in template.find_resources("AWS::IAM::Role").values():
+        arns = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        assert re.findall(r"policy/[\w/-]+", arns) == ["policy/service-role/AWSLambdaBasicExecutionRole"]
+
+
+# --- app: outputs, context flags, stateful logical ids ---------------------------------------------
+def test_outputs_name_what_was_deployed(template: Template) -> None:
+    outputs = template.to_json()["Outputs"]
+    for kind in KINDS:
+        for suffix in ("QueueUrl", "DeadLetterQueueUrl", "IdempotencyTableName", "LedgerTableName", "FunctionName"):
+            assert f"{kind}{suffix}" in outputs
+
+
+def test_stateful_logical_ids_are_pinned(template: Template) -> None:
+    # Deliberate exception to "find by type": a changed logical id replaces the resource and loses its data.
+    resources = template.to_json()["Resources"]
+    stateful = sorted(k for k, v in resources.items() if v["Type"] in ("AWS::DynamoDB::Table", "AWS::SQS::Queue"))
+    assert stateful == [
+        "FifoIdempotencyTable99983BD5",
+        "FifoLedger82C8D9AF",
+        "FifoQueue981F45E1",
+        "FifoQueueDeadLetterQueue9384C5BC",
+        "StandardIdempotencyTable534B4812",
+        "StandardLedger66B892DB",
+        "StandardQueueDFA670D0",
+        "StandardQueueDeadLetterQueue395DCE75",
+    ]
+
+
+@pytest.fixture(scope="module")
+def flagged() -> Template:
+    app = new_app(destroy_on_delete="true", function_timeout_seconds="5", max_receive_count="3")
+    return Template.from_stack(PaymentsSandboxStack(app, "PaymentsSandbox", env=ENV))
+
+
+def test_context_destroy_on_delete_destroys_tables_and_log_groups(flagged: Template) -> None:
+    for type_ in ("AWS::DynamoDB::Table", "AWS::Logs::LogGroup"):
+        for resource in flagged.find_resources(type_).values():
+            assert resource["DeletionPolicy"] == "Delete"
+
+
+def test_context_sets_function_timeout_and_max_receive_count(flagged: Template) -> None:
+    flagged.all_resources_properties("AWS::Lambda::Function", Match.object_like({"Timeout": 5}))
+    flagged.resource_properties_count_is(
+        "AWS::SQS::Queue", {"VisibilityTimeout": 30, "RedrivePolicy": Match.object_like({"maxReceiveCount": 3})}, 2
+    )
+
+
+# --- snapshot and compliance ---------------------------------------------------------------------------
+def test_snapshot(template: Template, snapshot) -> None:
+    assert normalize_template(template.to_json()) == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_builtin_cloudformation_validation_passes(tmp_path: Path) -> None:
+    # The one synth with the built-in CloudFormation validation on (off elsewhere for speed).
+    app = App(context=CONTEXT, outdir=str(tmp_path))
+    PaymentsSandboxStack(app, "PaymentsSandbox", env=ENV)
+    app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    assert [v for p in report["pluginReports"] for v in p.get("violations", [])] == []
