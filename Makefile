@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test synth clean
+.PHONY: setup test synth demo demo-aws clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -29,6 +29,18 @@ test: setup
 # Offline: no credentials or region needed (the stack is environment-agnostic without CDK_DEFAULT_*).
 synth: setup
 	cdk synth PaymentsSandbox --quiet
+
+# The main job: deploy PaymentsSandbox to a local AWS (moto, loopback only) and push 1,000 payments through it
+# with duplicates and crashes; report in reports/demo-report.json. DEMO_ARGS="--unsafe" runs the control.
+demo: setup
+	$(PY) -m effectively_once.local demo $(DEMO_ARGS)
+
+# The same payments against a real AWS account (documented; needs credentials, not run in CI):
+# deploys the sandbox, sends the payments, waits for the queues to drain and reports from the ledgers and DLQs.
+demo-aws: setup
+	cdk deploy PaymentsSandbox --require-approval never
+	$(PY) -m effectively_once.local produce --stack PaymentsSandbox
+	$(PY) -m effectively_once.local report --stack PaymentsSandbox
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist

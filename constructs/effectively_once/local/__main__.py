@@ -58,7 +58,34 @@ def main(argv: list[str] | None = None) -> int:
     sample.add_argument("--seed", type=int, default=2026)
     sample.add_argument("--out", type=Path, default=Path("samples/payments.jsonl"))
 
+    for name, text in (
+        ("produce", "send the payments file to a deployed stack (a real AWS account after `cdk deploy`)"),
+        ("report", "wait for a deployed stack's queues to drain, then report from its ledgers and DLQs"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--stack", default="PaymentsSandbox")
+        cmd.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"))
+        cmd.add_argument("--handler-root", type=Path, default=None)
+        if name == "produce":
+            cmd.add_argument("--resend", type=_fraction, default=0.10)
+            cmd.add_argument("--concurrent-duplicates", type=_fraction, default=0.05)
+            cmd.add_argument("--seed", type=int, default=7)
+        else:
+            cmd.add_argument("--wait", type=int, default=600, help="seconds to wait for the queues to drain")
+            cmd.add_argument("--report", type=Path, default=Path("reports/aws-report.json"))
+
     args = parser.parse_args(argv)
+    if args.command in ("produce", "report"):
+        from .remote import produce, report
+
+        root = (args.handler_root or _default_handler_root(Path(".").resolve())).resolve()
+        try:
+            if args.command == "produce":
+                return produce(args.stack, args.payments, ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed))
+            return report(args.stack, args.payments, root, args.wait, args.report)
+        except (PaymentsFileError, DeployError, LocalAwsError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "sample":
         rows = generate_sample(args.count, args.accounts, args.seed)
         args.out.parent.mkdir(parents=True, exist_ok=True)

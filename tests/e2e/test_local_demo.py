@@ -1,0 +1,79 @@
+"""Local end-to-end: a fresh local AWS (moto server on loopback), a real `cdk deploy` of PaymentsSandbox, payments
+with producer duplicates and crashes, and the report read back from the deployed tables and queues.
+
+Runs the same entry point as `make demo` (``python -m effectively_once.local demo``) on 200 payments. Each run
+takes about a minute and a half, most of it the poison messages' five receives before the DLQ.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectively_once.local.producer import generate_sample
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_demo(tmp: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+    payments = tmp / "payments.jsonl"
+    payments.write_text("".join(json.dumps(r) + "\n" for r in generate_sample(count=200, accounts=12, seed=5)))
+    report = tmp / "report.json"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "effectively_once.local", "demo", "--quiet",
+            "--payments", str(payments), "--report", str(report), "--run-dir", str(tmp / "run"),
+            "--resend", "0.15", "--concurrent-duplicates", "0.10",
+            "--crash-after-charge", "0.08", "--crash-after-complete", "0.08", "--timeouts", "0.04",
+            "--drain-timeout", "420", *extra,
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
+    )
+    output = proc.stdout + proc.stderr
+    assert report.exists(), output
+    return proc.returncode, json.loads(report.read_text()), output
+
+
+@pytest.fixture(scope="module")
+def safe_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
+    return run_demo(tmp_path_factory.mktemp("safe"))
+
+
+def test_nothing_lost_and_nothing_double_charged(safe_run: tuple[int, dict[str, Any], str]) -> None:
+    code, report, output = safe_run
+    total = report["total"]
+
+    assert code == 0, output
+    assert total["valid_payments"] == 200
+    assert total["lost"] == 0
+    assert total["double_charged"] == 0
+    assert total["charges"] + total["valid_dead_lettered"] >= total["valid_payments"]
+
+
+def test_chaos_really_happened(safe_run: tuple[int, dict[str, Any], str]) -> None:
+    total = safe_run[1]["total"]
+
+    assert total["deliveries"] > total["payments"], "duplicates and redeliveries must have reached the function"
+    assert total["duplicates_suppressed"] > 0
+    assert total["kills"]["after_charge"] + total["kills"]["after_complete"] > 0
+    assert total["provider_replays"] <= total["kills_between_charge_and_completion"]
+
+
+def test_every_poison_message_ends_intact_in_a_dlq(safe_run: tuple[int, dict[str, Any], str]) -> None:
+    total = safe_run[1]["total"]
+
+    assert total["poison"] == 6
+    assert total["poison_in_dlq"] == total["poison"]
+
+
+def test_unsafe_control_run_double_charges(tmp_path: Path) -> None:
+    code, report, output = run_demo(tmp_path, "--unsafe")
+
+    assert report["total"]["double_charged"] > 0, output
+    assert code == 0, output

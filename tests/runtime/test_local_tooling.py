@@ -1,0 +1,144 @@
+"""The local runner's own rules (no AWS needed): input checking, routing, event shape, Lambda's partial-batch
+semantics, the verdict, and that the local AWS is on loopback and gone after use."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from effectively_once.local.chaos import ChaosConfig
+from effectively_once.local.esm import MappingConfig, failed_ids, to_lambda_record
+from effectively_once.local.producer import FIFO, STANDARD, PaymentsFileError, generate_sample, load_payments, plan_messages, route
+from effectively_once.local.report import verdict
+from effectively_once.local.server import MotoServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_payments_file_with_invalid_line_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps({"payment_id": "a", "account_id": "x", "amount": 1, "currency": "EUR"}), "{oops")
+
+    with pytest.raises(PaymentsFileError, match=r"p\.jsonl:2: not valid JSON"):
+        load_payments(path)
+
+
+def test_payments_file_line_without_account_is_rejected(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps({"payment_id": "a", "amount": 1, "currency": "EUR"}))
+
+    with pytest.raises(PaymentsFileError, match=r":1: account_id"):
+        load_payments(path)
+
+
+def test_cli_rejects_bad_file_before_starting_anything(tmp_path: Path) -> None:
+    path = write(tmp_path, "[1, 2]")
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "effectively_once.local", "demo", "--payments", str(path), "--run-dir", str(tmp_path / "run")],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: {path}:1: a line must be a JSON object; nothing was sent"]
+    assert not (tmp_path / "run" / "moto.log").exists(), "no local AWS may be started for a bad file"
+
+
+def test_raw_body_lines_are_sent_verbatim(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps({"raw_body": "{broken", "account_id": "acct-1"}))
+
+    [line] = load_payments(path)
+
+    assert line.body == "{broken" and line.payment_id is None
+
+
+def test_routing_is_stable_and_uses_both_pipelines() -> None:
+    accounts = [f"acct-{i:03d}" for i in range(40)]
+
+    routes = [route(a) for a in accounts]
+
+    assert routes == [route(a) for a in accounts]
+    assert {STANDARD, FIFO} == set(routes)
+
+
+def test_plan_sends_each_line_once_plus_the_chosen_duplicates(tmp_path: Path) -> None:
+    rows = generate_sample(count=300, accounts=10, seed=1)
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = load_payments(path)
+
+    plan = plan_messages(lines, ChaosConfig(resend=0.2, concurrent_duplicates=0.2, seed=3))
+
+    originals = [m for msgs in plan.values() for m in msgs if m.kind == "original"]
+    assert len(originals) == len(lines) == 306
+    assert all(m.kind != "concurrent_duplicate" for m in plan[FIFO])
+    assert sum(m.kind == "resend" for msgs in plan.values() for m in msgs) > 30
+
+
+def test_lambda_record_has_the_real_shape() -> None:
+    mapping = MappingConfig(
+        label="fifo", queue_url="http://localhost/q", queue_arn="arn:aws:sqs:us-east-1:123456789012:q.fifo",
+        batch_size=10, batching_window_seconds=0, visibility_timeout_seconds=12, max_receive_count=5,
+        function_name="f", function_timeout_seconds=2, function_memory_mb=256, function_env={},
+    )
+    message = {
+        "MessageId": "m1", "ReceiptHandle": "rh", "Body": "{}", "MD5OfBody": "99914b932bd37a50b983c5e7c90ae93b",
+        "Attributes": {"ApproximateReceiveCount": "2", "MessageGroupId": "g", "MessageDeduplicationId": "d", "SequenceNumber": "1"},
+        "MessageAttributes": {"trace": {"StringValue": "t", "DataType": "String"}},
+    }
+
+    record = to_lambda_record(message, mapping)
+
+    assert set(record) == {
+        "messageId", "receiptHandle", "body", "attributes", "messageAttributes", "md5OfBody",
+        "eventSource", "eventSourceARN", "awsRegion",
+    }
+    assert record["eventSource"] == "aws:sqs" and record["awsRegion"] == "us-east-1"
+    assert record["attributes"]["MessageGroupId"] == "g"
+    assert record["messageAttributes"]["trace"]["stringValue"] == "t"
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ({"batchItemFailures": []}, set()),
+        ({"batchItemFailures": [{"itemIdentifier": "b"}]}, {"b"}),
+        ({"batchItemFailures": [{"itemIdentifier": "zzz"}]}, {"a", "b", "c"}),
+        ({"batchItemFailures": [{"itemIdentifier": ""}]}, {"a", "b", "c"}),
+        ("not a dict", {"a", "b", "c"}),
+        (None, set()),
+    ],
+)
+def test_partial_batch_response_rules(response: object, expected: set[str]) -> None:
+    assert failed_ids(response, {"a", "b", "c"}) == expected
+
+
+def test_verdict_fails_on_loss_double_charge_or_unexplained_replays() -> None:
+    ok = {"total": {"lost": 0, "double_charged": 0, "provider_replays": 2, "kills_between_charge_and_completion": 2}}
+    assert verdict(ok, unsafe=False)[0] == 0
+    for key, value in (("lost", 1), ("double_charged", 1), ("provider_replays", 3)):
+        bad = {"total": {**ok["total"], key: value}}
+        assert verdict(bad, unsafe=False)[0] == 1
+    assert verdict({"total": {"double_charged": 4}}, unsafe=True)[0] == 0
+    assert verdict({"total": {"double_charged": 0}}, unsafe=True)[0] == 1
+
+
+def test_local_aws_listens_on_loopback_only_and_stops() -> None:
+    with MotoServer() as aws:
+        assert aws.endpoint == f"http://localhost:{aws.port}"
+        proc = aws._proc
+        assert proc is not None and "127.0.0.1" in proc.args
+        with socket.create_connection(("127.0.0.1", aws.port), timeout=2):
+            pass
+    assert proc.poll() is not None, "the server process must be gone after the context exits"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", aws.port), timeout=1)
