@@ -142,3 +142,22 @@ def test_local_aws_listens_on_loopback_only_and_stops() -> None:
     assert proc.poll() is not None, "the server process must be gone after the context exits"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", aws.port), timeout=1)
+
+
+def test_unreachable_endpoint_is_a_one_line_error(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AWS_ENDPOINT_URL": "http://localhost:9",  # discard port on loopback: nothing listens
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "effectively_once.local", "report", "--wait", "1", "--payments", str(REPO / "samples" / "payments.jsonl")],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )
+
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: Could not connect to the endpoint URL"), proc.stderr

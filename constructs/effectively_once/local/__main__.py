@@ -27,6 +27,12 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _aws_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m effectively_once.local", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "produce":
                 return produce(args.stack, args.payments, ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed))
             return report(args.stack, args.payments, root, args.wait, args.report)
-        except (PaymentsFileError, DeployError, LocalAwsError) as exc:
+        except (PaymentsFileError, DeployError, LocalAwsError, *_aws_errors()) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     if args.command == "sample":
@@ -124,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         code, _ = run_demo(opts)
-    except (PaymentsFileError, LocalAwsError, DeployError) as exc:
+    except (PaymentsFileError, LocalAwsError, DeployError, *_aws_errors()) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
