@@ -1,14 +1,20 @@
-"""Shared configuration checks: each raises ``ValueError`` naming the prop, the value and the rule.
+"""Shared configuration checks: errors (``ValueError``) and warnings naming the prop, the value, the rule
+and its source.
 
-Values that are unresolved tokens are skipped (they are only known at deploy time). Issue 5 extends
-this module with the full rule set of shared/DESIGN.md.
+Values that are unresolved tokens are skipped (they are only known at deploy time). The rules themselves,
+with their sources, are listed in docs/validation.md; the AWS numbers they use live in ``limits.py``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, Token
+from aws_cdk import Annotations, Duration, Token
+from constructs import IConstruct
+
+#: Prefix of every warning id this library adds (``Annotations.add_warning_v2``), so users can acknowledge
+#: one with ``Annotations.of(scope).acknowledge_warning(id)``.
+WARNING_ID_PREFIX = "effectively-once:"
 
 
 def is_unresolved(value: Any) -> bool:
@@ -20,13 +26,40 @@ def is_unresolved(value: Any) -> bool:
     return Token.is_unresolved(value)
 
 
-def fail(prop: str, value: Any, rule: str, source: str | None = None) -> ValueError:
-    """Build the library's error: ``<prop> <rule>, but <value> was given (source: ...)``."""
-    shown = value.to_human_string() if isinstance(value, Duration) and not value.is_unresolved() else repr(value)
-    message = f"{prop} {rule}, but {shown} was given"
+def seconds(value: Duration | None) -> float | None:
+    """A resolved Duration in seconds; ``None`` for ``None`` or an unresolved token (the check is skipped)."""
+    if value is None or is_unresolved(value):
+        return None
+    return value.to_seconds()
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, Duration) and not value.is_unresolved():
+        return value.to_human_string()
+    return repr(value)
+
+
+def message(prop: str, value: Any, rule: str, source: str | None = None) -> str:
+    """The library's message: ``<prop> <rule>, but <value> was given (source: ...)``."""
+    text = f"{prop} {rule}, but {_shown(value)} was given"
     if source:
-        message += f" (source: {source})"
-    return ValueError(message)
+        text += f" (source: {source})"
+    return text
+
+
+def fail(prop: str, value: Any, rule: str, source: str | None = None) -> ValueError:
+    """Build the library's error (see :func:`message`)."""
+    return ValueError(message(prop, value, rule, source))
+
+
+def warn(scope: IConstruct, id: str, prop: str, value: Any, rule: str, source: str) -> None:
+    """Add a warning on ``scope`` (id ``effectively-once:<id>``) worded as :func:`message`."""
+    Annotations.of(scope).add_warning_v2(WARNING_ID_PREFIX + id, message(prop, value, rule, source))
+
+
+def _number(value: float) -> str:
+    """``10000`` for 10000.0, ``0.5`` for 0.5 (never an exponent)."""
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def check_range(prop: str, value: float | None, low: float, high: float, source: str) -> None:
@@ -34,4 +67,11 @@ def check_range(prop: str, value: float | None, low: float, high: float, source:
     if value is None or is_unresolved(value):
         return
     if not low <= value <= high:
-        raise fail(prop, value, f"must be between {low:g} and {high:g}", source)
+        raise fail(prop, value, f"must be between {_number(low)} and {_number(high)}", source)
+
+
+def check_duration_range(prop: str, value: Duration | None, low: float, high: float, source: str) -> None:
+    """Raise when a resolved Duration lies outside ``low..high`` seconds (inclusive); shown in human units."""
+    value_seconds = seconds(value)
+    if value_seconds is not None and not low <= value_seconds <= high:
+        raise fail(prop, value, f"must be between {_number(low)} and {_number(high)} seconds", source)

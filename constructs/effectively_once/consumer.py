@@ -7,12 +7,10 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from . import limits
-from ._validation import check_range, fail, is_unresolved
+from ._validation import check_range, fail, is_unresolved, seconds, warn
 from .idempotency_table import IdempotencyTable
 from .processing_queue import ProcessingQueue
 
-_ESM_DOC = "CloudFormation AWS::Lambda::EventSourceMapping"
-_VISIBILITY_DOC = "AWS Lambda Developer Guide, Using Lambda with Amazon SQS; aws/aws-cdk#20527"
 
 #: Environment variables set on the function (the contract in lambda_src/payments/settings.py).
 ENV_TABLE_NAME = "IDEMPOTENCY_TABLE_NAME"
@@ -59,7 +57,14 @@ class IdempotentQueueConsumer(Construct):
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
         given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a batching window
-        on a FIFO queue; a batch above 10 on a standard queue without a batching window.
+        on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
+        ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second.
+        Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
+
+    Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
+    ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
+    queue's retention period (a resend after the record expires would be charged twice); the queue's
+    ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
@@ -83,6 +88,9 @@ class IdempotentQueueConsumer(Construct):
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
+        expiry_seconds = seconds(idempotency_expiry)
+        if expiry_seconds is not None and expiry_seconds < 1:
+            raise fail("idempotency_expiry", idempotency_expiry, "must be at least 1 second", limits.IDEMPOTENCY_DOC)
         if not isinstance(function, lambda_.Function) and not queue.visibility_timeout_given:
             raise fail(
                 "function",
@@ -106,6 +114,8 @@ class IdempotentQueueConsumer(Construct):
                         limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds())
                     )
                 )
+        else:
+            self._check_given_visibility_timeout(queue, function, max_batching_window)
         self.visibility_timeout = queue.visibility_timeout
 
         self.event_source_mapping = lambda_.EventSourceMapping(
@@ -133,12 +143,74 @@ class IdempotentQueueConsumer(Construct):
             table.grant_idempotency(function)
 
         self.idempotency_expiry = idempotency_expiry or queue.retention_period
+        self._advise(queue)
         if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table.table_name)
             if not is_unresolved(self.idempotency_expiry):
                 function.add_environment(ENV_EXPIRY_SECONDS, str(int(self.idempotency_expiry.to_seconds())))
             if key_prefix is not None:
                 function.add_environment(ENV_KEY_PREFIX, key_prefix)
+
+    def _check_given_visibility_timeout(
+        self, queue: ProcessingQueue, function: lambda_.IFunction, max_batching_window: Duration | None
+    ) -> None:
+        """A visibility timeout given to the queue against this function: error below its timeout, warning
+        below the 6x guidance. Skipped for an imported function (timeout unknown) and for tokens."""
+        if not isinstance(function, lambda_.Function):
+            return
+        timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
+        visibility, timeout_s, window_s = (
+            seconds(queue.visibility_timeout), seconds(timeout), seconds(max_batching_window or Duration.seconds(0))
+        )
+        if visibility is None or timeout_s is None or window_s is None:
+            return
+        if visibility < timeout_s:
+            raise fail(
+                "queue visibility_timeout",
+                queue.visibility_timeout,
+                f"must be at least the function timeout ({timeout.to_human_string()}), or a message becomes "
+                "visible again while it is still being processed",
+                limits.LAMBDA_SQS_VISIBILITY_DOC,
+            )
+        guidance = limits.visibility_timeout_guidance_seconds(timeout_s, window_s)
+        if visibility < guidance:
+            warn(
+                self,
+                "visibilityTimeoutBelowGuidance",
+                "queue visibility_timeout",
+                queue.visibility_timeout,
+                f"should be at least {limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout "
+                f"({timeout.to_human_string()}) + max_batching_window ({window_s:g} seconds) = {guidance} seconds, "
+                "so Lambda can retry a throttled batch before the message is received again (leave it unset to "
+                "have it filled in)",
+                limits.LAMBDA_SQS_VISIBILITY_DOC,
+            )
+
+    def _advise(self, queue: ProcessingQueue) -> None:
+        """Warnings that depend on the queue and this consumer together."""
+        expiry, retention = seconds(self.idempotency_expiry), seconds(queue.retention_period)
+        if expiry is not None and retention is not None and expiry < retention:
+            warn(
+                self,
+                "idempotencyExpiryBelowRetention",
+                "idempotency_expiry",
+                self.idempotency_expiry,
+                f"should be at least the queue's retention_period ({queue.retention_period.to_human_string()}): "
+                "a resend or redelivery after the record expires is processed, and charged, twice (leave it "
+                "unset to use the retention period)",
+                limits.IDEMPOTENCY_EXPIRY_DOC,
+            )
+        count = queue.max_receive_count
+        if not is_unresolved(count) and count < limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT:
+            warn(
+                self,
+                "maxReceiveCountBelowGuidance",
+                "queue max_receive_count",
+                count,
+                f"should be at least {limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT} on a queue consumed by "
+                "Lambda: throttling alone can move a valid message to the dead-letter queue after too few receives",
+                limits.LAMBDA_SQS_DLQ_DOC,
+            )
 
 
 def _check_mapping(
@@ -149,26 +221,26 @@ def _check_mapping(
 ) -> None:
     """The event source mapping's own limits (issue 5 adds the cross-resource invariants)."""
     high = limits.ESM_MAX_BATCH_SIZE_FIFO if queue.fifo else limits.ESM_MAX_BATCH_SIZE_STANDARD
-    check_range("batch_size", batch_size, limits.ESM_MIN_BATCH_SIZE, high, f"{_ESM_DOC} BatchSize")
+    check_range("batch_size", batch_size, limits.ESM_MIN_BATCH_SIZE, high, f"{limits.ESM_DOC} BatchSize")
     check_range(
         "max_concurrency",
         max_concurrency,
         limits.ESM_MIN_MAX_CONCURRENCY,
         limits.ESM_MAX_MAX_CONCURRENCY,
-        f"{_ESM_DOC} ScalingConfig",
+        f"{limits.ESM_DOC} ScalingConfig",
     )
     if max_batching_window is not None and not is_unresolved(max_batching_window):
         if queue.fifo and max_batching_window.to_seconds() > 0:
             raise fail(
                 "max_batching_window", max_batching_window, "is not allowed on a FIFO source queue",
-                f"{_ESM_DOC} MaximumBatchingWindowInSeconds",
+                f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
             )
         check_range(
             "max_batching_window",
             max_batching_window.to_seconds(),
             0,
             limits.ESM_MAX_BATCHING_WINDOW_SECONDS,
-            f"{_ESM_DOC} MaximumBatchingWindowInSeconds",
+            f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
         )
     has_window = max_batching_window is not None and (
         is_unresolved(max_batching_window) or max_batching_window.to_seconds() > 0
@@ -180,5 +252,5 @@ def _check_mapping(
         and not has_window
     ):
         raise fail(
-            "batch_size", batch_size, "above 10 needs a max_batching_window on a standard queue", f"{_ESM_DOC} BatchSize"
+            "batch_size", batch_size, "above 10 needs a max_batching_window on a standard queue", f"{limits.ESM_DOC} BatchSize"
         )

@@ -8,6 +8,23 @@ from __future__ import annotations
 
 from typing import Final
 
+# --- Sources named in error and warning messages -------------------------------------------------------
+SQS_QUEUE_DOC: Final = "CloudFormation AWS::SQS::Queue"
+SQS_FIFO_DOC: Final = "Amazon SQS Developer Guide, FIFO queues"
+SQS_DLQ_DOC: Final = "Amazon SQS Developer Guide, Using dead-letter queues"
+#: Standard queues: a message moved to the DLQ keeps its original enqueue timestamp, so the DLQ's retention
+#: must be longer than the source's or a moved message can expire at once; FIFO queues reset the timestamp.
+SQS_DLQ_RETENTION_DOC: Final = "Amazon SQS Developer Guide, Using dead-letter queues (message retention)"
+SQS_NAME_DOC: Final = "Amazon SQS API Reference, CreateQueue QueueName"
+ESM_DOC: Final = "CloudFormation AWS::Lambda::EventSourceMapping"
+LAMBDA_SQS_VISIBILITY_DOC: Final = "AWS Lambda Developer Guide, Using Lambda with Amazon SQS; aws/aws-cdk#20527"
+LAMBDA_SQS_DLQ_DOC: Final = "AWS Lambda Developer Guide, Using Lambda with Amazon SQS (dead-letter queue)"
+IDEMPOTENCY_DOC: Final = "Powertools for AWS Lambda (Python), Idempotency, DynamoDB table configuration"
+#: This project's own rule: a producer resend (or a redelivery) after the idempotency record expired is
+#: processed, and charged, a second time, so the expiry should cover the source queue's retention period
+#: (Powertools' own default expiry is 1 hour).
+IDEMPOTENCY_EXPIRY_DOC: Final = "effectively-once docs/validation.md, idempotency expiry"
+
 # --- Amazon SQS ---------------------------------------------------------------------------------------
 #: Longest visibility timeout SQS accepts: 12 hours.
 #: Source: Amazon SQS Developer Guide, "Amazon SQS visibility timeout"; CloudFormation AWS::SQS::Queue
@@ -19,12 +36,17 @@ SQS_MAX_VISIBILITY_TIMEOUT_SECONDS: Final = 12 * 60 * 60
 SQS_MAX_RETENTION_SECONDS: Final = 14 * 24 * 60 * 60
 #: Shortest message retention SQS accepts: 60 seconds. Source: as above.
 SQS_MIN_RETENTION_SECONDS: Final = 60
+#: Retention SQS applies when none is set: 4 days. Source: as above (default 345,600 seconds).
+SQS_DEFAULT_RETENTION_SECONDS: Final = 4 * 24 * 60 * 60
 
 #: Longest queue name, the ``.fifo`` suffix included. Source: Amazon SQS Developer Guide,
 #: "Amazon SQS message quotas" / CreateQueue ``QueueName`` (up to 80 characters).
 SQS_MAX_QUEUE_NAME_LENGTH: Final = 80
 #: Suffix every FIFO queue name must end in. Source: Amazon SQS Developer Guide, "FIFO queue logic".
 SQS_FIFO_SUFFIX: Final = ".fifo"
+#: Characters a queue name may hold (before the FIFO suffix): alphanumerics, hyphens and underscores.
+#: Source: Amazon SQS API Reference, CreateQueue ``QueueName``.
+SQS_QUEUE_NAME_PATTERN: Final = r"[A-Za-z0-9_-]+"
 
 #: maxReceiveCount bounds of a redrive policy. Source: Amazon SQS Developer Guide, "Using dead-letter queues"
 #: (RedrivePolicy ``maxReceiveCount``, 1 to 1,000).
@@ -65,6 +87,7 @@ LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3
 #: TTL. Source: Powertools for AWS Lambda (Python), "Idempotency" utility, DynamoDB table configuration.
 IDEMPOTENCY_PARTITION_KEY: Final = "id"
 IDEMPOTENCY_TTL_ATTRIBUTE: Final = "expiration"
+IDEMPOTENCY_IN_PROGRESS_EXPIRY_ATTRIBUTE: Final = "in_progress_expiration"
 #: The DynamoDB calls the persistence layer makes, and so exactly what ``grant_idempotency`` grants.
 #: Source: Powertools ``DynamoDBPersistenceLayer`` (get_item, put_item conditional, update_item, delete_item).
 IDEMPOTENCY_TABLE_ACTIONS: Final = (

@@ -176,30 +176,11 @@ def test_imported_function_without_role_gets_a_warning_instead_of_grants(synth: 
     )
 
 
-# --- bad configuration -------------------------------------------------------------------------------
+# --- imported functions (the configuration rules: test_validation.py) --------------------------------
 def test_fails_imported_function_without_visibility_timeout() -> None:
     stack = new_stack()
     with pytest.raises(ValueError, match=r"function must be a lambda\.Function when the queue's visibility_timeout is not given"):
         IdempotentQueueConsumer(
             stack, "C", queue=ProcessingQueue(stack, "Q"), table=IdempotencyTable(stack, "T"),
             function=lambda_.Function.from_function_arn(stack, "F", IMPORTED_ARN),
-        )
-
-
-@pytest.mark.parametrize(
-    ("fifo", "props", "message"),
-    [
-        (True, {"max_batching_window": Duration.seconds(5)}, "max_batching_window is not allowed on a FIFO source queue, but 5 seconds was given"),
-        (False, {"batch_size": 100}, "batch_size above 10 needs a max_batching_window on a standard queue, but 100 was given"),
-        (True, {"batch_size": 11}, "batch_size must be between 1 and 10, but 11 was given"),
-        (False, {"batch_size": 10_001, "max_batching_window": Duration.seconds(1)}, "batch_size must be between 1 and 10000, but 10001 was given"),
-        (False, {"max_concurrency": 1}, "max_concurrency must be between 2 and 1000, but 1 was given"),
-    ],
-)
-def test_fails_mapping_limits(fifo: bool, props: dict, message: str) -> None:
-    stack = new_stack()
-    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        IdempotentQueueConsumer(
-            stack, "C", queue=ProcessingQueue(stack, "Q", fifo=fifo), table=IdempotencyTable(stack, "T"),
-            function=inline_function(stack, "F"), **props,
         )

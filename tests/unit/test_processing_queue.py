@@ -183,37 +183,13 @@ def test_metrics_are_named_after_the_cloudwatch_metric(synth: dict, method: str,
     assert stack.resolve(metric.dimensions["QueueName"]) == stack.resolve(getattr(queue, queue_attr).queue_name)
 
 
-# --- bad configuration -------------------------------------------------------------------------------
-def test_fails_fifo_name_without_suffix() -> None:
-    with pytest.raises(ValueError, match=r"queue_name must end in '\.fifo' for a FIFO queue, but 'payments' was given"):
-        ProcessingQueue(new_stack(), "Q", fifo=True, queue_name="payments")
-
-
-@pytest.mark.parametrize("prop", ["content_based_deduplication", "high_throughput"])
-def test_fails_fifo_only_prop_on_standard_queue(prop: str) -> None:
-    with pytest.raises(ValueError, match=rf"{prop} is only allowed on a FIFO queue \(fifo=True\), but True was given"):
-        ProcessingQueue(new_stack(), "Q", **{prop: True})
-
-
-def test_fails_dead_letter_queue_of_the_other_type() -> None:
-    stack = new_stack()
-    standard_dlq = sqs.Queue(stack, "Dlq")
-    with pytest.raises(ValueError, match="dead_letter_queue .*must be a FIFO queue like the source queue"):
-        ProcessingQueue(stack, "Q", fifo=True, dead_letter_queue=standard_dlq)
-
-
+# --- existing dead-letter queue and filling the visibility timeout (rules: test_validation.py) ---------
 def test_existing_dead_letter_queue_is_used() -> None:
     stack = new_stack()
     dlq = sqs.Queue(stack, "Dlq")
     queue = ProcessingQueue(stack, "Q", dead_letter_queue=dlq)
     assert queue.dead_letter_queue is dlq
     Template.from_stack(stack).resource_count_is("AWS::SQS::Queue", 2)
-
-
-@pytest.mark.parametrize("count", [0, 1001])
-def test_fails_max_receive_count_out_of_range(count: int) -> None:
-    with pytest.raises(ValueError, match=rf"max_receive_count must be between 1 and 1000, but {count} was given"):
-        ProcessingQueue(new_stack(), "Q", max_receive_count=count)
 
 
 def test_fill_visibility_timeout_refuses_a_given_timeout(synth: dict) -> None:

@@ -1,0 +1,318 @@
+"""Misconfiguration fails at construction (ValueError) or warns (Annotations), one test per rule (issue 5).
+
+Every rule is listed, with its source, in docs/validation.md. Raising tests build small stacks and never
+synthesize; the warning tests share one synthesized stack per group (module-scoped fixtures).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from aws_cdk import CfnParameter, Duration, Stack
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Annotations, Match
+
+from effectively_once import IdempotencyTable, IdempotentQueueConsumer, PaymentProcessor, ProcessingQueue
+
+from .helpers import inline_function, new_stack
+
+
+def _consumer(
+    stack: Stack,
+    *,
+    id: str = "Consumer",
+    queue: dict[str, Any] | None = None,
+    function_timeout: Duration | None = None,
+    **props: Any,
+) -> IdempotentQueueConsumer:
+    """A consumer of a new ProcessingQueue(**queue), with an inline function and a new table."""
+    return IdempotentQueueConsumer(
+        stack,
+        id,
+        queue=ProcessingQueue(stack, f"{id}Queue", **(queue or {})),
+        function=inline_function(stack, f"{id}Function", timeout=function_timeout),
+        table=IdempotencyTable(stack, f"{id}Table"),
+        **props,
+    )
+
+
+def _raises(*parts: str) -> Any:
+    """``pytest.raises(ValueError)`` matching the message parts in order (literal text)."""
+    return pytest.raises(ValueError, match=".*".join(re.escape(part) for part in parts))
+
+
+def _token(stack: Stack, name: str) -> float:
+    return CfnParameter(stack, name, type="Number").value_as_number
+
+
+# --- visibility timeout vs function timeout ------------------------------------------------------------
+def test_fails_visibility_timeout_below_function_timeout() -> None:
+    with _raises(
+        "queue visibility_timeout must be at least the function timeout (2 minutes)",
+        "but 30 seconds was given",
+        "(source: AWS Lambda Developer Guide, Using Lambda with Amazon SQS; aws/aws-cdk#20527)",
+    ):
+        _consumer(new_stack(), queue={"visibility_timeout": Duration.seconds(30)}, function_timeout=Duration.seconds(120))
+
+
+def test_fails_visibility_timeout_below_lambdas_default_timeout() -> None:
+    with _raises("queue visibility_timeout must be at least the function timeout (3 seconds)", "but 2 seconds was given"):
+        _consumer(new_stack(), queue={"visibility_timeout": Duration.seconds(2)})
+
+
+def test_fails_visibility_timeout_above_twelve_hours() -> None:
+    with _raises(
+        "visibility_timeout must be between 0 and 43200 seconds", "but 13 hours was given",
+        "CloudFormation AWS::SQS::Queue VisibilityTimeout",
+    ):
+        ProcessingQueue(new_stack(), "Q", visibility_timeout=Duration.hours(13))
+
+
+# --- queue types and names -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("fifo", "kind"), [(True, "a FIFO queue"), (False, "a standard queue")])
+def test_fails_dead_letter_queue_of_the_other_type(fifo: bool, kind: str) -> None:
+    stack = new_stack()
+    other = sqs.Queue(stack, "Dlq", fifo=not fifo or None)
+    with _raises(f"dead_letter_queue must be {kind} like the source queue", "'Test/Dlq' was given", "Using dead-letter queues"):
+        ProcessingQueue(stack, "Q", fifo=fifo, dead_letter_queue=other)
+
+
+def test_fails_fifo_name_without_suffix() -> None:
+    with _raises("queue_name must end in '.fifo' for a FIFO queue, but 'payments' was given", "FIFO queues"):
+        ProcessingQueue(new_stack(), "Q", fifo=True, queue_name="payments")
+
+
+def test_fails_standard_name_with_fifo_suffix() -> None:
+    with _raises("queue_name must not end in '.fifo' for a standard queue (fifo=False), but 'payments.fifo' was given"):
+        ProcessingQueue(new_stack(), "Q", queue_name="payments.fifo")
+
+
+@pytest.mark.parametrize(("fifo", "name"), [(False, "pay ments"), (True, "pay.ments.fifo"), (False, "p" * 81)])
+def test_fails_queue_name_with_bad_characters_or_length(fifo: bool, name: str) -> None:
+    with _raises("queue_name must be 1 to 80 characters of letters, digits, '-' and '_'", f"{name!r} was given", "CreateQueue QueueName"):
+        ProcessingQueue(new_stack(), "Q", fifo=fifo, queue_name=name)
+
+
+@pytest.mark.parametrize("prop", ["content_based_deduplication", "high_throughput"])
+def test_fails_fifo_only_prop_on_standard_queue(prop: str) -> None:
+    with _raises(f"{prop} is only allowed on a FIFO queue (fifo=True), but True was given", "FIFO queues"):
+        ProcessingQueue(new_stack(), "Q", **{prop: True})
+
+
+# --- retention and redrive -----------------------------------------------------------------------------
+def test_fails_dead_letter_queue_retention_shorter_than_source_on_standard_queue() -> None:
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq", retention_period=Duration.days(1))
+    with _raises(
+        "dead_letter_queue retention must be longer than retention_period (4 days) on a standard queue",
+        "but 1 day was given",
+        "Using dead-letter queues (message retention)",
+    ):
+        ProcessingQueue(stack, "Q", dead_letter_queue=dlq)
+
+
+def test_fails_dead_letter_queue_at_sqs_default_retention_below_source() -> None:
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq")  # no retention set: SQS keeps 4 days
+    with _raises("dead_letter_queue retention must be longer than retention_period (7 days)", "but 4 days was given"):
+        ProcessingQueue(stack, "Q", retention_period=Duration.days(7), dead_letter_queue=dlq)
+
+
+def test_fifo_dead_letter_queue_retention_has_no_rule() -> None:
+    stack = new_stack()
+    dlq = sqs.Queue(stack, "Dlq", fifo=True, retention_period=Duration.days(1))
+    assert ProcessingQueue(stack, "Q", fifo=True, dead_letter_queue=dlq).dead_letter_queue is dlq
+
+
+@pytest.mark.parametrize(("retention", "shown"), [(Duration.seconds(30), "30 seconds"), (Duration.days(15), "15 days")])
+def test_fails_retention_period_out_of_range(retention: Duration, shown: str) -> None:
+    with _raises(
+        "retention_period must be between 60 and 1209600 seconds", f"but {shown} was given",
+        "CloudFormation AWS::SQS::Queue MessageRetentionPeriod",
+    ):
+        ProcessingQueue(new_stack(), "Q", retention_period=retention)
+
+
+@pytest.mark.parametrize("count", [0, 1001])
+def test_fails_max_receive_count_out_of_range(count: int) -> None:
+    with _raises(f"max_receive_count must be between 1 and 1000, but {count} was given", "Using dead-letter queues"):
+        ProcessingQueue(new_stack(), "Q", max_receive_count=count)
+
+
+# --- event source mapping ------------------------------------------------------------------------------
+def test_fails_batching_window_on_fifo_source() -> None:
+    with _raises(
+        "max_batching_window is not allowed on a FIFO source queue, but 5 seconds was given",
+        "AWS::Lambda::EventSourceMapping MaximumBatchingWindowInSeconds",
+    ):
+        _consumer(new_stack(), queue={"fifo": True}, max_batching_window=Duration.seconds(5))
+
+
+def test_fails_batching_window_above_five_minutes() -> None:
+    with _raises("max_batching_window must be between 0 and 300, but 301 was given"):
+        _consumer(new_stack(), max_batching_window=Duration.seconds(301))
+
+
+def test_fails_batch_size_above_ten_without_batching_window() -> None:
+    with _raises(
+        "batch_size above 10 needs a max_batching_window on a standard queue, but 100 was given",
+        "AWS::Lambda::EventSourceMapping BatchSize",
+    ):
+        _consumer(new_stack(), batch_size=100)
+
+
+@pytest.mark.parametrize(
+    ("fifo", "batch_size", "high"), [(False, 10_001, "10000"), (True, 11, "10"), (False, 0, "10000")]
+)
+def test_fails_batch_size_out_of_range(fifo: bool, batch_size: int, high: str) -> None:
+    window = {} if fifo else {"max_batching_window": Duration.seconds(1)}
+    with _raises(f"batch_size must be between 1 and {high}, but {batch_size} was given", "BatchSize"):
+        _consumer(new_stack(), queue={"fifo": fifo}, batch_size=batch_size, **window)
+
+
+@pytest.mark.parametrize("concurrency", [1, 1001])
+def test_fails_max_concurrency_out_of_range(concurrency: int) -> None:
+    with _raises(f"max_concurrency must be between 2 and 1000, but {concurrency} was given", "ScalingConfig"):
+        _consumer(new_stack(), max_concurrency=concurrency)
+
+
+# --- idempotency table and expiry ----------------------------------------------------------------------
+def test_fails_in_progress_expiration_as_ttl_attribute() -> None:
+    with _raises(
+        "time_to_live_attribute must not be 'in_progress_expiration'", "epoch milliseconds",
+        "but 'in_progress_expiration' was given", "Powertools for AWS Lambda (Python), Idempotency",
+    ):
+        IdempotencyTable(new_stack(), "T", time_to_live_attribute="in_progress_expiration")
+
+
+def test_fails_ttl_attribute_other_than_expiration() -> None:
+    with _raises("time_to_live_attribute must be 'expiration'", "but 'ttl' was given", "Idempotency"):
+        IdempotencyTable(new_stack(), "T", time_to_live_attribute="ttl")
+
+
+def test_fails_idempotency_expiry_below_one_second() -> None:
+    with _raises("idempotency_expiry must be at least 1 second, but 0 seconds was given"):
+        _consumer(new_stack(), idempotency_expiry=Duration.seconds(0))
+
+
+# --- tokens are skipped --------------------------------------------------------------------------------
+def test_unresolved_tokens_are_skipped() -> None:
+    stack = new_stack()
+    consumer = _consumer(
+        stack,
+        queue={
+            "visibility_timeout": Duration.seconds(_token(stack, "Visibility")),
+            "retention_period": Duration.seconds(_token(stack, "Retention")),
+            "max_receive_count": _token(stack, "Receives"),
+            "queue_name": CfnParameter(stack, "Name").value_as_string,
+        },
+        function_timeout=Duration.seconds(120),
+        batch_size=_token(stack, "Batch"),
+        max_concurrency=_token(stack, "Concurrency"),
+        idempotency_expiry=Duration.seconds(_token(stack, "Expiry")),
+    )
+    assert consumer.event_source_mapping is not None
+
+
+# --- warnings ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def warnings() -> Annotations:
+    stack = new_stack(id="Warn")
+    minute2 = Duration.seconds(120)
+    _consumer(stack, id="Visibility120", queue={"visibility_timeout": minute2}, function_timeout=minute2)
+    _consumer(stack, id="Visibility720", queue={"visibility_timeout": Duration.seconds(720)}, function_timeout=minute2)
+    _consumer(
+        stack, id="VisibilityWindow", queue={"visibility_timeout": Duration.seconds(720)}, function_timeout=minute2,
+        max_batching_window=Duration.seconds(10),
+    )
+    _consumer(stack, id="ShortExpiry", idempotency_expiry=Duration.hours(1))
+    _consumer(stack, id="FewReceives", queue={"max_receive_count": 3})
+    _consumer(stack, id="EqualRetention", queue={"retention_period": Duration.days(14)})
+    _consumer(stack, id="FifoEqualRetention", queue={"fifo": True, "retention_period": Duration.days(14)})
+    return Annotations.from_stack(stack)
+
+
+def _warnings_under(annotations: Annotations, path: str) -> list[str]:
+    return [
+        str(found.entry.data) for found in annotations.find_warning("*", Match.any_value())
+        if found.id == path or found.id.startswith(path + "/")
+    ]
+
+
+def test_warns_visibility_timeout_below_six_function_timeouts(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/Visibility120",
+        Match.string_like_regexp(
+            re.escape(
+                "queue visibility_timeout should be at least 6 x function timeout (2 minutes) + max_batching_window "
+                "(0 seconds) = 720 seconds"
+            )
+            + ".*but 2 minutes was given.*aws/aws-cdk#20527.*effectively-once:visibilityTimeoutBelowGuidance"
+        ),
+    )
+
+
+def test_visibility_timeout_of_six_function_timeouts_is_clean(warnings: Annotations) -> None:
+    assert _warnings_under(warnings, "/Warn/Visibility720") == []
+
+
+def test_warns_visibility_timeout_without_room_for_the_batching_window(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/VisibilityWindow",
+        Match.string_like_regexp(re.escape("+ max_batching_window (10 seconds) = 730 seconds") + ".*but 12 minutes was given"),
+    )
+
+
+def test_warns_idempotency_expiry_shorter_than_retention(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/ShortExpiry",
+        Match.string_like_regexp(
+            re.escape("idempotency_expiry should be at least the queue's retention_period (4 days)")
+            + ".*charged, twice.*but 1 hour was given.*docs/validation.md"
+        ),
+    )
+
+
+def test_warns_max_receive_count_below_five(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/FewReceives",
+        Match.string_like_regexp(
+            re.escape("queue max_receive_count should be at least 5 on a queue consumed by Lambda")
+            + ".*but 3 was given.*Using Lambda with Amazon SQS"
+        ),
+    )
+
+
+def test_warns_dead_letter_queue_retention_equal_to_source_on_standard_queue(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/EqualRetentionQueue",
+        Match.string_like_regexp(
+            re.escape("retention_period should be shorter than the dead-letter queue's retention (14 days)")
+            + ".*but 14 days was given.*message retention"
+        ),
+    )
+
+
+def test_fifo_queue_with_equal_retention_is_clean(warnings: Annotations) -> None:
+    assert _warnings_under(warnings, "/Warn/FifoEqualRetention") == []
+
+
+# --- the library's defaults ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def defaults() -> Annotations:
+    stack = new_stack(id="Defaults")
+    PaymentProcessor(stack, "Standard")
+    PaymentProcessor(stack, "Fifo", fifo=True)
+    _consumer(stack)
+    _consumer(stack, id="FifoConsumer", queue={"fifo": True})
+    return Annotations.from_stack(stack)
+
+
+def test_defaults_produce_no_warning(defaults: Annotations) -> None:
+    defaults.has_no_warning("*", Match.any_value())
+
+
+def test_defaults_produce_no_error(defaults: Annotations) -> None:
+    defaults.has_no_error("*", Match.any_value())
