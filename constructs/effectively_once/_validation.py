@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import aws_cdk
 from aws_cdk import Duration, Token
+from constructs import IConstruct
 
 
 def is_unresolved(value: Any) -> bool:
@@ -35,3 +37,18 @@ def check_range(prop: str, value: float | None, low: float, high: float, source:
         return
     if not low <= value <= high:
         raise fail(prop, value, f"must be between {low:g} and {high:g}", source)
+
+
+def acknowledge(scope: IConstruct, rule_id: str, reason: str) -> None:
+    """Acknowledge a rule-pack finding (cdk-nag 3.x) on ``scope``, with the reason a reviewer reads.
+
+    ``scope`` should be the narrowest construct: the L1 resource the finding is about. The acknowledgement is
+    construct metadata (``Validations.ACKNOWLEDGED_RULES_METADATA_KEY``): the template does not change, and
+    the library needs no cdk-nag dependency. CDK versions without ``Validations`` get no acknowledgement.
+
+    :param rule_id: the pack's rule id, e.g. ``Serverless-LambdaDLQ``.
+    :param reason: why the finding does not apply (shown in cdk-nag's audit trail).
+    """
+    validations = getattr(aws_cdk, "Validations", None)
+    if validations is not None:
+        validations.of(scope).acknowledge(aws_cdk.Acknowledgment(id=rule_id, reason=reason))

@@ -12,7 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import limits
-from ._validation import check_range, fail, is_unresolved
+from ._validation import acknowledge, check_range, fail, is_unresolved
 
 _SQS_FIFO_DOC = "Amazon SQS Developer Guide, FIFO queues"
 _SQS_DLQ_DOC = "Amazon SQS Developer Guide, Using dead-letter queues"
@@ -108,6 +108,13 @@ class ProcessingQueue(Construct):
                 enforce_ssl=True,
                 **fifo_props,
                 **encryption,
+            )
+            acknowledge(
+                dead_letter_queue.node.default_child,  # type: ignore[arg-type]
+                "Serverless-SQSRedrivePolicy",
+                "This queue is the dead-letter queue: it keeps messages that failed max_receive_count times for "
+                "14 days (the SQS maximum) for inspection and redrive; a redrive policy of its own would only "
+                "move them to a third queue.",
             )
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
 
