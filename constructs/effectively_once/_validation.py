@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aws_cdk
 from aws_cdk import Annotations, Duration, Token
 from constructs import IConstruct
 
@@ -75,3 +76,18 @@ def check_duration_range(prop: str, value: Duration | None, low: float, high: fl
     value_seconds = seconds(value)
     if value_seconds is not None and not low <= value_seconds <= high:
         raise fail(prop, value, f"must be between {_number(low)} and {_number(high)} seconds", source)
+
+
+def acknowledge(scope: IConstruct, rule_id: str, reason: str) -> None:
+    """Acknowledge a rule-pack finding (cdk-nag 3.x) on ``scope``, with the reason a reviewer reads.
+
+    ``scope`` should be the narrowest construct: the L1 resource the finding is about. The acknowledgement is
+    construct metadata (``Validations.ACKNOWLEDGED_RULES_METADATA_KEY``): the template does not change, and
+    the library needs no cdk-nag dependency. CDK versions without ``Validations`` get no acknowledgement.
+
+    :param rule_id: the pack's rule id, e.g. ``Serverless-LambdaDLQ``.
+    :param reason: why the finding does not apply (shown in cdk-nag's audit trail).
+    """
+    validations = getattr(aws_cdk, "Validations", None)
+    if validations is not None:
+        validations.of(scope).acknowledge(aws_cdk.Acknowledgment(id=rule_id, reason=reason))

@@ -7,7 +7,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from . import limits
-from ._validation import check_range, fail, is_unresolved, seconds, warn
+from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, warn
 from .idempotency_table import IdempotencyTable
 from .processing_queue import ProcessingQueue
 
@@ -127,6 +127,14 @@ class IdempotentQueueConsumer(Construct):
             max_batching_window=max_batching_window,
             max_concurrency=max_concurrency,
             report_batch_item_failures=True,
+        )
+        acknowledge(
+            self.event_source_mapping.node.default_child,  # type: ignore[arg-type]
+            "Serverless-LambdaEventSourceMappingDestination",
+            "SQS event source mappings do not support on-failure destinations (DestinationConfig applies to "
+            "stream and Kafka sources only; CloudFormation AWS::Lambda::EventSourceMapping). Failed records "
+            "return to the queue through ReportBatchItemFailures and move to its dead-letter queue after "
+            "max_receive_count receives.",
         )
         if function.role is None:
             # An imported function without its role: there is no policy to add to.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from ._assets import payment_function_code
+from ._validation import acknowledge
 from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
 from .processing_queue import ProcessingQueue
@@ -41,7 +43,10 @@ class PaymentProcessor(Construct):
     """The sample effectively-once payment pipeline, composed from the library's constructs.
 
     Children (ids are stable): ``Queue`` (:class:`ProcessingQueue`), ``IdempotencyTable``, ``Ledger``,
-    ``LogGroup``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`). The function runs
+    ``LogGroup``, ``FunctionRole``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`). The function's
+    role has no managed policy: it may write only to its own log group (``logs:CreateLogStream``,
+    ``logs:PutLogEvents`` on that group's ARN, instead of AWSLambdaBasicExecutionRole's ``Resource: "*"``),
+    plus the queue, table and ledger grants. The function runs
     ``payments.handler.lambda_handler`` from ``lambda_src/`` (shipped in the wheel) on Python 3.14 x86_64 with
     the pinned Powertools layer.
 
@@ -70,7 +75,7 @@ class PaymentProcessor(Construct):
 
     Attributes:
         queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
-        consumer (IdempotentQueueConsumer), log_group (logs.LogGroup).
+        consumer (IdempotentQueueConsumer), log_group (logs.LogGroup), role (iam.Role).
     """
 
     def __init__(
@@ -125,9 +130,18 @@ class PaymentProcessor(Construct):
             powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
                 self, "PowertoolsLayer", powertools_layer_arn(Stack.of(self).region)
             )
+        self.role = iam.Role(
+            self,
+            "FunctionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Payment function: its own log group, its queue, idempotency table and ledger only",
+        )
+        # The log group is stack-created, so the function needs no logs:CreateLogGroup and no "*" resource.
+        self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,
             "Function",
+            role=self.role,
             runtime=PAYMENT_RUNTIME,
             architecture=lambda_.Architecture.X86_64,
             handler=PAYMENT_HANDLER,
@@ -143,6 +157,21 @@ class PaymentProcessor(Construct):
             },
         )
         self.ledger.grant(self.function, *LEDGER_ACTIONS)
+        cfn_function = self.function.node.default_child
+        acknowledge(
+            cfn_function,  # type: ignore[arg-type]
+            "Serverless-LambdaDLQ",
+            "The function is invoked only by its SQS event source mapping, synchronously; a function "
+            "dead-letter queue applies to asynchronous invocations only. Failed records return to the source "
+            "queue and move to its dead-letter queue (14 days) after max_receive_count receives.",
+        )
+        acknowledge(
+            cfn_function,  # type: ignore[arg-type]
+            "Serverless-LambdaTracing",
+            "X-Ray tracing is an observability choice, not a data-protection control; turning it on adds "
+            "xray:PutTraceSegments/PutTelemetryRecords on Resource '*' (X-Ray has no resource-level "
+            "permissions). Every log line carries the payment's correlation id (Powertools Logger).",
+        )
         self.consumer = IdempotentQueueConsumer(
             self,
             "Consumer",

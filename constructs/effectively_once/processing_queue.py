@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import limits
-from ._validation import check_duration_range, check_range, fail, is_unresolved, seconds, warn
+from ._validation import acknowledge, check_duration_range, check_range, fail, is_unresolved, seconds, warn
 
 
 class ProcessingQueue(Construct):
@@ -117,6 +117,13 @@ class ProcessingQueue(Construct):
                 enforce_ssl=True,
                 **fifo_props,
                 **encryption,
+            )
+            acknowledge(
+                dead_letter_queue.node.default_child,  # type: ignore[arg-type]
+                "Serverless-SQSRedrivePolicy",
+                "This queue is the dead-letter queue: it keeps messages that failed max_receive_count times for "
+                "14 days (the SQS maximum) for inspection and redrive; a redrive policy of its own would only "
+                "move them to a third queue.",
             )
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
 

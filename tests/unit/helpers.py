@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from aws_cdk import App, Environment, Stack
+from aws_cdk import Acknowledgment, App, Duration, Environment, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 REPO = Path(__file__).resolve().parents[2]
 CONTEXT: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
@@ -90,3 +94,83 @@ def function_role(template: Template, function_logical_id: str) -> str:
     """Logical id of the function's execution role."""
     function = template.to_json()["Resources"][function_logical_id]
     return function["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+def user_function(scope: Construct, id: str) -> lambda_.Function:
+    """A user's own consumer function, configured as the rule packs expect of it.
+
+    Newest runtime, explicit memory and timeout, a stack-created log group and a role that may write only to
+    it (no AWSLambdaBasicExecutionRole). Its two acknowledgements are the user's, stated here like a user would.
+    """
+    log_group = logs.LogGroup(scope, f"{id}LogGroup", retention=logs.RetentionDays.ONE_WEEK)
+    role = iam.Role(scope, f"{id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    log_group.grant_write(role)
+    function = lambda_.Function(
+        scope,
+        id,
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
+        memory_size=256,
+        timeout=Duration.seconds(30),
+        log_group=log_group,
+        role=role,
+    )
+    Validations.of(function.node.default_child).acknowledge(  # type: ignore[arg-type]
+        Acknowledgment(id="Serverless-LambdaDLQ", reason="Invoked only by its SQS event source mapping (synchronous)."),
+        Acknowledgment(id="Serverless-LambdaTracing", reason="Tracing is opt-in; it needs xray:* on Resource '*'."),
+    )
+    return function
+
+
+def constructs_stack(app: App, *, producers: bool = False) -> dict[str, Any]:
+    """Stack ``Constructs``: each construct on its own (the compliance and IAM gates' second template).
+
+    IdempotencyTable; standard and FIFO ProcessingQueues with a customer-managed key; an
+    IdempotentQueueConsumer of the standard queue with a user function; a PaymentProcessor. With
+    ``producers``: roles granted ``grant_send`` on the CMK queue and on an SQS-managed queue.
+    """
+    # Imported here: helpers is imported by tests that do not need the library's public API.
+    from effectively_once import IdempotencyTable, IdempotentQueueConsumer, PaymentProcessor, ProcessingQueue
+
+    stack = Stack(app, "Constructs", env=ENV)
+    built: dict[str, Any] = {"stack": stack}
+    built["table"] = IdempotencyTable(stack, "Table")
+    built["key"] = kms.Key(stack, "Key", enable_key_rotation=True)
+    built["queue"] = ProcessingQueue(stack, "Queue", encryption_key=built["key"])
+    built["fifo_queue"] = ProcessingQueue(stack, "FifoQueue", fifo=True, encryption_key=built["key"])
+    built["function"] = user_function(stack, "Function")
+    built["consumer"] = IdempotentQueueConsumer(
+        stack, "Consumer", queue=built["queue"], function=built["function"], table=built["table"]
+    )
+    built["processor"] = PaymentProcessor(stack, "Processor")
+    if producers:
+        built["sse_queue"] = ProcessingQueue(stack, "SqsManagedQueue")
+        for name in ("queue", "sse_queue"):
+            role = iam.Role(stack, f"{name}Producer", assumed_by=iam.AccountRootPrincipal())
+            built[name].grant_send(role)
+            built[f"{name}_producer"] = role
+    return built
+
+
+def acknowledged_rules(scope: IConstruct) -> set[tuple[str, str]]:
+    """Every rule acknowledged in the tree under ``scope``: {(construct path, rule id)}."""
+    key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+    found: set[tuple[str, str]] = set()
+    for construct in scope.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type == key and entry.data:
+                found.update((construct.node.path, re.sub(r"(?i)^annotation::", "", id)) for id in entry.data)
+    return found
+
+
+def acknowledgement_reasons(scope: IConstruct) -> list[str]:
+    """The reasons of every acknowledgement under ``scope``."""
+    key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+    return [
+        reason
+        for construct in scope.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == key and entry.data
+        for reason in entry.data.values()
+    ]

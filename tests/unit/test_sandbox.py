@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,11 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from app import PaymentsSandboxStack
 from effectively_once import PaymentProcessor, payment_processor
-from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
 from effectively_once.testing import normalize_template
 
-from .helpers import CONTEXT, ENV, REPO, actions_by_resource, function_role, new_app, role_statements
+from .helpers import CONTEXT, ENV, REPO, new_app
 
 KINDS = ("Standard", "Fifo")
-CONSUME = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 
 
 @pytest.fixture(scope="module")
@@ -152,33 +149,7 @@ def test_one_mapping_per_processor_with_report_batch_item_failures(sandbox: tupl
     )
 
 
-# --- least privilege ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", KINDS)
-def test_function_role_has_exactly_the_expected_actions_per_resource(sandbox: tuple, kind: str) -> None:
-    processor = _processor(sandbox, kind)
-    template = sandbox[1]
-    role = function_role(template, _id(sandbox, processor.function.function_name))
-    assert actions_by_resource(role_statements(template, role)) == {
-        _id(sandbox, processor.queue.queue.queue_arn): CONSUME,
-        _id(sandbox, processor.table.table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
-        _id(sandbox, processor.ledger.table_arn): {"dynamodb:PutItem", "dynamodb:GetItem"},
-    }
-
-
-def test_no_wildcard_action_and_no_wildcard_resource(template: Template) -> None:
-    # No X-Ray tracing is configured, so no statement needs Resource "*".
-    for policy in template.find_resources("AWS::IAM::Policy").values():
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-            assert not [a for a in actions if "*" in a], statement
-            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-            assert "*" not in resources, statement
-
-
-def test_execution_role_only_has_the_basic_execution_managed_policy(template: Template) -> None:
-    for role in template.find_resources("AWS::IAM::Role").values():
-        arns = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
-        assert re.findall(r"policy/[\w/-]+", arns) == ["policy/service-role/AWSLambdaBasicExecutionRole"]
+# Least privilege (exact grants, wildcards, managed policies) and KMS: test_iam.py.
 
 
 # --- app: outputs, context flags, stateful logical ids ---------------------------------------------

@@ -27,10 +27,12 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _aws_errors() -> tuple[type[BaseException], ...]:
-    from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-    return (BotoCoreError, ClientError)
+# Errors that end in one line on stderr and exit code 2, never a traceback.
+_ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
+    PaymentsFileError, LocalAwsError, DeployError, BotoCoreError, ClientError,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "produce":
                 return produce(args.stack, args.payments, ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed))
             return report(args.stack, args.payments, root, args.wait, args.report)
-        except (PaymentsFileError, DeployError, LocalAwsError, *_aws_errors()) as exc:
+        except _ONE_LINE_ERRORS as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     if args.command == "sample":
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         code, _ = run_demo(opts)
-    except (PaymentsFileError, LocalAwsError, DeployError, *_aws_errors()) as exc:
+    except _ONE_LINE_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ Run as ``python -m effectively_once.local._moto_server -H 127.0.0.1 -p PORT`` (t
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import Any, Callable
 
 
@@ -28,7 +29,7 @@ class _LazyAttributes(Mapping[str, Any]):
         from moto.core.utils import camelcase_to_underscores
 
         for name in names:
-            self._getters[name] = lambda n=name: getattr(queue, camelcase_to_underscores(n))
+            self._getters[name] = partial(getattr, queue, camelcase_to_underscores(name))
         if queue.policy:
             self._getters["Policy"] = lambda: queue.policy
         if queue.redrive_policy:

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -58,7 +59,7 @@ class MotoServer:
         self.log_path = log_path
         self.start_timeout = start_timeout
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = None
+        self._log: BinaryIO | None = None
 
     def start(self) -> "MotoServer":
         if self.log_path is not None:
