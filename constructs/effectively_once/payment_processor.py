@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -11,6 +12,7 @@ from constructs import Construct
 from ._assets import payment_function_code
 from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
+from .observability import AlarmThresholds, AsyncInvocationOptions, build_dashboard
 from .processing_queue import ProcessingQueue
 
 # --- Powertools layer pin (the one place) ----------------------------------------------------------------
@@ -41,7 +43,8 @@ class PaymentProcessor(Construct):
     """The sample effectively-once payment pipeline, composed from the library's constructs.
 
     Children (ids are stable): ``Queue`` (:class:`ProcessingQueue`), ``IdempotencyTable``, ``Ledger``,
-    ``LogGroup``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`). The function runs
+    ``LogGroup``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`: alarms, query definitions on
+    ``LogGroup``, async path), ``Dashboard``. The function runs
     ``payments.handler.lambda_handler`` from ``lambda_src/`` (shipped in the wheel) on Python 3.14 x86_64 with
     the pinned Powertools layer.
 
@@ -66,11 +69,16 @@ class PaymentProcessor(Construct):
         (``powertools_layer_arn(Stack.region)``, Powertools ``POWERTOOLS_VERSION``).
     :param service_name: ``POWERTOOLS_SERVICE_NAME``. :default: ``"payments"``.
     :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``. :default: ``"EffectivelyOnce"``.
+    :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
+        (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
+        async invocation configuration.
     :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`.
 
     Attributes:
         queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
-        consumer (IdempotentQueueConsumer), log_group (logs.LogGroup).
+        consumer (IdempotentQueueConsumer; its alarms, queries and async path), log_group (logs.LogGroup),
+        dashboard (cloudwatch.Dashboard): the handler's EMF counts (namespace ``metrics_namespace``, dimension
+        ``service`` = ``service_name``) beside queue depth, DLQ depth, oldest message age, Lambda errors.
     """
 
     def __init__(
@@ -96,6 +104,10 @@ class PaymentProcessor(Construct):
         powertools_layer: lambda_.ILayerVersion | None = None,
         service_name: str = "payments",
         metrics_namespace: str = "EffectivelyOnce",
+        alarms: bool = True,
+        alarm_action: cloudwatch.IAlarmAction | None = None,
+        alarm_thresholds: AlarmThresholds | None = None,
+        async_invocation: AsyncInvocationOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.queue = ProcessingQueue(
@@ -154,4 +166,12 @@ class PaymentProcessor(Construct):
             max_concurrency=max_concurrency,
             idempotency_expiry=idempotency_expiry,
             key_prefix=key_prefix,
+            alarms=alarms,
+            alarm_action=alarm_action,
+            alarm_thresholds=alarm_thresholds,
+            log_group=self.log_group,
+            async_invocation=async_invocation,
+        )
+        self.dashboard = build_dashboard(
+            self, queue=self.queue, function=self.function, namespace=metrics_namespace, service=service_name
         )
