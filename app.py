@@ -7,7 +7,8 @@ Context (``cdk synth -c name=value``):
   max_receive_count         receives before the DLQ (default 5)
 
 Outputs (ids are stable; the local deploy tooling reads them): ``<Kind>QueueUrl``, ``<Kind>DeadLetterQueueUrl``,
-``<Kind>IdempotencyTableName``, ``<Kind>LedgerTableName``, ``<Kind>FunctionName`` for Kind = Standard, Fifo.
+``<Kind>IdempotencyTableName``, ``<Kind>LedgerTableName``, ``<Kind>FunctionName`` for Kind = Standard, Fifo;
+``StandardOnFailureQueueUrl`` (the standard processor's asynchronous-invocation on-failure queue).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from aws_cdk import App, CfnOutput, Duration, Environment, RemovalPolicy, Stack
 from constructs import Construct
 
-from effectively_once import PaymentProcessor
+from effectively_once import AsyncInvocationOptions, PaymentProcessor
 
 STACK_NAME = "PaymentsSandbox"
 
@@ -49,6 +50,9 @@ class PaymentsSandboxStack(Stack):
                 function_timeout=Duration.seconds(timeout),
                 max_receive_count=max_receive_count,
                 removal_policy=removal_policy,
+                # The standard processor also takes direct (async) invocations: 2 retries, then a standard
+                # on-failure queue. AWS accepts no FIFO queue as an async destination.
+                async_invocation=None if fifo else AsyncInvocationOptions(),
             )
             self.processors[kind] = processor
             CfnOutput(self, f"{kind}QueueUrl", value=processor.queue.queue.queue_url)
@@ -56,6 +60,8 @@ class PaymentsSandboxStack(Stack):
             CfnOutput(self, f"{kind}IdempotencyTableName", value=processor.table.table.table_name)
             CfnOutput(self, f"{kind}LedgerTableName", value=processor.ledger.table_name)
             CfnOutput(self, f"{kind}FunctionName", value=processor.function.function_name)
+            if processor.consumer.on_failure_queue is not None:
+                CfnOutput(self, f"{kind}OnFailureQueueUrl", value=processor.consumer.on_failure_queue.queue_url)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .observability import AlarmThresholds, AsyncInvocationOptions
     from .consumer import IdempotentQueueConsumer
     from .idempotency_table import IdempotencyTable
     from .payment_processor import PaymentProcessor
     from .processing_queue import ProcessingQueue
 
 __all__ = [
+    "AlarmThresholds",
+    "AsyncInvocationOptions",
     "IdempotencyTable",
     "IdempotentQueueConsumer",
     "PaymentProcessor",
@@ -27,6 +30,8 @@ __all__ = [
 ]
 
 _MODULES = {
+    "AlarmThresholds": ".observability",
+    "AsyncInvocationOptions": ".observability",
     "IdempotencyTable": ".idempotency_table",
     "IdempotentQueueConsumer": ".consumer",
     "PaymentProcessor": ".payment_processor",

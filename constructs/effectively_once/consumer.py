@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from aws_cdk import Annotations, Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, warn
 from .idempotency_table import IdempotencyTable
+from .observability import (
+    AlarmThresholds,
+    AsyncInvocationOptions,
+    build_alarms,
+    build_async_invocation,
+    build_queries,
+    check_alarm_thresholds,
+    check_async_invocation,
+)
 from .processing_queue import ProcessingQueue
 
 
@@ -53,12 +64,27 @@ class IdempotentQueueConsumer(Construct):
         charge twice.
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
         :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
+    :param alarms: create the four failure alarms (DLQ depth, oldest message age, Lambda errors, throttles;
+        see :class:`AlarmThresholds`). :default: ``True``.
+    :param alarm_action: added to every alarm's alarm actions (e.g. ``cloudwatch_actions.SnsAction(topic)``).
+        :default: ``None``: the alarms change state without notifying anyone.
+    :param alarm_thresholds: :default: ``AlarmThresholds()``: DLQ depth > 0, oldest message age > 5 minutes,
+        errors > 0, throttles > 0, each over one 1-minute period.
+    :param log_group: the function's log group; two Logs Insights query definitions are created on it
+        (duplicate deliveries, idempotency rejections; docs/observability.md).
+        :default: ``None``: the function's own ``log_group`` when it is a ``lambda.Function`` created with one
+        (``log_group=...``, as ``PaymentProcessor`` does), otherwise no query definitions.
+    :param async_invocation: configure the function's asynchronous invocation path (event invoke config and a
+        standard on-failure queue). :default: ``None``: left to Lambda's defaults (2 retries, 6 hours, no
+        destination).
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
         given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a batching window
         on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
-        ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second.
+        ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a negative alarm
+        threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside 60 s..6 h, or a
+        FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations).
         Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
@@ -70,6 +96,13 @@ class IdempotentQueueConsumer(Construct):
         event_source_mapping (lambda.EventSourceMapping): the mapping.
         queue, function, table: the inputs.
         visibility_timeout (Duration): the queue's visibility timeout after this consumer (given or filled in).
+        dlq_depth_alarm, oldest_message_age_alarm, errors_alarm, throttles_alarm (cloudwatch.Alarm | None):
+            ``None`` when ``alarms=False``.
+        log_group (logs.ILogGroup | None): the log group the queries read.
+        duplicate_deliveries_query, idempotency_rejections_query (logs.CfnQueryDefinition | None): ``None``
+            without a log group.
+        event_invoke_config (lambda.EventInvokeConfig | None), on_failure_queue (sqs.IQueue | None): ``None``
+            without ``async_invocation``.
     """
 
     def __init__(
@@ -85,12 +118,21 @@ class IdempotentQueueConsumer(Construct):
         max_concurrency: int | None = None,
         idempotency_expiry: Duration | None = None,
         key_prefix: str | None = None,
+        alarms: bool = True,
+        alarm_action: cloudwatch.IAlarmAction | None = None,
+        alarm_thresholds: AlarmThresholds | None = None,
+        log_group: logs.ILogGroup | None = None,
+        async_invocation: AsyncInvocationOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
         expiry_seconds = seconds(idempotency_expiry)
         if expiry_seconds is not None and expiry_seconds < 1:
             raise fail("idempotency_expiry", idempotency_expiry, "must be at least 1 second", limits.IDEMPOTENCY_DOC)
+        thresholds = alarm_thresholds or AlarmThresholds()
+        check_alarm_thresholds(thresholds)
+        if async_invocation is not None:
+            check_async_invocation(async_invocation)
         if not isinstance(function, lambda_.Function) and not queue.visibility_timeout_given:
             raise fail(
                 "function",
@@ -159,6 +201,27 @@ class IdempotentQueueConsumer(Construct):
             if key_prefix is not None:
                 function.add_environment(ENV_KEY_PREFIX, key_prefix)
 
+        self.dlq_depth_alarm = self.oldest_message_age_alarm = self.errors_alarm = self.throttles_alarm = None
+        if alarms:
+            (
+                self.dlq_depth_alarm,
+                self.oldest_message_age_alarm,
+                self.errors_alarm,
+                self.throttles_alarm,
+            ) = build_alarms(self, queue=queue, function=function, thresholds=thresholds, action=alarm_action)
+
+        if log_group is None and isinstance(function, lambda_.Function):
+            log_group = _own_log_group(function)
+        self.log_group = log_group
+        self.duplicate_deliveries_query = self.idempotency_rejections_query = None
+        if log_group is not None:
+            self.duplicate_deliveries_query, self.idempotency_rejections_query = build_queries(self, log_group)
+
+        self.event_invoke_config = self.on_failure_queue = None
+        if async_invocation is not None:
+            self.event_invoke_config, self.on_failure_queue = build_async_invocation(self, function, async_invocation)
+
+
     def _check_given_visibility_timeout(
         self, queue: ProcessingQueue, function: lambda_.IFunction, max_batching_window: Duration | None
     ) -> None:
@@ -219,6 +282,14 @@ class IdempotentQueueConsumer(Construct):
                 "Lambda: throttling alone can move a valid message to the dead-letter queue after too few receives",
                 limits.LAMBDA_SQS_DLQ_DOC,
             )
+
+
+def _own_log_group(function: lambda_.Function) -> logs.ILogGroup | None:
+    """The log group the function was created with (``log_group=``), not the implicit ``/aws/lambda/<name>``."""
+    # Function.log_group would create a LogRetention resource for the implicit group; read the prop instead.
+    config = function.node.default_child
+    logging = getattr(config, "logging_config", None)
+    return function.log_group if getattr(logging, "log_group", None) is not None else None
 
 
 def _check_mapping(

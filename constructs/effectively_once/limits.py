@@ -106,3 +106,22 @@ def visibility_timeout_guidance_seconds(function_timeout_seconds: float, batchin
     """
     wanted = LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds + batching_window_seconds
     return int(min(wanted, SQS_MAX_VISIBILITY_TIMEOUT_SECONDS))
+
+# --- AWS Lambda asynchronous invocation -------------------------------------------------------------
+#: Retry attempts of an asynchronous invocation: 0 to 2 (Lambda's default is 2).
+#: Source: CloudFormation AWS::Lambda::EventInvokeConfig ``MaximumRetryAttempts``; AWS Lambda Developer Guide,
+#: "Configuring error handling for asynchronous invocation".
+ASYNC_MIN_RETRY_ATTEMPTS: Final = 0
+ASYNC_MAX_RETRY_ATTEMPTS: Final = 2
+#: How long Lambda keeps an event for asynchronous invocation: 60 seconds to 6 hours.
+#: Source: CloudFormation AWS::Lambda::EventInvokeConfig ``MaximumEventAgeInSeconds`` (60 to 21,600).
+ASYNC_MIN_MAX_EVENT_AGE_SECONDS: Final = 60
+ASYNC_MAX_MAX_EVENT_AGE_SECONDS: Final = 6 * 60 * 60
+#: An SQS destination of an asynchronous invocation must be a standard queue, not FIFO.
+#: Source: AWS Lambda Developer Guide, "Capturing records of Lambda asynchronous invocations" (asynchronous
+#: invocation destinations: "Amazon SQS - A standard SQS queue"); CloudFormation
+#: AWS::Lambda::EventInvokeConfig DestinationConfig ("FIFO queues cannot be used").
+ASYNC_DESTINATION_DOC: Final = (
+    "AWS Lambda Developer Guide, Capturing records of Lambda asynchronous invocations (asynchronous invocation "
+    "destinations); CloudFormation AWS::Lambda::EventInvokeConfig DestinationConfig"
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -13,6 +14,7 @@ from ._assets import payment_function_code
 from ._validation import acknowledge
 from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
+from .observability import AlarmThresholds, AsyncInvocationOptions, build_dashboard
 from .processing_queue import ProcessingQueue
 
 # --- Powertools layer pin (the one place) ----------------------------------------------------------------
@@ -43,7 +45,8 @@ class PaymentProcessor(Construct):
     """The sample effectively-once payment pipeline, composed from the library's constructs.
 
     Children (ids are stable): ``Queue`` (:class:`ProcessingQueue`), ``IdempotencyTable``, ``Ledger``,
-    ``LogGroup``, ``FunctionRole``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`). The function's
+    ``LogGroup``, ``FunctionRole``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`: alarms, query definitions on
+    ``LogGroup``, async path), ``Dashboard``. The function's
     role has no managed policy: it may write only to its own log group (``logs:CreateLogStream``,
     ``logs:PutLogEvents`` on that group's ARN, instead of AWSLambdaBasicExecutionRole's ``Resource: "*"``),
     plus the queue, table and ledger grants. The function runs
@@ -71,11 +74,16 @@ class PaymentProcessor(Construct):
         (``powertools_layer_arn(Stack.region)``, Powertools ``POWERTOOLS_VERSION``).
     :param service_name: ``POWERTOOLS_SERVICE_NAME``. :default: ``"payments"``.
     :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``. :default: ``"EffectivelyOnce"``.
+    :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
+        (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
+        async invocation configuration.
     :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`.
 
     Attributes:
         queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
-        consumer (IdempotentQueueConsumer), log_group (logs.LogGroup), role (iam.Role).
+        consumer (IdempotentQueueConsumer; its alarms, queries and async path), log_group (logs.LogGroup), role (iam.Role),
+        dashboard (cloudwatch.Dashboard): the handler's EMF counts (namespace ``metrics_namespace``, dimension
+        ``service`` = ``service_name``) beside queue depth, DLQ depth, oldest message age, Lambda errors.
     """
 
     def __init__(
@@ -101,6 +109,10 @@ class PaymentProcessor(Construct):
         powertools_layer: lambda_.ILayerVersion | None = None,
         service_name: str = "payments",
         metrics_namespace: str = "EffectivelyOnce",
+        alarms: bool = True,
+        alarm_action: cloudwatch.IAlarmAction | None = None,
+        alarm_thresholds: AlarmThresholds | None = None,
+        async_invocation: AsyncInvocationOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.queue = ProcessingQueue(
@@ -161,9 +173,10 @@ class PaymentProcessor(Construct):
         acknowledge(
             cfn_function,  # type: ignore[arg-type]
             "Serverless-LambdaDLQ",
-            "The function is invoked only by its SQS event source mapping, synchronously; a function "
-            "dead-letter queue applies to asynchronous invocations only. Failed records return to the source "
-            "queue and move to its dead-letter queue (14 days) after max_receive_count receives.",
+            "The SQS event source mapping invokes the function synchronously, where a function dead-letter "
+            "queue does not apply: failed records return to the source queue and move to its dead-letter queue "
+            "(14 days) after max_receive_count receives. Asynchronous invocations, when async_invocation is set, "
+            "go to an on-failure destination, which AWS recommends over a function dead-letter queue.",
         )
         acknowledge(
             cfn_function,  # type: ignore[arg-type]
@@ -183,4 +196,12 @@ class PaymentProcessor(Construct):
             max_concurrency=max_concurrency,
             idempotency_expiry=idempotency_expiry,
             key_prefix=key_prefix,
+            alarms=alarms,
+            alarm_action=alarm_action,
+            alarm_thresholds=alarm_thresholds,
+            log_group=self.log_group,
+            async_invocation=async_invocation,
+        )
+        self.dashboard = build_dashboard(
+            self, queue=self.queue, function=self.function, namespace=metrics_namespace, service=service_name
         )

@@ -35,6 +35,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
@@ -118,13 +122,19 @@ class PaymentService:
         return response
 
     def pay(self, payment: Payment) -> dict[str, Any]:
-        return self.charge(payment=payment.as_dict())
+        try:
+            return self.charge(payment=payment.as_dict())
+        except (IdempotencyAlreadyInProgressError, IdempotencyValidationError) as error:
+            # The idempotency-rejections query (docs/observability.md) lists these lines.
+            logger.warning("idempotency rejected", extra={"idempotency_error": type(error).__name__})
+            raise
 
     def process_record(self, record: SQSRecord) -> dict[str, Any]:
         logger.set_correlation_id(None)
         logger.append_keys(
             message_id=record.message_id,
-            receive_count=record.attributes.approximate_receive_count,
+            # A number, so Logs Insights can aggregate it (max(receive_count) in the duplicate-deliveries query).
+            receive_count=int(record.attributes.approximate_receive_count),
             payment_id=None,
         )
         try:

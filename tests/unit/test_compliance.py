@@ -43,6 +43,9 @@ ACKNOWLEDGED = (
     | _library_acknowledgements("PaymentsSandbox/Fifo")
     | _library_acknowledgements("Constructs/Processor")
     | {
+        # the sandbox's Standard processor has the async path on: its library-created on-failure queue
+        ("PaymentsSandbox/Standard/Consumer/OnFailureQueue/Resource", "AwsSolutions-SQS3"),
+        ("PaymentsSandbox/Standard/Consumer/OnFailureQueue/Resource", "Serverless-SQSRedrivePolicy"),
         ("Constructs/Queue/DeadLetterQueue/Resource", "Serverless-SQSRedrivePolicy"),
         ("Constructs/FifoQueue/DeadLetterQueue/Resource", "Serverless-SQSRedrivePolicy"),
         ("Constructs/Consumer/EventSourceMapping/Resource", "Serverless-LambdaEventSourceMappingDestination"),

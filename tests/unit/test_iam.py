@@ -114,6 +114,12 @@ def test_payment_function_gets_exactly_the_expected_actions_per_resource(synth: 
         },
         _id(stack, processor.ledger.table_arn): {"dynamodb:PutItem", "dynamodb:GetItem"},
         _id(stack, processor.log_group.log_group_arn): {"logs:CreateLogStream", "logs:PutLogEvents"},
+        **(
+            # The sandbox turns the async path on for Standard: its on-failure destination (SqsDestination's grant).
+            {_id(stack, processor.consumer.on_failure_queue.queue_arn): {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}}
+            if kind == "Standard"
+            else {}
+        ),
     }
 
 

@@ -30,6 +30,8 @@ def test_project_constructs_folder_has_no_init() -> None:
 
 def test_public_api() -> None:
     assert sorted(effectively_once.__all__) == [
+        "AlarmThresholds",
+        "AsyncInvocationOptions",
         "IdempotencyTable",
         "IdempotentQueueConsumer",
         "PaymentProcessor",

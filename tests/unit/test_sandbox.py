@@ -158,6 +158,43 @@ def test_outputs_name_what_was_deployed(template: Template) -> None:
     for kind in KINDS:
         for suffix in ("QueueUrl", "DeadLetterQueueUrl", "IdempotencyTableName", "LedgerTableName", "FunctionName"):
             assert f"{kind}{suffix}" in outputs
+    assert "StandardOnFailureQueueUrl" in outputs and "FifoOnFailureQueueUrl" not in outputs
+
+
+# --- observability (issue 7) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_processor_has_four_alarms_two_queries_and_a_dashboard(sandbox: tuple, kind: str) -> None:
+    processor = _processor(sandbox, kind)
+    consumer = processor.consumer
+    alarms = (consumer.dlq_depth_alarm, consumer.oldest_message_age_alarm, consumer.errors_alarm, consumer.throttles_alarm)
+    assert {_resource(sandbox, a.alarm_arn)["Type"] for a in alarms} == {"AWS::CloudWatch::Alarm"}
+    for query in (consumer.duplicate_deliveries_query, consumer.idempotency_rejections_query):
+        assert _resource(sandbox, query.ref)["Properties"]["LogGroupNames"] == [
+            sandbox[0].resolve(processor.log_group.log_group_name)
+        ]
+    assert _resource(sandbox, processor.dashboard.dashboard_name)["Type"] == "AWS::CloudWatch::Dashboard"
+
+
+def test_sandbox_totals_of_observability_resources(template: Template) -> None:
+    counts = {t: len(template.find_resources(t)) for t in (
+        "AWS::CloudWatch::Alarm", "AWS::Logs::QueryDefinition", "AWS::CloudWatch::Dashboard", "AWS::Lambda::EventInvokeConfig"
+    )}
+    assert counts == {
+        "AWS::CloudWatch::Alarm": 8,
+        "AWS::Logs::QueryDefinition": 4,
+        "AWS::CloudWatch::Dashboard": 2,
+        "AWS::Lambda::EventInvokeConfig": 1,
+    }
+
+
+def test_only_the_standard_processor_has_the_async_on_failure_destination(sandbox: tuple) -> None:
+    standard = _processor(sandbox, "Standard").consumer
+    (invoke,) = sandbox[1].find_resources("AWS::Lambda::EventInvokeConfig").values()
+    assert invoke["Properties"]["FunctionName"] == sandbox[0].resolve(standard.function.function_name)
+    assert invoke["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == sandbox[0].resolve(
+        standard.on_failure_queue.queue_arn
+    )
+    assert _processor(sandbox, "Fifo").consumer.event_invoke_config is None
 
 
 def test_stateful_logical_ids_are_pinned(template: Template) -> None:
@@ -169,6 +206,7 @@ def test_stateful_logical_ids_are_pinned(template: Template) -> None:
         "FifoLedger82C8D9AF",
         "FifoQueue981F45E1",
         "FifoQueueDeadLetterQueue9384C5BC",
+        "StandardConsumerOnFailureQueue1294C8E3",
         "StandardIdempotencyTable534B4812",
         "StandardLedger66B892DB",
         "StandardQueueDFA670D0",

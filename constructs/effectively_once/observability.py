@@ -1,0 +1,290 @@
+"""Observability builders shared by the constructs: alarms, Logs Insights query definitions, dashboard, and the
+asynchronous-invocation path (event invoke config + on-failure queue).
+
+The builders are called by :class:`IdempotentQueueConsumer` (alarms, queries, async path) and
+:class:`PaymentProcessor` (dashboard); the option types are public (``AlarmThresholds``,
+``AsyncInvocationOptions``).
+
+The query strings use the field names the sample handler logs (``lambda_src/payments/handler.py``, Powertools
+Logger JSON; see docs/observability.md): ``correlation_id`` (= payment id), ``payment_id``, ``message_id``,
+``receive_count``, ``message``, ``idempotency_status``, ``idempotency_error``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from . import limits
+from ._validation import acknowledge, check_range, fail, is_unresolved
+from .processing_queue import ProcessingQueue
+
+#: Outcome lines the handler logs once per delivery of a payment (charged, answered by the provider, suppressed).
+OUTCOME_MESSAGES = ("payment charged", "provider answered from its idempotency key", "duplicate suppressed")
+#: Lines the handler logs when the idempotency layer turns a delivery away or answers it from its record.
+REJECTION_MESSAGES = ("duplicate suppressed", "idempotency rejected")
+
+#: Correlation ids seen in more than one delivery outcome: duplicate deliveries (redeliveries share a message id
+#: with a growing receive count; producer resends bring a new message id).
+DUPLICATE_DELIVERIES_QUERY = (
+    "fields @timestamp, correlation_id, message_id, receive_count, message\n"
+    "| filter ispresent(correlation_id) and message in " + str(list(OUTCOME_MESSAGES)).replace("'", '"') + "\n"
+    "| stats count(*) as deliveries, count_distinct(message_id) as message_ids, max(receive_count) as "
+    "max_receive_count by correlation_id\n"
+    "| filter deliveries > 1\n"
+    "| sort deliveries desc\n"
+    "| limit 1000"
+)
+#: Deliveries the idempotency layer rejected (already in progress, same key with another payload) or answered
+#: from the stored result (duplicate suppressed).
+IDEMPOTENCY_REJECTIONS_QUERY = (
+    "fields @timestamp, correlation_id, payment_id, message_id, receive_count, message, idempotency_error, "
+    "idempotency_status\n"
+    "| filter message in " + str(list(REJECTION_MESSAGES)).replace("'", '"') + "\n"
+    "| sort @timestamp desc\n"
+    "| limit 1000"
+)
+
+#: Metric names the sample handler emits with Powertools Metrics (EMF, unit Count, dimension ``service``).
+EMF_METRICS = ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments")
+#: The dimension Powertools Metrics adds to every metric when a service name is set.
+EMF_SERVICE_DIMENSION = "service"
+
+#: Period of every alarm and dashboard metric.
+_PERIOD = Duration.minutes(1)
+
+
+def _errors(function: lambda_.IFunction) -> cloudwatch.Metric:
+    return function.metric_errors(period=_PERIOD, statistic=cloudwatch.Stats.SUM)
+
+
+def _throttles(function: lambda_.IFunction) -> cloudwatch.Metric:
+    return function.metric_throttles(period=_PERIOD, statistic=cloudwatch.Stats.SUM)
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    """Thresholds of the consumer's alarms; each alarm fires when the metric is *above* its threshold for one
+    1-minute period (missing data is not breaching).
+
+    :param dlq_depth: DLQ ``ApproximateNumberOfMessagesVisible`` (maximum). :default: ``0``: any message.
+    :param oldest_message_age: source queue ``ApproximateAgeOfOldestMessage`` (maximum), a backlog that is not
+        drained. :default: ``Duration.minutes(5)``.
+    :param errors: Lambda ``Errors`` (sum). :default: ``0``: any error.
+    :param throttles: Lambda ``Throttles`` (sum). :default: ``0``: any throttle.
+    """
+
+    dlq_depth: int = 0
+    oldest_message_age: Duration = field(default_factory=lambda: Duration.minutes(5))
+    errors: int = 0
+    throttles: int = 0
+
+
+@dataclass(frozen=True)
+class AsyncInvocationOptions:
+    """The function's asynchronous invocation path (``AWS::Lambda::EventInvokeConfig``, qualifier ``$LATEST``).
+
+    :param retry_attempts: retries after a failed asynchronous invocation, 0..2. :default: ``2`` (Lambda's own).
+    :param max_event_age: how long Lambda keeps an event to (re)try, 60 s..6 h. :default: ``Duration.hours(6)``.
+    :param on_failure: standard SQS queue that receives a record of each event that failed every attempt or
+        expired. :default: ``None``: a new standard queue (SSE, TLS only, 14-day retention), child
+        ``OnFailureQueue``.
+    """
+
+    retry_attempts: int = limits.ASYNC_MAX_RETRY_ATTEMPTS
+    max_event_age: Duration = field(default_factory=lambda: Duration.hours(6))
+    on_failure: sqs.IQueue | None = None
+
+
+def check_alarm_thresholds(thresholds: AlarmThresholds) -> None:
+    """:raises ValueError: a negative threshold, or an oldest-message-age threshold below one second."""
+    for prop in ("dlq_depth", "errors", "throttles"):
+        value = getattr(thresholds, prop)
+        if not is_unresolved(value) and value < 0:
+            raise fail(f"alarm_thresholds.{prop}", value, "must be 0 or more", "CloudWatch PutMetricAlarm Threshold")
+    age = thresholds.oldest_message_age
+    if not is_unresolved(age) and age.to_seconds() < 1:
+        raise fail(
+            "alarm_thresholds.oldest_message_age", age, "must be 1 second or more", "SQS ApproximateAgeOfOldestMessage"
+        )
+
+
+def check_async_invocation(options: AsyncInvocationOptions) -> None:
+    """:raises ValueError: retry attempts outside 0..2, maximum event age outside 60 s..6 h, a FIFO on-failure
+    queue (AWS accepts only standard queues as asynchronous invocation destinations)."""
+    source = "CloudFormation AWS::Lambda::EventInvokeConfig"
+    check_range(
+        "async_invocation.retry_attempts",
+        options.retry_attempts,
+        limits.ASYNC_MIN_RETRY_ATTEMPTS,
+        limits.ASYNC_MAX_RETRY_ATTEMPTS,
+        f"{source} MaximumRetryAttempts",
+    )
+    if not is_unresolved(options.max_event_age):
+        check_range(
+            "async_invocation.max_event_age",
+            options.max_event_age.to_seconds(),
+            limits.ASYNC_MIN_MAX_EVENT_AGE_SECONDS,
+            limits.ASYNC_MAX_MAX_EVENT_AGE_SECONDS,
+            f"{source} MaximumEventAgeInSeconds",
+        )
+    queue = options.on_failure
+    if queue is not None and queue.fifo:
+        raise fail(
+            "async_invocation.on_failure",
+            queue.node.path,
+            "must be a standard SQS queue (a FIFO queue cannot be an asynchronous invocation destination)",
+            limits.ASYNC_DESTINATION_DOC,
+        )
+
+
+def build_alarms(
+    scope: Construct,
+    *,
+    queue: ProcessingQueue,
+    function: lambda_.IFunction,
+    thresholds: AlarmThresholds,
+    action: cloudwatch.IAlarmAction | None,
+) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
+    """The four failure alarms (children ``DlqDepthAlarm``, ``OldestMessageAgeAlarm``, ``ErrorsAlarm``,
+    ``ThrottlesAlarm``): (dlq depth, oldest message age, errors, throttles)."""
+    maximum = cloudwatch.Stats.MAXIMUM
+    specs = (
+        (
+            "DlqDepthAlarm",
+            queue.metric_dlq_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
+            thresholds.dlq_depth,
+            "messages in the dead-letter queue: payments that failed max_receive_count times",
+        ),
+        (
+            "OldestMessageAgeAlarm",
+            queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum),
+            thresholds.oldest_message_age.to_seconds(),
+            "the oldest message in the source queue is older than the threshold (seconds): backlog not drained",
+        ),
+        ("ErrorsAlarm", _errors(function), thresholds.errors, "payment function errors"),
+        ("ThrottlesAlarm", _throttles(function), thresholds.throttles, "payment function throttles"),
+    )
+    alarms = []
+    for id, metric, threshold, description in specs:
+        alarm = metric.create_alarm(
+            scope,
+            id,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"effectively-once: {description} ({scope.node.path})",
+        )
+        if action is not None:
+            alarm.add_alarm_action(action)
+        alarms.append(alarm)
+    return alarms[0], alarms[1], alarms[2], alarms[3]
+
+
+def _query(scope: Construct, id: str, suffix: str, query: str, log_group: logs.ILogGroup) -> logs.CfnQueryDefinition:
+    # L1: logs.QueryString cannot express a filter after stats.
+    return logs.CfnQueryDefinition(
+        scope,
+        id,
+        name=f"effectively-once/{scope.node.path}/{suffix}",
+        query_string=query,
+        log_group_names=[log_group.log_group_name],
+    )
+
+
+def build_queries(
+    scope: Construct, log_group: logs.ILogGroup
+) -> tuple[logs.CfnQueryDefinition, logs.CfnQueryDefinition]:
+    """The two Logs Insights query definitions on ``log_group`` (children ``DuplicateDeliveriesQuery``,
+    ``IdempotencyRejectionsQuery``)."""
+    return (
+        _query(scope, "DuplicateDeliveriesQuery", "duplicate-deliveries", DUPLICATE_DELIVERIES_QUERY, log_group),
+        _query(scope, "IdempotencyRejectionsQuery", "idempotency-rejections", IDEMPOTENCY_REJECTIONS_QUERY, log_group),
+    )
+
+
+def build_async_invocation(
+    scope: Construct, function: lambda_.IFunction, options: AsyncInvocationOptions
+) -> tuple[lambda_.EventInvokeConfig, sqs.IQueue]:
+    """The event invoke config (child ``EventInvokeConfig``) and its on-failure queue (given, or the new child
+    ``OnFailureQueue``); the destination grants the function ``sqs:SendMessage`` on it."""
+    on_failure = options.on_failure or sqs.Queue(
+        scope,
+        "OnFailureQueue",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS),
+    )
+    if options.on_failure is None:
+        acknowledge(
+            on_failure.node.default_child,  # type: ignore[arg-type]
+            "AwsSolutions-SQS3",
+            "This queue is itself the terminal failure destination of asynchronous invocations (it plays the "
+            "dead-letter role, 14-day retention); a dead-letter queue behind it would only move the same records.",
+        )
+        acknowledge(
+            on_failure.node.default_child,  # type: ignore[arg-type]
+            "Serverless-SQSRedrivePolicy",
+            "This queue is itself the terminal failure destination of asynchronous invocations; nothing consumes "
+            "it automatically, so there is no receive count to redrive on.",
+        )
+    config = lambda_.EventInvokeConfig(
+        scope,
+        "EventInvokeConfig",
+        function=function,
+        retry_attempts=options.retry_attempts,
+        max_event_age=options.max_event_age,
+        on_failure=destinations.SqsDestination(on_failure),
+    )
+    return config, on_failure
+
+
+def build_dashboard(
+    scope: Construct,
+    *,
+    queue: ProcessingQueue,
+    function: lambda_.IFunction,
+    namespace: str,
+    service: str,
+    metric_names: Sequence[str] = EMF_METRICS,
+) -> cloudwatch.Dashboard:
+    """A dashboard (child ``Dashboard``): the handler's EMF counts beside queue depth, DLQ depth, oldest
+    message age and Lambda errors/throttles, at 1-minute resolution."""
+    emf = [
+        cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=name,
+            dimensions_map={EMF_SERVICE_DIMENSION: service},
+            statistic=cloudwatch.Stats.SUM,
+            period=_PERIOD,
+        )
+        for name in metric_names
+    ]
+    maximum = cloudwatch.Stats.MAXIMUM
+    depth = queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
+    dlq_depth = queue.metric_dlq_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
+    oldest = queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum)
+    dashboard = cloudwatch.Dashboard(scope, "Dashboard")
+    dashboard.add_widgets(
+        cloudwatch.GraphWidget(title="Payments (EMF, sum per minute)", left=emf, width=24),
+    )
+    dashboard.add_widgets(
+        cloudwatch.GraphWidget(title="Queue depth", left=[depth], width=6),
+        cloudwatch.GraphWidget(title="DLQ depth", left=[dlq_depth], width=6),
+        cloudwatch.GraphWidget(title="Oldest message age (s)", left=[oldest], width=6),
+        cloudwatch.GraphWidget(
+            title="Lambda errors and throttles",
+            left=[_errors(function), _throttles(function)],
+            width=6,
+        ),
+    )
+    return dashboard
