@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -28,10 +30,11 @@ class IdempotencyTable(Construct):
 
     Attributes:
         table (dynamodb.ITable): the table (a ``dynamodb.Table`` when created here).
-    """
 
-    # Bring-your-own tables (issue 8) will arrive as a ``from_table``-style factory or an ``existing_table``
-    # prop that sets ``self.table`` instead of creating it; everything else works on ``self.table``.
+    Bring your own table: :meth:`from_table_name` and :meth:`from_table_arn` return an ``IdempotencyTable``
+    around an existing table (shaped as above, created elsewhere), usable wherever this class is; its
+    ``grant_idempotency`` grants the same four actions.
+    """
 
     def __init__(
         self,
@@ -58,6 +61,32 @@ class IdempotencyTable(Construct):
             removal_policy=removal_policy,
         )
 
+    @classmethod
+    def from_table_name(cls, scope: Construct, id: str, table_name: str) -> IdempotencyTable:
+        """An ``IdempotencyTable`` around an existing table in this stack's account and region.
+
+        The table must already have the shape above (partition key ``id`` string, TTL ``expiration``);
+        nothing is created or changed. Like ``dynamodb.Table.from_table_name``: no encryption key is known,
+        so a table encrypted with a customer-managed key needs :meth:`from_table_arn` plus your own key grant.
+
+        :param scope: parent construct.
+        :param id: construct id; the imported table is its child ``Resource``.
+        :param table_name: the existing table's name.
+        :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
+        """
+        return _ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name))
+
+    @classmethod
+    def from_table_arn(cls, scope: Construct, id: str, table_arn: str) -> IdempotencyTable:
+        """An ``IdempotencyTable`` around an existing table given by ARN (any account or region).
+
+        :param scope: parent construct.
+        :param id: construct id; the imported table is its child ``Resource``.
+        :param table_arn: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``.
+        :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
+        """
+        return _ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn))
+
     @property
     def table_name(self) -> str:
         """The table's physical name (a token until deploy)."""
@@ -73,3 +102,12 @@ class IdempotencyTable(Construct):
         :returns: the grant, added to the grantee's policy.
         """
         return self.table.grant(grantee, *limits.IDEMPOTENCY_TABLE_ACTIONS)
+
+
+class _ImportedIdempotencyTable(IdempotencyTable):
+    """An ``IdempotencyTable`` that imports its table instead of creating one (see ``from_table_*``)."""
+
+    def __init__(self, scope: Construct, id: str, import_table: Callable[[Construct], dynamodb.ITable]) -> None:
+        # Skip IdempotencyTable.__init__ (it creates a table); the rest of the class works on ``self.table``.
+        Construct.__init__(self, scope, id)
+        self.table = import_table(self)

@@ -14,7 +14,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from app import PaymentsSandboxStack
 from effectively_once import PaymentProcessor, payment_processor
 from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
-from effectively_once.testing import normalize_template
+from effectively_once.testing import snapshot_template
 
 from .helpers import CONTEXT, ENV, REPO, actions_by_resource, function_role, new_app, role_statements
 
@@ -181,28 +181,12 @@ def test_execution_role_only_has_the_basic_execution_managed_policy(template: Te
         assert re.findall(r"policy/[\w/-]+", arns) == ["policy/service-role/AWSLambdaBasicExecutionRole"]
 
 
-# --- app: outputs, context flags, stateful logical ids ---------------------------------------------
+# --- app: outputs and context flags (stateful logical ids: test_logical_ids.py) ---------------------------------------------
 def test_outputs_name_what_was_deployed(template: Template) -> None:
     outputs = template.to_json()["Outputs"]
     for kind in KINDS:
         for suffix in ("QueueUrl", "DeadLetterQueueUrl", "IdempotencyTableName", "LedgerTableName", "FunctionName"):
             assert f"{kind}{suffix}" in outputs
-
-
-def test_stateful_logical_ids_are_pinned(template: Template) -> None:
-    # Deliberate exception to "find by type": a changed logical id replaces the resource and loses its data.
-    resources = template.to_json()["Resources"]
-    stateful = sorted(k for k, v in resources.items() if v["Type"] in ("AWS::DynamoDB::Table", "AWS::SQS::Queue"))
-    assert stateful == [
-        "FifoIdempotencyTable99983BD5",
-        "FifoLedger82C8D9AF",
-        "FifoQueue981F45E1",
-        "FifoQueueDeadLetterQueue9384C5BC",
-        "StandardIdempotencyTable534B4812",
-        "StandardLedger66B892DB",
-        "StandardQueueDFA670D0",
-        "StandardQueueDeadLetterQueue395DCE75",
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +210,7 @@ def test_context_sets_function_timeout_and_max_receive_count(flagged: Template) 
 
 # --- snapshot and compliance ---------------------------------------------------------------------------
 def test_snapshot(template: Template, snapshot) -> None:
-    assert normalize_template(template.to_json()) == snapshot.use_extension(JSONSnapshotExtension)
+    assert snapshot_template(template) == snapshot.use_extension(JSONSnapshotExtension)
 
 
 def test_builtin_cloudformation_validation_passes(tmp_path: Path) -> None:
