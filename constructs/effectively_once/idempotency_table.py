@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -21,6 +19,10 @@ class IdempotencyTable(Construct):
     other attribute names (``status``, ``data``, ``validation``, ``in_progress_expiration`` in
     milliseconds) are its defaults and need no key schema.
 
+    Bring your own table: :meth:`from_table_name` and :meth:`from_table_arn` return an ``IdempotencyTable``
+    around an existing table of that shape (created elsewhere), usable wherever this class is; its
+    ``grant_idempotency`` grants the same four actions.
+
     :param scope: parent construct.
     :param id: construct id; the table is its child ``Resource``.
     :param removal_policy: what happens to the table when it leaves the stack.
@@ -30,11 +32,10 @@ class IdempotencyTable(Construct):
 
     Attributes:
         table (dynamodb.ITable): the table (a ``dynamodb.Table`` when created here).
-
-    Bring your own table: :meth:`from_table_name` and :meth:`from_table_arn` return an ``IdempotencyTable``
-    around an existing table (shaped as above, created elsewhere), usable wherever this class is; its
-    ``grant_idempotency`` grants the same four actions.
     """
+
+    # Bring your own: ``from_table_*`` build a private subclass (``_imported_table``) that sets ``self.table``
+    # to the imported table instead of creating one; everything else works on ``self.table``.
 
     def __init__(
         self,
@@ -66,15 +67,17 @@ class IdempotencyTable(Construct):
         """An ``IdempotencyTable`` around an existing table in this stack's account and region.
 
         The table must already have the shape above (partition key ``id`` string, TTL ``expiration``);
-        nothing is created or changed. Like ``dynamodb.Table.from_table_name``: no encryption key is known,
-        so a table encrypted with a customer-managed key needs :meth:`from_table_arn` plus your own key grant.
+        nothing is created or changed. As with ``dynamodb.Table.from_table_name``, no encryption key is
+        known: for a table under a customer-managed key, grant its use yourself.
 
         :param scope: parent construct.
         :param id: construct id; the imported table is its child ``Resource``.
         :param table_name: the existing table's name.
         :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
         """
-        return _ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name))
+        from ._imported_table import ImportedIdempotencyTable
+
+        return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name))
 
     @classmethod
     def from_table_arn(cls, scope: Construct, id: str, table_arn: str) -> IdempotencyTable:
@@ -85,7 +88,9 @@ class IdempotencyTable(Construct):
         :param table_arn: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``.
         :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
         """
-        return _ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn))
+        from ._imported_table import ImportedIdempotencyTable
+
+        return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn))
 
     @property
     def table_name(self) -> str:
@@ -102,12 +107,3 @@ class IdempotencyTable(Construct):
         :returns: the grant, added to the grantee's policy.
         """
         return self.table.grant(grantee, *limits.IDEMPOTENCY_TABLE_ACTIONS)
-
-
-class _ImportedIdempotencyTable(IdempotencyTable):
-    """An ``IdempotencyTable`` that imports its table instead of creating one (see ``from_table_*``)."""
-
-    def __init__(self, scope: Construct, id: str, import_table: Callable[[Construct], dynamodb.ITable]) -> None:
-        # Skip IdempotencyTable.__init__ (it creates a table); the rest of the class works on ``self.table``.
-        Construct.__init__(self, scope, id)
-        self.table = import_table(self)
