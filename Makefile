@@ -23,7 +23,9 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# mypy first: the package ships py.typed (config: pyproject's [tool.mypy]; strict except the dev tooling).
 test: setup
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 # Offline: no credentials or region needed (the stack is environment-agnostic without CDK_DEFAULT_*).

@@ -2,7 +2,8 @@
 
 Queue + DLQ (:class:`ProcessingQueue`), Powertools idempotency table (:class:`IdempotencyTable`), the
 event source mapping and least-privilege wiring between them (:class:`IdempotentQueueConsumer`), and the
-sample pattern composed of all three (:class:`PaymentProcessor`). See docs/constructs.md.
+sample pattern composed of all three (:class:`PaymentProcessor`). See the README's "Constructs" section;
+``effectively_once.testing`` has snapshot-test helpers.
 
 The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
 ``effectively_once.local`` does not pay for importing aws-cdk-lib (seconds and ~150 MB per process).

@@ -20,6 +20,10 @@ class IdempotencyTable(Construct):
     other attribute names (``status``, ``data``, ``validation``, ``in_progress_expiration`` in
     milliseconds) are its defaults and need no key schema.
 
+    Bring your own table: :meth:`from_table_name` and :meth:`from_table_arn` return an ``IdempotencyTable``
+    around an existing table of that shape (created elsewhere), usable wherever this class is; its
+    ``grant_idempotency`` grants the same four actions.
+
     :param scope: parent construct.
     :param id: construct id; the table is its child ``Resource``.
     :param removal_policy: what happens to the table when it leaves the stack.
@@ -39,8 +43,8 @@ class IdempotencyTable(Construct):
         time_to_live_attribute (str): the TTL attribute.
     """
 
-    # Bring-your-own tables (issue 8) will arrive as a ``from_table``-style factory or an ``existing_table``
-    # prop that sets ``self.table`` instead of creating it; everything else works on ``self.table``.
+    # Bring your own: ``from_table_*`` build a private subclass (``_imported_table``) that sets ``self.table``
+    # to the imported table instead of creating one; everything else works on ``self.table``.
 
     def __init__(
         self,
@@ -69,6 +73,36 @@ class IdempotencyTable(Construct):
             ),
             removal_policy=removal_policy,
         )
+
+    @classmethod
+    def from_table_name(cls, scope: Construct, id: str, table_name: str) -> IdempotencyTable:
+        """An ``IdempotencyTable`` around an existing table in this stack's account and region.
+
+        The table must already have the shape above (partition key ``id`` string, TTL ``expiration``);
+        nothing is created or changed. As with ``dynamodb.Table.from_table_name``, no encryption key is
+        known: for a table under a customer-managed key, grant its use yourself.
+
+        :param scope: parent construct.
+        :param id: construct id; the imported table is its child ``Resource``.
+        :param table_name: the existing table's name.
+        :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
+        """
+        from ._imported_table import ImportedIdempotencyTable
+
+        return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name))
+
+    @classmethod
+    def from_table_arn(cls, scope: Construct, id: str, table_arn: str) -> IdempotencyTable:
+        """An ``IdempotencyTable`` around an existing table given by ARN (any account or region).
+
+        :param scope: parent construct.
+        :param id: construct id; the imported table is its child ``Resource``.
+        :param table_arn: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``.
+        :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
+        """
+        from ._imported_table import ImportedIdempotencyTable
+
+        return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn))
 
     @property
     def table_name(self) -> str:

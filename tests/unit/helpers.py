@@ -70,11 +70,12 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def role_statements(template: Template, role_logical_id: str) -> list[dict[str, Any]]:
-    """Every Allow/Deny statement of the inline policies attached to the role."""
+    """Every Allow/Deny statement of the inline policies attached to the role (logical id, or name if imported)."""
     policies = template.find_resources("AWS::IAM::Policy")
     statements: list[dict[str, Any]] = []
     for policy in policies.values():
-        roles = [r.get("Ref") for r in policy["Properties"].get("Roles", [])]
+        # A role imported by ARN is referenced by its literal name.
+        roles = [r.get("Ref") if isinstance(r, dict) else r for r in policy["Properties"].get("Roles", [])]
         if role_logical_id in roles:
             statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return statements

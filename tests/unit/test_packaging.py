@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -73,3 +75,9 @@ def test_normalize_template_replaces_hashes_and_drops_version_metadata() -> None
         "Resources": {"Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Code": {"S3Key": "<ASSET_HASH>.zip"}}}}
     }
     assert template["Resources"]["Fn"]["Properties"]["Code"]["S3Key"] == f"{digest}.zip"
+
+
+def test_testing_helpers_import_without_aws_cdk() -> None:
+    probe = "import sys, effectively_once.testing; print('aws_cdk' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO / "constructs")
+    assert done.stdout.strip() == "False"

@@ -12,7 +12,8 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from app import PaymentsSandboxStack
 from effectively_once import PaymentProcessor, payment_processor
-from effectively_once.testing import normalize_template
+from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
+from effectively_once.testing import snapshot_template
 
 from .helpers import CONTEXT, ENV, REPO, new_app
 
@@ -152,7 +153,7 @@ def test_one_mapping_per_processor_with_report_batch_item_failures(sandbox: tupl
 # Least privilege (exact grants, wildcards, managed policies) and KMS: test_iam.py.
 
 
-# --- app: outputs, context flags, stateful logical ids ---------------------------------------------
+# --- app: outputs and context flags (stateful logical ids: test_logical_ids.py) ---------------------------------------------
 def test_outputs_name_what_was_deployed(template: Template) -> None:
     outputs = template.to_json()["Outputs"]
     for kind in KINDS:
@@ -197,23 +198,6 @@ def test_only_the_standard_processor_has_the_async_on_failure_destination(sandbo
     assert _processor(sandbox, "Fifo").consumer.event_invoke_config is None
 
 
-def test_stateful_logical_ids_are_pinned(template: Template) -> None:
-    # Deliberate exception to "find by type": a changed logical id replaces the resource and loses its data.
-    resources = template.to_json()["Resources"]
-    stateful = sorted(k for k, v in resources.items() if v["Type"] in ("AWS::DynamoDB::Table", "AWS::SQS::Queue"))
-    assert stateful == [
-        "FifoIdempotencyTable99983BD5",
-        "FifoLedger82C8D9AF",
-        "FifoQueue981F45E1",
-        "FifoQueueDeadLetterQueue9384C5BC",
-        "StandardConsumerOnFailureQueue1294C8E3",
-        "StandardIdempotencyTable534B4812",
-        "StandardLedger66B892DB",
-        "StandardQueueDFA670D0",
-        "StandardQueueDeadLetterQueue395DCE75",
-    ]
-
-
 @pytest.fixture(scope="module")
 def flagged() -> Template:
     app = new_app(destroy_on_delete="true", function_timeout_seconds="5", max_receive_count="3")
@@ -235,7 +219,7 @@ def test_context_sets_function_timeout_and_max_receive_count(flagged: Template) 
 
 # --- snapshot and compliance ---------------------------------------------------------------------------
 def test_snapshot(template: Template, snapshot) -> None:
-    assert normalize_template(template.to_json()) == snapshot.use_extension(JSONSnapshotExtension)
+    assert snapshot_template(template) == snapshot.use_extension(JSONSnapshotExtension)
 
 
 def test_builtin_cloudformation_validation_passes(tmp_path: Path) -> None:

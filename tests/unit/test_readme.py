@@ -1,0 +1,100 @@
+"""The README's props tables match the code: every prop of every public construct has a row, every row is a
+keyword-only prop, and every default (a Python expression in backticks, or "required") equals the signature's."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+import pytest
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_logs as logs
+
+import effectively_once
+
+from .helpers import REPO
+
+README = (REPO / "README.md").read_text()
+NAMESPACE = {"Duration": Duration, "RemovalPolicy": RemovalPolicy, "logs": logs, "None": None, "True": True, "False": False}
+REQUIRED = "required"
+
+
+def _sections() -> dict[str, str]:
+    """``### Name`` sections under ``## Constructs``: {name: text}."""
+    constructs = README.split("\n## Constructs\n", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^### (\w+)\n(.*?)(?=^### |\Z)", constructs, re.M | re.S)}
+
+
+def _props_table(section: str) -> dict[str, str]:
+    """{prop: default cell} of the table whose header is ``| prop | type | default | description |``."""
+    lines = section.splitlines()
+    start = lines.index("| prop | type | default | description |")
+    rows: dict[str, str] = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[2]
+    return rows
+
+
+def _documented_default(cell: str) -> Any:
+    if cell == REQUIRED:
+        return inspect.Parameter.empty
+    match = re.match(r"`([^`]+)`", cell)
+    assert match, f"default cell must start with a backticked expression or say {REQUIRED!r}: {cell!r}"
+    return eval(match.group(1), {"__builtins__": {}}, NAMESPACE)  # noqa: S307 - the project's own README
+
+
+def _same(documented: Any, actual: Any) -> bool:
+    if isinstance(documented, Duration) and isinstance(actual, Duration):
+        return documented.to_seconds() == actual.to_seconds()
+    return type(documented) is type(actual) and documented == actual
+
+
+def _props(cls: type) -> dict[str, inspect.Parameter]:
+    if dataclasses.is_dataclass(cls):  # option types (AlarmThresholds, ...): every field, factory defaults built
+        return {
+            f.name: inspect.Parameter(
+                f.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
+            )
+            for f in dataclasses.fields(cls)
+        }
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+CONSTRUCTS = sorted(effectively_once.__all__)
+
+
+def test_every_public_construct_has_a_section_with_a_props_table() -> None:
+    sections = _sections()
+    for name in CONSTRUCTS:
+        assert name in sections, name
+        assert _props_table(sections[name]), name
+
+
+@pytest.mark.parametrize("name", CONSTRUCTS)
+def test_props_table_lists_exactly_the_keyword_only_props(name: str) -> None:
+    assert sorted(_props_table(_sections()[name])) == sorted(_props(getattr(effectively_once, name)))
+
+
+@pytest.mark.parametrize("name", CONSTRUCTS)
+def test_documented_defaults_match_the_signature(name: str) -> None:
+    props = _props(getattr(effectively_once, name))
+    wrong = {
+        prop: (cell, props[prop].default)
+        for prop, cell in _props_table(_sections()[name]).items()
+        if prop in props and not _same(_documented_default(cell), props[prop].default)
+    }
+    assert wrong == {}
+
+
+def test_default_comparison_can_fail() -> None:
+    assert not _same(_documented_default("`Duration.days(3)`"), Duration.days(4))
+    assert not _same(_documented_default("`5`"), 5.0)
+    assert not _same(_documented_default("`None`: a new one"), False)
