@@ -1,4 +1,4 @@
-"""Ctrl-C during `make demo` stops the local AWS: no server left listening, exit code 130."""
+"""Ctrl-C or SIGTERM during `make demo` stops the local AWS: no server left listening, exit code 130."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_ctrl_c_stops_the_local_aws(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_stops_the_local_aws(tmp_path: Path, sig: signal.Signals) -> None:
     # A terminal's Ctrl-C is SIGINT to the whole foreground process group: start the demo in its own group.
     proc = subprocess.Popen(
         [sys.executable, "-u", "-m", "effectively_once.local", "demo", "--quiet", "--run-dir", str(tmp_path / "run"),
@@ -33,7 +34,11 @@ def test_ctrl_c_stops_the_local_aws(tmp_path: Path) -> None:
         pass
     time.sleep(3)  # the deploy is under way
 
-    os.killpg(proc.pid, signal.SIGINT)
+    # Ctrl-C reaches the whole group; a SIGTERM (a CI timeout, `kill PID`) only the demo process.
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        os.kill(proc.pid, sig)
     rest = proc.communicate(timeout=60)[0]
 
     assert proc.returncode == 130, first + rest

@@ -130,6 +130,9 @@ def test_verdict_fails_on_loss_double_charge_or_unexplained_replays() -> None:
         assert verdict(bad, unsafe=False)[0] == 1
     assert verdict({"total": {"double_charged": 4}}, unsafe=True)[0] == 0
     assert verdict({"total": {"double_charged": 0}}, unsafe=True)[0] == 1
+    assert verdict({"total": {"double_charged": 4, "lost": 1}}, unsafe=True)[0] == 1, "the control may lose nothing"
+    assert verdict({"total": {**ok["total"], "unexplained_replays": 1}}, unsafe=False)[0] == 1
+    assert verdict({"total": {**ok["total"], "dlq_unread": 2}}, unsafe=False)[0] == 1
 
 
 def test_local_aws_listens_on_loopback_only_and_stops() -> None:
@@ -161,3 +164,30 @@ def test_unreachable_endpoint_is_a_one_line_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: Could not connect to the endpoint URL"), proc.stderr
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
+def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> None:
+    # A FIFO queue locks a message group while any of its messages is in flight: a reader that only receives
+    # sees at most 10 messages of one group, and the report would call the rest lost.
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import dlq_depth, read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        attributes = {"FifoQueue": "true"} if fifo else {}
+        url = sqs.create_queue(QueueName="dlq.fifo" if fifo else "dlq", Attributes=attributes)["QueueUrl"]
+        bodies = [f"m{i:02d}" for i in range(15)]
+        for i, body in enumerate(bodies):
+            extra = {"MessageGroupId": "acct-1", "MessageDeduplicationId": f"d{i}"} if fifo else {}
+            sqs.send_message(QueueUrl=url, MessageBody=body, **extra)
+
+        first = read_dlq(sqs, url)
+
+        assert sorted(first) == bodies
+        if fifo:
+            assert first == bodies, "FIFO order is kept"
+            assert dlq_depth(sqs, url) == 15
+            assert read_dlq(sqs, url) == bodies, "the messages are back, in order"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,10 @@ def _default_handler_root(app_dir: Path) -> Path:
     if repo.is_dir():
         return repo
     return Path(__file__).resolve().parent.parent / "_lambda_src"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _fraction(text: str) -> float:
@@ -130,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         drain_timeout_seconds=args.drain_timeout,
         quiet=args.quiet,
     )
+    # A SIGTERM (a CI timeout, `kill`) stops the local AWS like Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         code, _ = run_demo(opts)
     except _ONE_LINE_ERRORS as exc:

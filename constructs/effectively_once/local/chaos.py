@@ -75,12 +75,14 @@ class InvocationChaos:
         self.rng = random.Random(f"{config.seed}-{os.getpid()}-{time.time_ns()}")
         self.fate: str | None = None
         self.deadline: float = 0.0
-        self.charged_uncompleted = False
+        # The payment whose provider call started last in this invocation; its idempotency record may not be
+        # completed yet, so a kill now can make its redelivery a provider replay.
+        self.inflight_payment: str | None = None
         self.stalling = False
 
     def begin(self, deadline: float) -> None:
         self.deadline = deadline
-        self.charged_uncompleted = False
+        self.inflight_payment = None
         self.stalling = False
         roll, c = self.rng.random(), self.config
         if roll < c.crash_after_charge:
@@ -92,8 +94,10 @@ class InvocationChaos:
         else:
             self.fate = None
 
-    def crash(self, phase: str, **detail: Any) -> None:
-        self.log.write(event="kill", phase=phase, queue=self.queue, pid=os.getpid(), **detail)
+    def crash(self, phase: str) -> None:
+        self.log.write(
+            event="kill", phase=phase, queue=self.queue, pid=os.getpid(), inflight_payment=self.inflight_payment
+        )
         kill_self()
 
 
@@ -112,13 +116,14 @@ class ChaosGateway:
             chaos.stalling = True
             # Stall before the charge; the runner's watchdog kills the process at the invocation's deadline.
             time.sleep(max(0.0, chaos.deadline - time.monotonic()) + 5)
-        chaos.charged_uncompleted = False
+        # Logged before the call: a kill while the call is in flight may still leave a charge behind.
+        chaos.inflight_payment = payment.payment_id
+        self.provider_log.write(event="call", payment_id=payment.payment_id)
         result = self.inner.charge(payment, idempotency_key=idempotency_key)
         self.provider_log.write(
-            payment_id=payment.payment_id, charge_id=result.charge_id, replayed=bool(result.replayed)
+            event="result", payment_id=payment.payment_id, charge_id=result.charge_id, replayed=bool(result.replayed)
         )
-        chaos.charged_uncompleted = True
         if chaos.fate == AFTER_CHARGE:
             chaos.fate = None
-            chaos.crash(AFTER_CHARGE, payment_id=payment.payment_id)
+            chaos.crash(AFTER_CHARGE)
         return result

@@ -179,7 +179,7 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         def on_deadline() -> None:
             # An injected stall is a planned timeout; anything else is a real one (a slow machine).
             phase = TIMEOUT if chaos.stalling else DEADLINE
-            chaos.crash(phase, charged_uncompleted=chaos.charged_uncompleted)
+            chaos.crash(phase)
 
         watchdog = threading.Timer(mapping.function_timeout_seconds, on_deadline)
         watchdog.daemon = True

@@ -14,6 +14,7 @@ the provider answered from its idempotency key), ``poison_in_dlq`` (poison messa
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -71,18 +72,54 @@ def scan_ledger(dynamodb: Any, table: str) -> list[dict[str, Any]]:
 
 
 def read_dlq(sqs: Any, url: str) -> list[str]:
-    """Every body in a DLQ, read without deleting (received with a long visibility timeout)."""
-    bodies: list[str] = []
+    """Every body in a DLQ, in order, leaving the queue with the same messages.
+
+    A standard queue is read with a long visibility timeout (nothing is deleted; the messages show again later). A
+    FIFO queue locks a message group while any of its messages is in flight, so at most 10 messages of a group can
+    be seen without deleting (moto does the same): its messages are read and deleted batch by batch, then sent back
+    in their order with their group ids (new message and deduplication ids; bodies unchanged).
+    """
+    fifo = url.endswith(".fifo")
+    received: list[dict[str, Any]] = []
     empty_polls = 0
     while empty_polls < 2:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=900, WaitTimeSeconds=0).get(
-            "Messages", []
-        )
+        messages = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60 if fifo else 900,
+            WaitTimeSeconds=0,
+            MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
+        ).get("Messages", [])
         if not messages:
             empty_polls += 1
             continue
-        bodies.extend(m["Body"] for m in messages)
-    return bodies
+        received.extend(messages)
+        if fifo:
+            sqs.delete_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+            )
+    if fifo:
+        for start in range(0, len(received), 10):
+            chunk = received[start : start + 10]
+            sqs.send_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {
+                        "Id": str(i),
+                        "MessageBody": m["Body"],
+                        "MessageGroupId": m["Attributes"]["MessageGroupId"],
+                        "MessageDeduplicationId": f"{m['Attributes'].get('MessageDeduplicationId', '')[:90]}-{uuid.uuid4().hex[:12]}",
+                    }
+                    for i, m in enumerate(chunk)
+                ],
+            )
+    return [m["Body"] for m in received]
+
+
+def dlq_depth(sqs: Any, url: str) -> int:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attrs.get(n, 0)) for n in names)
 
 
 def build_report(
@@ -100,6 +137,7 @@ def build_report(
         poison_bodies = [ln.body for ln in routed if not (ln.payment_id and is_valid(ln.body))]
         ledger = scan_ledger(dynamodb, pipeline.ledger_table)
         per_payment = Counter(item["payment_id"]["S"] for item in ledger)
+        depth = dlq_depth(sqs, pipeline.dlq_url)
         dlq_bodies = read_dlq(sqs, pipeline.dlq_url)
         dlq_valid_ids = set()
         for body in dlq_bodies:
@@ -110,7 +148,8 @@ def build_report(
             "valid_payments": len(valid_ids),
             "poison": len(poison_bodies),
             "charges": len(ledger),
-            "dead_lettered": len(dlq_bodies),
+            "dead_lettered": max(depth, len(dlq_bodies)),
+            "dlq_unread": max(0, depth - len(dlq_bodies)),
             "valid_dead_lettered": len(dlq_valid_ids),
             "lost": len(valid_ids - set(per_payment) - dlq_valid_ids),
             "double_charged": sum(1 for n in per_payment.values() if n > 1),
@@ -118,20 +157,25 @@ def build_report(
         }
         if run_dir is not None:
             deliveries = _jsonl(sorted(run_dir.glob(f"deliveries-{label}-*.jsonl")))
-            calls = _jsonl(sorted(run_dir.glob(f"provider-{label}-*.jsonl")))
+            provider = _jsonl(sorted(run_dir.glob(f"provider-{label}-*.jsonl")))
+            replays = [c for c in provider if c.get("event") == "result" and c.get("replayed")]
+            kill_log = _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
             row["deliveries"] = len(deliveries)
             row["duplicates_suppressed"] = emf_sum(sorted(run_dir.glob(f"function-{label}-*.log")), "DuplicatesSuppressed")
-            row["provider_calls"] = len(calls)
-            row["provider_replays"] = sum(1 for c in calls if c.get("replayed"))
-            kills = Counter(k.get("phase") for k in _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl"))))
+            row["provider_calls"] = sum(1 for c in provider if c.get("event") == "call")
+            row["provider_replays"] = len(replays)
+            kills = Counter(k.get("phase") for k in kill_log)
             row["kills"] = {p: kills.get(p, 0) for p in (AFTER_CHARGE, AFTER_COMPLETE, TIMEOUT, DEADLINE)}
-            replay_kills = _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
-            row["kills_between_charge_and_completion"] = kills.get(AFTER_CHARGE, 0) + sum(
-                1 for k in replay_kills if k.get("phase") == DEADLINE and k.get("charged_uncompleted")
-            )
+            # A kill while a payment's provider call had started and its idempotency record was not yet completed:
+            # only such a payment may come back as a provider replay.
+            interrupted = [
+                k["inflight_payment"] for k in kill_log if k.get("phase") != AFTER_COMPLETE and k.get("inflight_payment")
+            ]
+            row["kills_between_charge_and_completion"] = len(interrupted)
+            row["unexplained_replays"] = sum(1 for r in replays if r.get("payment_id") not in set(interrupted))
         report[label] = row
     total: dict[str, Any] = {}
-    for key in (*COUNT_KEYS, "kills_between_charge_and_completion"):
+    for key in (*COUNT_KEYS, "kills_between_charge_and_completion", "unexplained_replays", "dlq_unread"):
         values = [row[key] for row in report.values() if key in row]
         if values:
             total[key] = sum(values)
@@ -146,13 +190,17 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
     """Exit code and reasons. Safe run: 0 unless something was lost, double-charged, or the provider replayed more
     than the kills between charge and completion explain. ``--unsafe`` control: 0 when it shows double charges."""
     total = report["total"]
-    if unsafe:
-        if total.get("double_charged", 0) > 0:
-            return 0, [f"control run without the guards double-charged {total['double_charged']} payments, as expected"]
-        return 1, ["control run without the guards showed no double charge: the chaos did not exercise duplicates"]
     problems = []
     if total.get("lost", 0):
         problems.append(f"{total['lost']} payments lost (neither charged nor in a DLQ)")
+    if total.get("dlq_unread", 0):
+        problems.append(f"{total['dlq_unread']} DLQ messages could not be read (the lost count may be overstated)")
+    if unsafe:
+        if total.get("double_charged", 0) > 0 and not problems:
+            return 0, [f"control run without the guards double-charged {total['double_charged']} payments, as expected"]
+        if not total.get("double_charged", 0):
+            problems.append("control run without the guards showed no double charge: the chaos did not exercise duplicates")
+        return 1, problems
     if total.get("double_charged", 0):
         problems.append(f"{total['double_charged']} payments charged more than once")
     bound = total.get("kills_between_charge_and_completion")
@@ -160,6 +208,11 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
         problems.append(
             f"provider replays ({total['provider_replays']}) exceed the kills between charge and completion ({bound}):"
             " a duplicate got past the idempotency layer"
+        )
+    if total.get("unexplained_replays", 0):
+        problems.append(
+            f"{total['unexplained_replays']} provider replays for payments no kill interrupted: a duplicate got past"
+            " the idempotency layer"
         )
     return (1 if problems else 0), problems
 
