@@ -65,6 +65,7 @@ def test_two_processors_each_use_their_own_table_and_queue(synth: dict) -> None:
             _ref(synth, processor.queue.queue.queue_arn),
             _ref(synth, processor.table.table.table_arn),
             _ref(synth, processor.ledger.table_arn),
+            _ref(synth, processor.log_group.log_group_arn),  # its own log group only (no managed policy)
         }
 
 
