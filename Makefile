@@ -44,7 +44,7 @@ demo-aws: setup
 	$(PY) -m effectively_once.local produce --stack PaymentsSandbox
 	$(PY) -m effectively_once.local report --stack PaymentsSandbox
 
-# Benchmarks (issue 9; about 5 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
+# Benchmarks (issue 9; 5 to 6 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
 # payment, handler import time, asset size, unit-test time. Prints a table, writes reports/bench.json.
 bench: setup
 	$(PY) benchmarks/run.py

@@ -131,7 +131,7 @@ def failed_ids(response: Any, batch_ids: set[str]) -> set[str]:
 class RequestCounter:
     """Counts this process's AWS requests by ``service.Operation`` with a botocore ``before-call`` hook registered
     on every boto3 session created from now on (the default session, and the one Powertools builds), plus
-    ``lambda.Invoke`` (handler invocations) and ``sqs.ReceiveMessage.empty``; ``flush`` writes them as JSON."""
+    ``lambda.Invoke`` (handler invocations) and ``sqs.ReceiveMessage.empty``, written as JSON at every count."""
 
     def __init__(self, path: Path) -> None:
         import boto3.session
@@ -147,10 +147,12 @@ class RequestCounter:
         boto3.session.Session.__init__ = init  # type: ignore[method-assign]
 
     def _count(self, event_name: str, **_: Any) -> None:  # event_name: before-call.<service>.<Operation>
-        self.counts[event_name.split(".", 1)[1]] += 1
+        self.add(event_name.split(".", 1)[1])
 
     def add(self, key: str) -> None:
+        """Count ``key`` and write the counts at once: a killed process keeps every request it made."""
         self.counts[key] += 1
+        self.flush()
 
     def flush(self) -> None:
         tmp = self.path.with_suffix(".tmp")
@@ -205,7 +207,6 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         if not messages:
             if counter is not None:
                 counter.add("sqs.ReceiveMessage.empty")
-                counter.flush()
             continue
         if counter is not None:
             counter.add("lambda.Invoke")
@@ -243,8 +244,6 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
                 QueueUrl=mapping.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
             )
-        if counter is not None:
-            counter.flush()
 
 
 class PollerPool:
