@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test synth demo demo-aws clean
+.PHONY: setup test synth demo demo-aws bench clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -43,6 +43,11 @@ demo-aws: setup
 	cdk deploy PaymentsSandbox --require-approval never
 	$(PY) -m effectively_once.local produce --stack PaymentsSandbox
 	$(PY) -m effectively_once.local report --stack PaymentsSandbox
+
+# Benchmarks (issue 9; 5 to 6 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
+# payment, handler import time, asset size, unit-test time. Prints a table, writes reports/bench.json.
+bench: setup
+	$(PY) benchmarks/run.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist

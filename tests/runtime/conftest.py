@@ -117,18 +117,22 @@ def failures(response: dict[str, Any]) -> set[str]:
     return {f["itemIdentifier"] for f in response["batchItemFailures"]}
 
 
+#: The environment the handler runs with against moto in process (the benchmarks reuse it).
+HANDLER_ENV = {
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "IDEMPOTENCY_TABLE_NAME": IDEMPOTENCY_TABLE,
+    "LEDGER_TABLE_NAME": LEDGER_TABLE,
+    "IDEMPOTENCY_EXPIRY_SECONDS": "345600",
+    "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnceTest",
+}
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    for name, value in {
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "IDEMPOTENCY_TABLE_NAME": IDEMPOTENCY_TABLE,
-        "LEDGER_TABLE_NAME": LEDGER_TABLE,
-        "IDEMPOTENCY_EXPIRY_SECONDS": "345600",
-        "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnceTest",
-    }.items():
+    for name, value in HANDLER_ENV.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():

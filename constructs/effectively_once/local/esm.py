@@ -15,6 +15,7 @@ and ``function-*.log`` (the handler's stdout: its structured logs and EMF metric
 from __future__ import annotations
 
 import importlib
+import json
 import multiprocessing as mp
 import os
 import sys
@@ -22,6 +23,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +31,8 @@ from typing import Any, Callable
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
+#: Opt-in (benchmarks): a folder; each poller then counts its AWS requests and invocations into it.
+COUNT_REQUESTS_ENV = "EFFECTIVELY_ONCE_COUNT_REQUESTS"
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,38 @@ def failed_ids(response: Any, batch_ids: set[str]) -> set[str]:
     return ids
 
 
+class RequestCounter:
+    """Counts this process's AWS requests by ``service.Operation`` with a botocore ``before-call`` hook registered
+    on every boto3 session created from now on (the default session, and the one Powertools builds), plus
+    ``lambda.Invoke`` (handler invocations) and ``sqs.ReceiveMessage.empty``, written as JSON at every count."""
+
+    def __init__(self, path: Path) -> None:
+        import boto3.session
+
+        self.path = path
+        self.counts: Counter[str] = Counter()
+        original = boto3.session.Session.__init__
+
+        def init(session: Any, *args: Any, **kwargs: Any) -> None:
+            original(session, *args, **kwargs)
+            session.events.register("before-call", self._count)
+
+        boto3.session.Session.__init__ = init  # type: ignore[method-assign]
+
+    def _count(self, event_name: str, **_: Any) -> None:  # event_name: before-call.<service>.<Operation>
+        self.add(event_name.split(".", 1)[1])
+
+    def add(self, key: str) -> None:
+        """Count ``key`` and write the counts at once: a killed process keeps every request it made."""
+        self.counts[key] += 1
+        self.flush()
+
+    def flush(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dict(self.counts)), encoding="utf-8")
+        tmp.replace(self.path)
+
+
 def _load_handler(spec: PollerSpec, chaos: InvocationChaos, provider_log: EventLog) -> Callable[..., Any]:
     sys.path.insert(0, spec.handler_root)
     if spec.mapping.gateway_seam:
@@ -149,6 +185,8 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
     sys.stdout = function_log
     sys.stderr = function_log
 
+    count_dir = os.environ.get(COUNT_REQUESTS_ENV)
+    counter = RequestCounter(Path(count_dir) / f"requests-{mapping.label}-{pid}.json") if count_dir else None
     import boto3  # after the environment is set
 
     deliveries = EventLog(run_dir / f"deliveries-{mapping.label}-{pid}.jsonl")
@@ -167,7 +205,11 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
             MessageAttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
+            if counter is not None:
+                counter.add("sqs.ReceiveMessage.empty")
             continue
+        if counter is not None:
+            counter.add("lambda.Invoke")
         for m in messages:
             deliveries.write(
                 message_id=m["MessageId"], receive_count=int(m["Attributes"]["ApproximateReceiveCount"])

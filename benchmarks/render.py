@@ -1,0 +1,63 @@
+"""Render ``reports/bench.json`` as a markdown table (``python benchmarks/render.py [path]``); ``make bench``
+prints the same table, and the README's ``## Benchmarks`` section is this script's output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+# (key, label, target, format)
+ROWS: list[tuple[str, str, str, str]] = [
+    ("synth_ratio", "synth time, `PaymentsSandbox` / plain-L2 baseline (validation on)", "<= 1.10", "{:.3f}"),
+    ("synth_ratio_no_validation", "the same, `CDK_VALIDATION=false`", "<= 1.10", "{:.3f}"),
+    ("synth_ratio_of_fastest", "synth ratio of the fastest runs (validation on; least disturbed by other jobs)", "", "{:.3f}"),
+    ("synth_ratio_no_validation_of_fastest", "synth ratio of the fastest runs, `CDK_VALIDATION=false`", "", "{:.3f}"),
+    ("ddb_requests_first_delivery", "DynamoDB requests, first delivery", "<= 3", "{}"),
+    ("ddb_requests_duplicate", "DynamoDB requests, duplicate of a completed payment", "<= 1", "{}"),
+    ("ddb_requests_crash_replay", "DynamoDB requests, redelivery after a crash between charge and completion", "", "{}"),
+    ("lambda_invocations_per_payment", "Lambda invocations per payment (clean local run, batch size 10)", "<= 0.12", "{:.3f}"),
+    ("sqs_requests_per_payment", "SQS requests per payment (same run: send, receive, delete)", "<= 1.3", "{:.3f}"),
+    ("ddb_requests_per_payment_whole_run", "DynamoDB requests per payment (same run)", "", "{:.3f}"),
+    ("handler_batch10_ms_inprocess", "one 10-payment invocation in process against moto (ms)", "", "{:.0f}"),
+    ("handler_import_ms", "`import payments.handler`, fresh process (ms)", "", "{:.0f}"),
+    ("asset_bytes", "Lambda asset, zipped (bytes)", "", "{:,}"),
+    ("unit_tests_seconds", "`pytest tests/unit -q` wall time (s)", "< 60", "{:.1f}"),
+]
+
+
+def _cost(c: dict[str, Any]) -> str:
+    return (
+        f"${c['total']:.2f} (DynamoDB {c['dynamodb']:.2f}, SQS {c['sqs']:.2f}, "
+        f"Lambda {c['lambda_requests'] + c['lambda_compute']:.2f})"
+    )
+
+
+def table(r: dict[str, Any]) -> str:
+    lines = ["| measure | value | target |", "|---|---|---|"]
+    for key, label, target, fmt in ROWS:
+        value = fmt.format(r[key]) if key in r else "n/a"
+        lines.append(f"| {label} | {value} | {target} |")
+    if "cost_per_million_usd" in r:
+        lines.append(f"| cost per 1 million payments, batch size 10 (USD) | {_cost(r['cost_per_million_usd'])} | |")
+    if "cost_per_million_usd_batch_size_1" in r:
+        lines.append(f"| the same at batch size 1 (USD) | {_cost(r['cost_per_million_usd_batch_size_1'])} | |")
+    m = r.get("machine", {})
+    s = r.get("synth_seconds_median", {})
+    lines.append("")
+    lines.append(
+        f"Measured {m.get('measured_at', '?')} on {m.get('cpus', '?')} CPUs (load average at the end "
+        f"{m.get('load_average_1m_at_end', '?')}; {m.get('note', '')}). Synth medians of {r.get('synth_runs', '?')} "
+        "interleaved whole processes (s): "
+        + ", ".join(f"{k} {v}" for k, v in s.items())
+        + "."
+    )
+    if "unit_tests_summary" in r:
+        lines.append(f"Unit tests: {r['unit_tests_summary']}.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "reports" / "bench.json"
+    print(table(json.loads(path.read_text(encoding="utf-8"))))

@@ -1,0 +1,79 @@
+"""The benchmark's cost model and table (issue 9): pure arithmetic, no timing."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cost_model = _load("cost_model")
+render = _load("render")
+FIRST_DELIVERY = {"PutItem": 2, "UpdateItem": 1}
+
+
+def test_default_batch_cost_is_the_sum_of_priced_requests_and_compute() -> None:
+    cost = cost_model.cost_per_million(
+        batch_size=10, ddb_operations_per_payment=FIRST_DELIVERY, ms_per_payment=30, overhead_ms=5, memory_mb=256
+    )
+
+    sqs = (100_000 + 2 * 100_000) / 1e6 * cost_model.SQS_STANDARD_PER_MILLION_REQUESTS
+    lambda_requests = 100_000 / 1e6 * cost_model.LAMBDA_PER_MILLION_REQUESTS
+    compute = 100_000 * 0.305 * 0.25 * cost_model.LAMBDA_PER_GB_SECOND_X86
+    dynamodb = 3 * cost_model.DYNAMODB_PER_MILLION_WRU
+    assert cost["sqs"] == pytest.approx(sqs, abs=1e-4)
+    assert cost["lambda_requests"] == pytest.approx(lambda_requests, abs=1e-4)
+    assert cost["lambda_compute"] == pytest.approx(compute, abs=1e-4)
+    assert cost["dynamodb"] == pytest.approx(dynamodb, abs=1e-4)
+    assert cost["total"] == pytest.approx(sqs + lambda_requests + compute + dynamodb, abs=1e-3)
+
+
+def test_batch_size_one_pays_ten_times_the_lambda_requests() -> None:
+    batched = cost_model.cost_per_million(batch_size=10, ddb_operations_per_payment=FIRST_DELIVERY)
+    single = cost_model.cost_per_million(batch_size=1, ddb_operations_per_payment=FIRST_DELIVERY)
+
+    assert single["lambda_requests"] == pytest.approx(10 * batched["lambda_requests"])
+    assert single["assumptions"]["sqs_requests_per_payment"] == pytest.approx(2.1)
+    assert single["dynamodb"] == batched["dynamodb"]
+
+
+def test_fifo_queue_uses_the_fifo_request_price() -> None:
+    cost = cost_model.cost_per_million(batch_size=10, ddb_operations_per_payment=FIRST_DELIVERY, fifo=True)
+
+    assert cost["sqs"] == pytest.approx(0.3 * cost_model.SQS_FIFO_PER_MILLION_REQUESTS)
+
+
+def test_request_units_count_writes_and_reads_apart() -> None:
+    assert cost_model.request_units({"PutItem": 2, "UpdateItem": 1, "GetItem": 1}) == (3.0, 1.0)
+
+
+def test_fails_batch_size_below_one() -> None:
+    with pytest.raises(ValueError, match="batch_size=0"):
+        cost_model.cost_per_million(batch_size=0, ddb_operations_per_payment=FIRST_DELIVERY)
+
+
+def test_fails_unpriced_operation() -> None:
+    with pytest.raises(ValueError, match="Scan"):
+        cost_model.request_units({"Scan": 1})
+
+
+def test_table_shows_value_and_target_per_measure() -> None:
+    text = render.table({"ddb_requests_first_delivery": 3, "synth_ratio": 1.0234})
+
+    assert "| DynamoDB requests, first delivery | 3 | <= 3 |" in text
+    assert "| 1.023 | <= 1.10 |" in text
+    assert "| n/a |" in text
