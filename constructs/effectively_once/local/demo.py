@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -97,8 +98,6 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             aws_session_token=env["AWS_SESSION_TOKEN"],
             region_name=env["AWS_REGION"],
         )
-        import os
-
         os.environ["AWS_ENDPOINT_URL"] = aws.endpoint  # every client below talks to the local AWS only
         pipelines: dict[str, Pipeline] = discover(session, opts.stack)
         disable_mappings(session, pipelines)

@@ -36,6 +36,9 @@ COUNT_KEYS = (
     "provider_calls",
     "provider_replays",
     "poison_in_dlq",
+    "dlq_unread",
+    "kills_between_charge_and_completion",
+    "unexplained_replays",
 )
 
 
@@ -175,7 +178,7 @@ def build_report(
             row["unexplained_replays"] = sum(1 for r in replays if r.get("payment_id") not in set(interrupted))
         report[label] = row
     total: dict[str, Any] = {}
-    for key in (*COUNT_KEYS, "kills_between_charge_and_completion", "unexplained_replays", "dlq_unread"):
+    for key in COUNT_KEYS:
         values = [row[key] for row in report.values() if key in row]
         if values:
             total[key] = sum(values)
