@@ -66,7 +66,8 @@ class IdempotentQueueConsumer(Construct):
         concurrency, when set, should be at least the total of its SQS mappings' maximum concurrency (a warning).
         :default: ``None``: no limit beyond the function's concurrency.
     :param idempotency_expiry: how long a completed record answers duplicates (a token must be
-        ``Duration.seconds(...)``: it is written in seconds). :default: ``None``: the source queue's retention period, so no redelivery within retention can
+        ``Duration.seconds(...)``: it is written in seconds).
+        :default: ``None``: the source queue's retention period, so no redelivery within retention can
         charge twice.
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
         :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.

@@ -14,7 +14,14 @@ from aws_cdk import CfnParameter, Duration, Stack
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Annotations, Match
 
-from effectively_once import AlarmThresholds, IdempotencyTable, IdempotentQueueConsumer, PaymentProcessor, ProcessingQueue
+from effectively_once import (
+    AlarmThresholds,
+    AsyncInvocationOptions,
+    IdempotencyTable,
+    IdempotentQueueConsumer,
+    PaymentProcessor,
+    ProcessingQueue,
+)
 
 from .helpers import inline_function, new_stack
 
@@ -270,6 +277,18 @@ def test_fails_token_idempotency_expiry_in_a_unit_other_than_seconds() -> None:
         "but a deploy-time token (<token> hours) was given",
     ):
         _consumer(stack, idempotency_expiry=Duration.hours(_token(stack, "ExpiryHours")))
+
+
+def test_token_alarm_threshold_and_event_age_follow_their_parameters() -> None:
+    stack = new_stack()
+    consumer = _consumer(
+        stack,
+        alarm_thresholds=AlarmThresholds(oldest_message_age=Duration.seconds(_token(stack, "AgeSeconds"))),
+        async_invocation=AsyncInvocationOptions(max_event_age=Duration.seconds(_token(stack, "EventAgeSeconds"))),
+    )
+    alarm, config = (c.node.default_child for c in (consumer.oldest_message_age_alarm, consumer.event_invoke_config))
+    assert stack.resolve(alarm.threshold) == {"Ref": "AgeSeconds"}  # type: ignore[union-attr]
+    assert stack.resolve(config.maximum_event_age_in_seconds) == {"Ref": "EventAgeSeconds"}  # type: ignore[union-attr]
 
 
 def test_fails_token_oldest_message_age_threshold_in_a_unit_other_than_seconds() -> None:
