@@ -1,7 +1,9 @@
 """Shared configuration checks: errors (``ValueError``) and warnings naming the prop, the value, the rule
 and its source.
 
-Values that are unresolved tokens are skipped (they are only known at deploy time). The rules themselves,
+Checks skip values that are unresolved tokens (they are only known at deploy time); settings *derived* from a
+token are never skipped: they follow the token (:func:`template_seconds`) or, when CloudFormation cannot
+compute them, the construct raises. The rules themselves,
 with their sources, are listed in docs/validation.md; the AWS numbers they use live in ``limits.py``.
 """
 
@@ -12,6 +14,8 @@ from typing import Any
 import aws_cdk
 from aws_cdk import Annotations, Duration, Token
 from constructs import IConstruct
+
+from . import limits
 
 #: Prefix of every warning id this library adds (``Annotations.add_warning_v2``), so users can acknowledge
 #: one with ``Annotations.of(scope).acknowledge_warning(id)``.
@@ -34,15 +38,37 @@ def seconds(value: Duration | None) -> float | None:
     return value.to_seconds()
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, Duration) and not value.is_unresolved():
-        return value.to_human_string()
+def template_seconds(prop: str, value: Duration) -> float:
+    """``value`` in seconds for a template property: a number, or for a deploy-time token a number token (it
+    resolves to the token's own reference, e.g. ``{"Ref": "RetentionSeconds"}``).
+
+    :raises ValueError: a token given in a unit other than seconds (``Duration.minutes(param)``): converting it
+        needs arithmetic, which CloudFormation does not have.
+    """
+    if is_unresolved(value) and value.unit_label() != "seconds":
+        raise fail(
+            prop,
+            value,
+            "must be Duration.seconds(...) when it is a deploy-time token: it is written to the template in "
+            "seconds, and CloudFormation has no arithmetic to convert another unit",
+            limits.CFN_TOKEN_DOC,
+        )
+    return value.to_seconds()
+
+
+def shown(value: Any) -> str:
+    """A value as messages show it: a Duration in human units, a token as ``a deploy-time token``."""
+    if isinstance(value, Duration):
+        # A token Duration reads "<token> minutes": the unit is what the user can act on.
+        return f"a deploy-time token ({value.to_human_string()})" if value.is_unresolved() else value.to_human_string()
+    if is_unresolved(value):
+        return "a deploy-time token"
     return repr(value)
 
 
 def message(prop: str, value: Any, rule: str, source: str | None = None) -> str:
     """The library's message: ``<prop> <rule>, but <value> was given (source: ...)``."""
-    text = f"{prop} {rule}, but {_shown(value)} was given"
+    text = f"{prop} {rule}, but {shown(value)} was given"
     if source:
         text += f" (source: {source})"
     return text

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, Duration
+from aws_cdk import Annotations, Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import limits
-from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, warn
+from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, shown, template_seconds, warn
 from .idempotency_table import IdempotencyTable
 from .observability import (
     AlarmThresholds,
@@ -46,6 +46,11 @@ class IdempotentQueueConsumer(Construct):
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
       ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
 
+    Deploy-time tokens (``CfnParameter`` values, imports): checks skip them, settings derived from them never
+    are. An expiry or retention period that is a token is written to ``IDEMPOTENCY_EXPIRY_SECONDS`` as the
+    token (e.g. ``{"Ref": "RetentionSeconds"}``); a visibility timeout cannot be computed from a token
+    function timeout or batching window (CloudFormation has no arithmetic), so the queue's must then be given.
+
     :param scope: parent construct.
     :param id: construct id.
     :param queue: the source queue.
@@ -57,9 +62,11 @@ class IdempotentQueueConsumer(Construct):
         :default: ``10``.
     :param max_batching_window: how long Lambda gathers records before invoking (standard queues only).
         :default: ``None``: no batching window.
-    :param max_concurrency: most concurrent invocations this mapping makes (2..1000).
+    :param max_concurrency: most concurrent invocations this mapping makes (2..1000). The function's reserved
+        concurrency, when set, should be at least the total of its SQS mappings' maximum concurrency (a warning).
         :default: ``None``: no limit beyond the function's concurrency.
-    :param idempotency_expiry: how long a completed record answers duplicates.
+    :param idempotency_expiry: how long a completed record answers duplicates (a token must be
+        ``Duration.seconds(...)``: it is written in seconds).
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
         charge twice.
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
@@ -84,13 +91,19 @@ class IdempotentQueueConsumer(Construct):
         on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
         ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a negative alarm
         threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside 60 s..6 h, or a
-        FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations).
+        FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations); the queue's
+        visibility timeout left open while the function timeout or ``max_batching_window`` is a deploy-time
+        token (it cannot be filled in, and SQS's 30-second default can be below the function timeout); an
+        ``idempotency_expiry`` or ``oldest_message_age`` threshold that is a token in a unit other than seconds.
         Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
     queue's retention period (a resend after the record expires would be charged twice); the queue's
-    ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ).
+    ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ); the function's
+    reserved concurrency below the total maximum concurrency of the SQS mappings that invoke it, counted when
+    this consumer is created (AWS Lambda Developer Guide, SQS scaling: throttled batches return to the queue
+    and climb toward the DLQ).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
@@ -150,12 +163,11 @@ class IdempotentQueueConsumer(Construct):
             assert isinstance(function, lambda_.Function)
             timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
             window = max_batching_window or Duration.seconds(0)
-            if not (is_unresolved(timeout) or is_unresolved(window)):
-                queue.fill_visibility_timeout(
-                    Duration.seconds(
-                        limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds())
-                    )
-                )
+            if is_unresolved(timeout) or is_unresolved(window):
+                raise _visibility_timeout_needed(timeout, window)
+            queue.fill_visibility_timeout(
+                Duration.seconds(limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds()))
+            )
         else:
             self._check_given_visibility_timeout(queue, function, max_batching_window)
         self.visibility_timeout = queue.visibility_timeout
@@ -194,10 +206,10 @@ class IdempotentQueueConsumer(Construct):
 
         self.idempotency_expiry = idempotency_expiry or queue.retention_period
         self._advise(queue)
+        self._check_reserved_concurrency(function, max_concurrency)
         if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table.table_name)
-            if not is_unresolved(self.idempotency_expiry):
-                function.add_environment(ENV_EXPIRY_SECONDS, str(int(self.idempotency_expiry.to_seconds())))
+            function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
             if key_prefix is not None:
                 function.add_environment(ENV_KEY_PREFIX, key_prefix)
 
@@ -282,6 +294,78 @@ class IdempotentQueueConsumer(Construct):
                 "Lambda: throttling alone can move a valid message to the dead-letter queue after too few receives",
                 limits.LAMBDA_SQS_DLQ_DOC,
             )
+
+
+    def _check_reserved_concurrency(self, function: lambda_.IFunction, max_concurrency: int | None) -> None:
+        """Warn when the function's reserved concurrency is below the total maximum concurrency of the SQS event
+        source mappings that invoke it (this one included, counted when this consumer is created). Skipped for
+        an imported function (its reserved concurrency is unknown), for unset values and for tokens."""
+        if max_concurrency is None or is_unresolved(max_concurrency) or not isinstance(function, lambda_.Function):
+            return
+        # lambda.Function has no getter for its reserved concurrency: read the L1 property.
+        reserved = getattr(function.node.default_child, "reserved_concurrent_executions", None)
+        if reserved is None or is_unresolved(reserved):
+            return
+        maxima = _mapping_max_concurrencies(function)
+        if any(is_unresolved(maximum) for maximum in maxima):
+            return
+        total = sum(maxima)
+        if reserved < total:
+            mappings = f"{len(maxima)} mapping" + ("s" if len(maxima) > 1 else "")
+            warn(
+                self,
+                "reservedConcurrencyBelowMaxConcurrency",
+                "function reserved_concurrent_executions",
+                reserved,
+                "should be at least the maximum concurrency of the SQS event source mappings that invoke it "
+                f"(max_concurrency {max_concurrency} here; {total} in total over {mappings}): otherwise Lambda "
+                "throttles the invocations above the reserved concurrency, the throttled batches return to the queue "
+                "and their receive counts climb toward the dead-letter queue",
+                limits.LAMBDA_SQS_MAX_CONCURRENCY_DOC,
+            )
+
+
+def _mapping_max_concurrencies(function: lambda_.Function) -> list[float]:
+    """``MaximumConcurrency`` of every event source mapping in the function's stack that invokes it and sets one."""
+    stack = Stack.of(function)
+    target = stack.resolve(function.function_name)
+    maxima = []
+    for construct in stack.node.find_all():
+        if (
+            isinstance(construct, lambda_.CfnEventSourceMapping)
+            and Stack.of(construct) is stack
+            and stack.resolve(construct.function_name) == target
+        ):
+            maximum = getattr(construct.scaling_config, "maximum_concurrency", None)
+            if maximum is not None:
+                maxima.append(maximum)
+    return maxima
+
+
+def _expiry_value(expiry: Duration) -> str:
+    """``IDEMPOTENCY_EXPIRY_SECONDS``: whole seconds, or for a deploy-time token the token itself (a Number
+    parameter's ``Ref`` is a string in CloudFormation, so it is a valid environment value)."""
+    if is_unresolved(expiry):
+        return Token.as_string(template_seconds("idempotency_expiry", expiry))
+    return str(int(expiry.to_seconds()))
+
+
+def _visibility_timeout_needed(timeout: Duration, window: Duration) -> ValueError:
+    """The error for a queue whose visibility timeout cannot be filled in: a token timeout or batching window."""
+    token = f"function timeout ({shown(timeout)})" if is_unresolved(timeout) else (
+        f"max_batching_window ({shown(window)})"
+    )
+    return fail(
+        "visibility_timeout",
+        None,
+        f"must be given when the {token} is a deploy-time token: it would be filled in as "
+        f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout + max_batching_window, and CloudFormation "
+        "has no arithmetic to compute that from a token; left unset, SQS keeps its 30-second default, and Lambda "
+        "refuses the event source mapping at deploy time when that is below the function timeout. Give the "
+        "ProcessingQueue (or PaymentProcessor) an explicit visibility_timeout of at least "
+        f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x the largest function timeout + max_batching_window",
+        f"{limits.LAMBDA_SQS_VISIBILITY_DOC}; {limits.CFN_TOKEN_DOC}",
+    )
 
 
 def _own_log_group(function: lambda_.Function) -> logs.ILogGroup | None:

@@ -24,6 +24,21 @@ IDEMPOTENCY_DOC: Final = "Powertools for AWS Lambda (Python), Idempotency, Dynam
 #: processed, and charged, a second time, so the expiry should cover the source queue's retention period
 #: (Powertools' own default expiry is 1 hour).
 IDEMPOTENCY_EXPIRY_DOC: Final = "effectively-once docs/validation.md, idempotency expiry"
+#: A value known only at deploy time (a CfnParameter, an import) can be written to the template as is, but
+#: nothing can be computed from it: CloudFormation's intrinsic functions have no arithmetic (Fn::Join, Fn::Select,
+#: Fn::Split, Fn::Sub, ... but no multiplication or unit conversion). A Number parameter's Ref is a string,
+#: so it is a valid Lambda environment value. Source: AWS CloudFormation User Guide, "Intrinsic function
+#: reference" and "Parameters" (Number: "the parameter value becomes a string" where it is referenced).
+CFN_TOKEN_DOC: Final = "AWS CloudFormation User Guide, Intrinsic function reference (no arithmetic)"
+#: Maximum concurrency and reserved concurrency are independent settings: a function's reserved concurrency
+#: should be greater than or equal to the total maximum concurrency of all the SQS event source mappings that
+#: invoke it, or Lambda may throttle the messages. Source: AWS Lambda Developer Guide, "Configuring scaling
+#: behavior for SQS event source mappings" (services-sqs-scaling.html), section "Configuring maximum concurrency
+#: for Amazon SQS event sources".
+LAMBDA_SQS_MAX_CONCURRENCY_DOC: Final = (
+    "AWS Lambda Developer Guide, Configuring scaling behavior for SQS event source mappings (Configuring maximum "
+    "concurrency for Amazon SQS event sources)"
+)
 
 # --- Amazon SQS ---------------------------------------------------------------------------------------
 #: Longest visibility timeout SQS accepts: 12 hours.

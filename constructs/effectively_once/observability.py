@@ -24,7 +24,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import limits
-from ._validation import acknowledge, check_range, fail, is_unresolved
+from ._validation import acknowledge, check_range, fail, is_unresolved, template_seconds
 from .processing_queue import ProcessingQueue
 
 #: Outcome lines the handler logs once per delivery of a payment (charged, answered by the provider, suppressed).
@@ -105,13 +105,17 @@ class AsyncInvocationOptions:
 
 
 def check_alarm_thresholds(thresholds: AlarmThresholds) -> None:
-    """:raises ValueError: a negative threshold, or an oldest-message-age threshold below one second."""
+    """:raises ValueError: a negative threshold, an oldest-message-age threshold below one second, or one that is a
+    deploy-time token in a unit other than seconds (the alarm threshold is written in seconds)."""
     for prop in ("dlq_depth", "errors", "throttles"):
         value = getattr(thresholds, prop)
         if not is_unresolved(value) and value < 0:
             raise fail(f"alarm_thresholds.{prop}", value, "must be 0 or more", "CloudWatch PutMetricAlarm Threshold")
     age = thresholds.oldest_message_age
-    if not is_unresolved(age) and age.to_seconds() < 1:
+    if is_unresolved(age):
+        # The alarm threshold is written in seconds: a token follows only in that unit.
+        template_seconds("alarm_thresholds.oldest_message_age", age)
+    elif age.to_seconds() < 1:
         raise fail(
             "alarm_thresholds.oldest_message_age", age, "must be 1 second or more", "SQS ApproximateAgeOfOldestMessage"
         )

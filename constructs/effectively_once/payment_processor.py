@@ -63,7 +63,8 @@ class PaymentProcessor(Construct):
     :param max_batching_window: batching window (standard only). :default: ``None`` (none).
     :param max_concurrency: mapping's maximum concurrency (2..1000). :default: ``None`` (unlimited).
     :param visibility_timeout: the source queue's visibility timeout.
-        :default: ``None``: 6 x ``function_timeout`` + batching window (180 s with the defaults).
+        :default: ``None``: 6 x ``function_timeout`` + batching window (180 s with the defaults); required when
+        ``function_timeout`` or ``max_batching_window`` is a deploy-time token (a ``ValueError`` otherwise).
     :param retention_period: source queue retention. :default: ``Duration.days(4)``.
     :param content_based_deduplication: FIFO only. :default: ``False``.
     :param high_throughput: FIFO only. :default: ``False``.

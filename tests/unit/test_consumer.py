@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnParameter, Duration, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Annotations, Match, Template
@@ -184,3 +184,33 @@ def test_fails_imported_function_without_visibility_timeout() -> None:
             stack, "C", queue=ProcessingQueue(stack, "Q"), table=IdempotencyTable(stack, "T"),
             function=lambda_.Function.from_function_arn(stack, "F", IMPORTED_ARN),
         )
+
+
+# --- deploy-time tokens: derived settings follow them (issue 12) --------------------------------------
+@pytest.fixture(scope="module")
+def parameters() -> dict:
+    """Consumers whose retention period and idempotency expiry are CloudFormation parameters."""
+    stack = new_stack(id="Parameters")
+    table = IdempotencyTable(stack, "Table")
+    retention = CfnParameter(stack, "RetentionSeconds", type="Number", default=345600)
+    expiry = CfnParameter(stack, "ExpirySeconds", type="Number", default=86400)
+    wired = {
+        "retention": IdempotentQueueConsumer(
+            stack, "Retention", queue=ProcessingQueue(stack, "Queue", retention_period=Duration.seconds(retention.value_as_number)),
+            function=inline_function(stack, "Function"), table=table,
+        ),
+        "expiry": IdempotentQueueConsumer(
+            stack, "Expiry", queue=ProcessingQueue(stack, "Queue2"), function=inline_function(stack, "Function2"),
+            table=table, idempotency_expiry=Duration.seconds(expiry.value_as_number),
+        ),
+    }
+    return {"stack": stack, "template": Template.from_stack(stack), "wired": wired}
+
+
+def test_default_expiry_follows_a_retention_parameter(parameters: dict) -> None:
+    assert _queue_props(parameters, "retention")["MessageRetentionPeriod"] == {"Ref": "RetentionSeconds"}
+    assert _environment(parameters, "retention")["IDEMPOTENCY_EXPIRY_SECONDS"] == {"Ref": "RetentionSeconds"}
+
+
+def test_given_expiry_parameter_is_the_environment_value(parameters: dict) -> None:
+    assert _environment(parameters, "expiry")["IDEMPOTENCY_EXPIRY_SECONDS"] == {"Ref": "ExpirySeconds"}

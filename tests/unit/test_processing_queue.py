@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnParameter, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
@@ -195,3 +195,14 @@ def test_existing_dead_letter_queue_is_used() -> None:
 def test_fill_visibility_timeout_refuses_a_given_timeout(synth: dict) -> None:
     with pytest.raises(ValueError, match="visibility_timeout was given at construction"):
         synth["queues"]["named"].fill_visibility_timeout(Duration.seconds(10))
+
+
+
+def test_fifo_dead_letter_queue_name_follows_a_queue_name_parameter() -> None:
+    stack = new_stack()
+    queue = ProcessingQueue(stack, "Q", fifo=True, queue_name=f"{CfnParameter(stack, 'QueueName').value_as_string}.fifo")
+    names = [q.node.default_child.queue_name for q in (queue.queue, queue.dead_letter_queue)]  # type: ignore[union-attr]
+    assert [stack.resolve(name) for name in names] == [
+        {"Fn::Join": ["", [{"Ref": "QueueName"}, ".fifo"]]},
+        {"Fn::Join": ["", [{"Ref": "QueueName"}, "-dlq.fifo"]]},
+    ]

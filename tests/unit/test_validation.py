@@ -14,7 +14,14 @@ from aws_cdk import CfnParameter, Duration, Stack
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Annotations, Match
 
-from effectively_once import IdempotencyTable, IdempotentQueueConsumer, PaymentProcessor, ProcessingQueue
+from effectively_once import (
+    AlarmThresholds,
+    AsyncInvocationOptions,
+    IdempotencyTable,
+    IdempotentQueueConsumer,
+    PaymentProcessor,
+    ProcessingQueue,
+)
 
 from .helpers import inline_function, new_stack
 
@@ -25,14 +32,15 @@ def _consumer(
     id: str = "Consumer",
     queue: dict[str, Any] | None = None,
     function_timeout: Duration | None = None,
+    function_props: dict[str, Any] | None = None,
     **props: Any,
 ) -> IdempotentQueueConsumer:
-    """A consumer of a new ProcessingQueue(**queue), with an inline function and a new table."""
+    """A consumer of a new ProcessingQueue(**queue), with an inline function (**function_props) and a new table."""
     return IdempotentQueueConsumer(
         stack,
         id,
         queue=ProcessingQueue(stack, f"{id}Queue", **(queue or {})),
-        function=inline_function(stack, f"{id}Function", timeout=function_timeout),
+        function=inline_function(stack, f"{id}Function", timeout=function_timeout, **(function_props or {})),
         table=IdempotencyTable(stack, f"{id}Table"),
         **props,
     )
@@ -43,8 +51,8 @@ def _raises(*parts: str) -> Any:
     return pytest.raises(ValueError, match=".*".join(re.escape(part) for part in parts))
 
 
-def _token(stack: Stack, name: str) -> float:
-    return CfnParameter(stack, name, type="Number").value_as_number
+def _token(stack: Stack, name: str, default: float | None = None) -> float:
+    return CfnParameter(stack, name, type="Number", default=default).value_as_number
 
 
 # --- visibility timeout vs function timeout ------------------------------------------------------------
@@ -82,6 +90,12 @@ def test_fails_dead_letter_queue_of_the_other_type(fifo: bool, kind: str) -> Non
 def test_fails_fifo_name_without_suffix() -> None:
     with _raises("queue_name must end in '.fifo' for a FIFO queue, but 'payments' was given", "FIFO queues"):
         ProcessingQueue(new_stack(), "Q", fifo=True, queue_name="payments")
+
+
+def test_fails_fifo_name_from_a_parameter_without_suffix() -> None:
+    stack = new_stack()
+    with _raises("queue_name must end in '.fifo' for a FIFO queue", "but a deploy-time token was given"):
+        ProcessingQueue(stack, "Q", fifo=True, queue_name=CfnParameter(stack, "Name").value_as_string)
 
 
 def test_fails_standard_name_with_fifo_suffix() -> None:
@@ -216,6 +230,76 @@ def test_unresolved_tokens_are_skipped() -> None:
     assert consumer.event_source_mapping is not None
 
 
+# --- tokens in derived outputs: the output follows the token, or synth fails (never silently dropped) ----
+def test_fails_token_function_timeout_without_visibility_timeout() -> None:
+    stack = new_stack()
+    with _raises(
+        "visibility_timeout must be given when the function timeout (a deploy-time token (<token> seconds))",
+        "6 x function timeout + max_batching_window",
+        "CloudFormation has no arithmetic",
+        "SQS keeps its 30-second default",
+        "but None was given",
+        "(source: AWS Lambda Developer Guide, Using Lambda with Amazon SQS",
+    ):
+        PaymentProcessor(stack, "Processor", function_timeout=Duration.seconds(_token(stack, "FunctionTimeout", 120)))
+
+
+def test_fails_token_batching_window_without_visibility_timeout() -> None:
+    stack = new_stack()
+    with _raises(
+        "visibility_timeout must be given when",
+        "max_batching_window (a deploy-time token (<token> seconds)) is a deploy-time token",
+        "but None was given",
+    ):
+        _consumer(stack, max_batching_window=Duration.seconds(_token(stack, "Window", 5)))
+
+
+def test_token_function_timeout_with_a_given_visibility_timeout_is_accepted() -> None:
+    stack = new_stack()
+    processor = PaymentProcessor(
+        stack, "Processor", function_timeout=Duration.seconds(_token(stack, "FunctionTimeout", 120)),
+        visibility_timeout=Duration.minutes(15),
+    )
+    assert processor.consumer.visibility_timeout.to_seconds() == 15 * 60
+
+
+def test_fails_filling_in_a_token_visibility_timeout() -> None:
+    stack = new_stack()
+    queue = ProcessingQueue(stack, "Q")
+    with _raises("visibility_timeout must be a resolved Duration to be filled in", "but a deploy-time token"):
+        queue.fill_visibility_timeout(Duration.seconds(_token(stack, "Visibility")))
+
+
+def test_fails_token_idempotency_expiry_in_a_unit_other_than_seconds() -> None:
+    stack = new_stack()
+    with _raises(
+        "idempotency_expiry must be Duration.seconds(...) when it is a deploy-time token",
+        "but a deploy-time token (<token> hours) was given",
+    ):
+        _consumer(stack, idempotency_expiry=Duration.hours(_token(stack, "ExpiryHours")))
+
+
+def test_token_alarm_threshold_and_event_age_follow_their_parameters() -> None:
+    stack = new_stack()
+    consumer = _consumer(
+        stack,
+        alarm_thresholds=AlarmThresholds(oldest_message_age=Duration.seconds(_token(stack, "AgeSeconds"))),
+        async_invocation=AsyncInvocationOptions(max_event_age=Duration.seconds(_token(stack, "EventAgeSeconds"))),
+    )
+    alarm, config = (c.node.default_child for c in (consumer.oldest_message_age_alarm, consumer.event_invoke_config))
+    assert stack.resolve(alarm.threshold) == {"Ref": "AgeSeconds"}  # type: ignore[union-attr]
+    assert stack.resolve(config.maximum_event_age_in_seconds) == {"Ref": "EventAgeSeconds"}  # type: ignore[union-attr]
+
+
+def test_fails_token_oldest_message_age_threshold_in_a_unit_other_than_seconds() -> None:
+    stack = new_stack()
+    with _raises(
+        "alarm_thresholds.oldest_message_age must be Duration.seconds(...) when it is a deploy-time token",
+        "but a deploy-time token (<token> minutes) was given",
+    ):
+        _consumer(stack, alarm_thresholds=AlarmThresholds(oldest_message_age=Duration.minutes(_token(stack, "Age"))))
+
+
 # --- warnings ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def warnings() -> Annotations:
@@ -231,6 +315,22 @@ def warnings() -> Annotations:
     _consumer(stack, id="FewReceives", queue={"max_receive_count": 3})
     _consumer(stack, id="EqualRetention", queue={"retention_period": Duration.days(14)})
     _consumer(stack, id="FifoEqualRetention", queue={"fifo": True, "retention_period": Duration.days(14)})
+    reserved = {"reserved_concurrent_executions": 2}
+    _consumer(stack, id="FewReserved", function_props=reserved, max_concurrency=5)
+    _consumer(stack, id="EnoughReserved", function_props={"reserved_concurrent_executions": 5}, max_concurrency=5)
+    _consumer(stack, id="ReservedWithoutMax", function_props=reserved)
+    _consumer(stack, id="MaxWithoutReserved", max_concurrency=5)
+    _consumer(
+        stack, id="TokenReserved", function_props={"reserved_concurrent_executions": _token(stack, "Reserved")},
+        max_concurrency=5,
+    )
+    # two mappings on one function: the guidance is about their total
+    shared = inline_function(stack, "SharedFunction", reserved_concurrent_executions=5)
+    table = IdempotencyTable(stack, "SharedTable")
+    for id in ("SharedFirst", "SharedSecond"):
+        IdempotentQueueConsumer(
+            stack, id, queue=ProcessingQueue(stack, f"{id}Queue"), function=shared, table=table, max_concurrency=3
+        )
     return Annotations.from_stack(stack)
 
 
@@ -297,6 +397,34 @@ def test_warns_dead_letter_queue_retention_equal_to_source_on_standard_queue(war
 
 def test_fifo_queue_with_equal_retention_is_clean(warnings: Annotations) -> None:
     assert _warnings_under(warnings, "/Warn/FifoEqualRetention") == []
+
+
+def test_warns_reserved_concurrency_below_max_concurrency(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/FewReserved",
+        Match.string_like_regexp(
+            re.escape(
+                "function reserved_concurrent_executions should be at least the maximum concurrency of the SQS event "
+                "source mappings that invoke it (max_concurrency 5 here; 5 in total over 1 mapping)"
+            )
+            + ".*throttle.*receive counts climb toward the dead-letter queue.*but 2 was given"
+            + ".*Configuring scaling behavior for SQS event source mappings.*"
+            + "effectively-once:reservedConcurrencyBelowMaxConcurrency"
+        ),
+    )
+
+
+@pytest.mark.parametrize("path", ["EnoughReserved", "ReservedWithoutMax", "MaxWithoutReserved", "TokenReserved"])
+def test_reserved_concurrency_at_least_max_concurrency_or_unset_is_clean(warnings: Annotations, path: str) -> None:
+    assert _warnings_under(warnings, f"/Warn/{path}") == []
+
+
+def test_warns_reserved_concurrency_below_the_total_of_a_functions_mappings(warnings: Annotations) -> None:
+    assert _warnings_under(warnings, "/Warn/SharedFirst") == []
+    warnings.has_warning(
+        "/Warn/SharedSecond",
+        Match.string_like_regexp(re.escape("(max_concurrency 3 here; 6 in total over 2 mappings)") + ".*but 5 was given"),
+    )
 
 
 # --- the library's defaults ----------------------------------------------------------------------------
