@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, Duration
+from aws_cdk import Annotations, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -77,6 +77,9 @@ class IdempotentQueueConsumer(Construct):
     :param async_invocation: configure the function's asynchronous invocation path (event invoke config and a
         standard on-failure queue). :default: ``None``: left to Lambda's defaults (2 retries, 6 hours, no
         destination).
+    :param removal_policy: what happens to the on-failure queue created for ``async_invocation`` when it leaves
+        the stack (a given ``on_failure`` queue keeps its own).
+        :default: ``RemovalPolicy.RETAIN``: it holds the only record of events that failed every attempt.
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
@@ -123,6 +126,7 @@ class IdempotentQueueConsumer(Construct):
         alarm_thresholds: AlarmThresholds | None = None,
         log_group: logs.ILogGroup | None = None,
         async_invocation: AsyncInvocationOptions | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
@@ -219,7 +223,9 @@ class IdempotentQueueConsumer(Construct):
 
         self.event_invoke_config = self.on_failure_queue = None
         if async_invocation is not None:
-            self.event_invoke_config, self.on_failure_queue = build_async_invocation(self, function, async_invocation)
+            self.event_invoke_config, self.on_failure_queue = build_async_invocation(
+                self, function, async_invocation, removal_policy
+            )
 
 
     def _check_given_visibility_timeout(
