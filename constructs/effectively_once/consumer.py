@@ -10,7 +10,7 @@ from constructs import Construct
 
 from . import limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, warn
-from .idempotency_table import IdempotencyTable
+from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
     AlarmThresholds,
     AsyncInvocationOptions,
@@ -40,8 +40,9 @@ class IdempotentQueueConsumer(Construct):
     - grants the function consume on the source queue (``sqs:ReceiveMessage``, ``DeleteMessage``,
       ``ChangeMessageVisibility``, ``GetQueueAttributes``, ``GetQueueUrl``; plus ``kms:Decrypt`` when the
       queue uses a customer-managed key) and ``table.grant_idempotency`` on the table, nothing more;
-    - sets ``IDEMPOTENCY_TABLE_NAME``, ``IDEMPOTENCY_EXPIRY_SECONDS`` and, when ``key_prefix`` is given,
-      ``IDEMPOTENCY_KEY_PREFIX`` on the function;
+    - sets ``IDEMPOTENCY_TABLE_NAME`` (always the table's **ARN**, never its bare name, which would address
+      the function's own account and Region; DynamoDB's ``TableName`` takes either), ``IDEMPOTENCY_EXPIRY_SECONDS``
+      and, when ``key_prefix`` is given, ``IDEMPOTENCY_KEY_PREFIX`` on the function;
     - when the queue's visibility timeout was left open, fills it in as
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
       ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
@@ -93,7 +94,9 @@ class IdempotentQueueConsumer(Construct):
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
     queue's retention period (a resend after the record expires would be charged twice); the queue's
-    ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ).
+    ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ); a table whose ARN
+    names another Region (the function's client must be built there) or another account (its resource-based
+    policy must allow the function's role).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
@@ -143,8 +146,8 @@ class IdempotentQueueConsumer(Construct):
                 function.function_arn,
                 "must be a lambda.Function when the queue's visibility_timeout is not given (its timeout is "
                 "needed to fill in the visibility timeout, and its environment to set the idempotency "
-                "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME / "
-                "IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
+                "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME (the table's "
+                "ARN) / IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
             )
         self.queue = queue
         self.function = function
@@ -198,8 +201,9 @@ class IdempotentQueueConsumer(Construct):
 
         self.idempotency_expiry = idempotency_expiry or queue.retention_period
         self._advise(queue)
+        advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
-            function.add_environment(ENV_TABLE_NAME, table.table.table_name)
+            function.add_environment(ENV_TABLE_NAME, table.table_arn)
             if not is_unresolved(self.idempotency_expiry):
                 function.add_environment(ENV_EXPIRY_SECONDS, str(int(self.idempotency_expiry.to_seconds())))
             if key_prefix is not None:

@@ -83,7 +83,7 @@ def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> 
     processor = _processor(sandbox, kind)
     resolve = sandbox[0].resolve
     assert _function(sandbox, kind)["Environment"]["Variables"] == {
-        "IDEMPOTENCY_TABLE_NAME": resolve(processor.table.table.table_name),
+        "IDEMPOTENCY_TABLE_NAME": resolve(processor.table.table.table_arn),
         "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
         "LEDGER_TABLE_NAME": resolve(processor.ledger.table_name),
         "POWERTOOLS_SERVICE_NAME": "payments",
