@@ -166,7 +166,8 @@ def _check_table_arn(table_arn: str) -> None:
         parts = Arn.split(table_arn, ArnFormat.SLASH_RESOURCE_NAME)
     except Exception as error:  # jsii raises its own error type for a malformed ARN
         raise fail("table_arn", table_arn, rule, limits.DYNAMODB_TABLE_ARN_DOC) from error
-    if parts.service != "dynamodb" or parts.resource != "table" or not (parts.resource_name and parts.region and parts.account):
+    is_table = parts.service == "dynamodb" and parts.resource == "table"
+    if not (is_table and parts.resource_name and parts.region and parts.account):
         raise fail("table_arn", table_arn, rule, limits.DYNAMODB_TABLE_ARN_DOC)
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk.assertions import Annotations, Match, Template
 
 from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
 from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
 
-from .helpers import actions_by_resource, find_one, function_role, inline_function, new_stack, role_statements
+from .helpers import actions_by_resource, find_one, function_role, inline_function, new_app, new_stack, role_statements
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +173,24 @@ def test_tables_in_the_stacks_account_and_region_warn_nothing(identity: dict) ->
 def test_fails_from_table_arn_without_a_table_arn(arn: str) -> None:
     with pytest.raises(ValueError, match=r"table_arn must be a DynamoDB table ARN.*but '.*' was given \(source: Amazon DynamoDB"):
         IdempotencyTable.from_table_arn(new_stack(), "Shared", arn)
+
+
+def test_table_imported_by_name_in_an_environment_agnostic_stack_is_an_arn_of_the_deploy_account() -> None:
+    stack = Stack(new_app(), "Agnostic")
+    function = inline_function(stack, "Function")
+    IdempotentQueueConsumer(
+        stack, "Consumer", queue=ProcessingQueue(stack, "Queue"), function=function,
+        table=IdempotencyTable.from_table_name(stack, "ByName", "mine"),
+    )
+    template = Template.from_stack(stack)
+    variables = template.to_json()["Resources"][stack.resolve(function.function_name)["Ref"]]["Properties"][
+        "Environment"
+    ]["Variables"]
+    assert variables["IDEMPOTENCY_TABLE_NAME"] == {
+        "Fn::Join": [
+            "",
+            ["arn:", {"Ref": "AWS::Partition"}, ":dynamodb:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+             ":table/mine"],
+        ]
+    }
+    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("tableInOther")) == []
