@@ -2,7 +2,8 @@
 """Sandbox app: stack ``PaymentsSandbox`` with a standard and a FIFO ``PaymentProcessor``.
 
 Context (``cdk synth -c name=value``):
-  destroy_on_delete         ``true``: tables and log groups are DESTROYed with the stack (default ``false``: RETAIN)
+  destroy_on_delete         ``true``: every stateful resource (queues, DLQs, the on-failure queue, tables, log
+                            groups) is DESTROYed with the stack (default ``false``: all RETAINed)
   function_timeout_seconds  the payment function's timeout (default 30)
   max_receive_count         receives before the DLQ (default 5)
 

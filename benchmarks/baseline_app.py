@@ -57,6 +57,7 @@ class BaselineStack(Stack):
             retention_period=Duration.days(14),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+            removal_policy=RemovalPolicy.RETAIN,
         )
 
     def _processor(self, kind: str, fifo: bool) -> None:
@@ -71,6 +72,7 @@ class BaselineStack(Stack):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
+            removal_policy=RemovalPolicy.RETAIN,
         )
         table = dynamodb.Table(
             self,
@@ -117,7 +119,7 @@ class BaselineStack(Stack):
                 )
             ],
             environment={
-                "IDEMPOTENCY_TABLE_NAME": table.table_name,
+                "IDEMPOTENCY_TABLE_NAME": table.table_arn,
                 "LEDGER_TABLE_NAME": ledger.table_name,
                 "IDEMPOTENCY_EXPIRY_SECONDS": "345600",
                 "POWERTOOLS_SERVICE_NAME": "payments",

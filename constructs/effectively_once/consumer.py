@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, Duration, Stack, Token
+from aws_cdk import Annotations, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -10,7 +10,7 @@ from constructs import Construct
 
 from . import limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, shown, template_seconds, warn
-from .idempotency_table import IdempotencyTable
+from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
     AlarmThresholds,
     AsyncInvocationOptions,
@@ -40,8 +40,9 @@ class IdempotentQueueConsumer(Construct):
     - grants the function consume on the source queue (``sqs:ReceiveMessage``, ``DeleteMessage``,
       ``ChangeMessageVisibility``, ``GetQueueAttributes``, ``GetQueueUrl``; plus ``kms:Decrypt`` when the
       queue uses a customer-managed key) and ``table.grant_idempotency`` on the table, nothing more;
-    - sets ``IDEMPOTENCY_TABLE_NAME``, ``IDEMPOTENCY_EXPIRY_SECONDS`` and, when ``key_prefix`` is given,
-      ``IDEMPOTENCY_KEY_PREFIX`` on the function;
+    - sets ``IDEMPOTENCY_TABLE_NAME`` (always the table's **ARN**, never its bare name, which would address
+      the function's own account and Region; DynamoDB's ``TableName`` takes either), ``IDEMPOTENCY_EXPIRY_SECONDS``
+      and, when ``key_prefix`` is given, ``IDEMPOTENCY_KEY_PREFIX`` on the function;
     - when the queue's visibility timeout was left open, fills it in as
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
       ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
@@ -84,6 +85,9 @@ class IdempotentQueueConsumer(Construct):
     :param async_invocation: configure the function's asynchronous invocation path (event invoke config and a
         standard on-failure queue). :default: ``None``: left to Lambda's defaults (2 retries, 6 hours, no
         destination).
+    :param removal_policy: what happens to the on-failure queue created for ``async_invocation`` when it leaves
+        the stack (a given ``on_failure`` queue keeps its own).
+        :default: ``RemovalPolicy.RETAIN``: it holds the only record of events that failed every attempt.
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
@@ -103,7 +107,8 @@ class IdempotentQueueConsumer(Construct):
     ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ); the function's
     reserved concurrency below the total maximum concurrency of the SQS mappings that invoke it, counted when
     this consumer is created (AWS Lambda Developer Guide, SQS scaling: throttled batches return to the queue
-    and climb toward the DLQ).
+    and climb toward the DLQ); a table whose ARN names another Region (the function's client must be built
+    there) or another account (its resource-based policy must allow the function's role).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
@@ -136,6 +141,7 @@ class IdempotentQueueConsumer(Construct):
         alarm_thresholds: AlarmThresholds | None = None,
         log_group: logs.ILogGroup | None = None,
         async_invocation: AsyncInvocationOptions | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
@@ -152,8 +158,8 @@ class IdempotentQueueConsumer(Construct):
                 function.function_arn,
                 "must be a lambda.Function when the queue's visibility_timeout is not given (its timeout is "
                 "needed to fill in the visibility timeout, and its environment to set the idempotency "
-                "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME / "
-                "IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
+                "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME (the table's "
+                "ARN) / IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
             )
         self.queue = queue
         self.function = function
@@ -207,8 +213,9 @@ class IdempotentQueueConsumer(Construct):
         self.idempotency_expiry = idempotency_expiry or queue.retention_period
         self._advise(queue)
         self._check_reserved_concurrency(function, max_concurrency)
+        advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
-            function.add_environment(ENV_TABLE_NAME, table.table.table_name)
+            function.add_environment(ENV_TABLE_NAME, table.table_arn)
             function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
             if key_prefix is not None:
                 function.add_environment(ENV_KEY_PREFIX, key_prefix)
@@ -231,7 +238,9 @@ class IdempotentQueueConsumer(Construct):
 
         self.event_invoke_config = self.on_failure_queue = None
         if async_invocation is not None:
-            self.event_invoke_config, self.on_failure_queue = build_async_invocation(self, function, async_invocation)
+            self.event_invoke_config, self.on_failure_queue = build_async_invocation(
+                self, function, async_invocation, removal_policy
+            )
 
 
     def _check_given_visibility_timeout(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Arn, ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from . import limits
-from ._validation import fail, is_unresolved
+from ._validation import fail, is_unresolved, warn
 
 
 class IdempotencyTable(Construct):
@@ -22,7 +22,8 @@ class IdempotencyTable(Construct):
 
     Bring your own table: :meth:`from_table_name` and :meth:`from_table_arn` return an ``IdempotencyTable``
     around an existing table of that shape (created elsewhere), usable wherever this class is; its
-    ``grant_idempotency`` grants the same four actions.
+    ``grant_idempotency`` grants the same four actions. The runtime is always handed the table's ARN
+    (:attr:`table_arn`), never its bare name: a name would address the function's own account and Region.
 
     :param scope: parent construct.
     :param id: construct id; the table is its child ``Resource``.
@@ -95,19 +96,34 @@ class IdempotencyTable(Construct):
     def from_table_arn(cls, scope: Construct, id: str, table_arn: str) -> IdempotencyTable:
         """An ``IdempotencyTable`` around an existing table given by ARN (any account or region).
 
+        The consumer hands the function this ARN (``IDEMPOTENCY_TABLE_NAME``; DynamoDB's item APIs take an
+        ARN as ``TableName``), and the sample runtime builds its DynamoDB client in the ARN's Region. A table
+        in another account also needs its resource-based policy to allow the function's role (the consumer
+        warns); one in another Region needs a client built there (the consumer warns, for your own functions).
+
         :param scope: parent construct.
         :param id: construct id; the imported table is its child ``Resource``.
         :param table_arn: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``.
         :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
+        :raises ValueError: a resolved ``table_arn`` that is not a DynamoDB table ARN.
         """
         from ._imported_table import ImportedIdempotencyTable
+
+        _check_table_arn(table_arn)
 
         return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn))
 
     @property
     def table_name(self) -> str:
-        """The table's physical name (a token until deploy)."""
+        """The table's physical name (a token until deploy). Alone it names a table only within the caller's
+        own account and Region: hand a runtime :attr:`table_arn` instead."""
         return self.table.table_name
+
+    @property
+    def table_arn(self) -> str:
+        """The table's ARN (a token until deploy; for ``from_table_name``, an ARN in this stack's account and
+        Region): what the consumer sets as ``IDEMPOTENCY_TABLE_NAME``."""
+        return self.table.table_arn
 
     def grant_idempotency(self, grantee: iam.IGrantable) -> iam.Grant:
         """Grant exactly what the persistence layer calls on the table ARN.
@@ -132,3 +148,59 @@ def _check_time_to_live_attribute(name: str) -> None:
     else:
         rule = "must be 'expiration', the attribute Powertools writes its record expiry to (epoch seconds)"
     raise fail("time_to_live_attribute", name, rule, limits.IDEMPOTENCY_DOC)
+
+
+def _table_arn_parts(table_arn: str) -> tuple[str, str] | None:
+    """(region, account) of a resolved table ARN; ``None`` for a token."""
+    if is_unresolved(table_arn):
+        return None
+    parts = Arn.split(table_arn, ArnFormat.SLASH_RESOURCE_NAME)
+    return parts.region or "", parts.account or ""
+
+
+def _check_table_arn(table_arn: str) -> None:
+    rule = "must be a DynamoDB table ARN, arn:<partition>:dynamodb:<region>:<account>:table/<name>"
+    if is_unresolved(table_arn):
+        return
+    try:
+        parts = Arn.split(table_arn, ArnFormat.SLASH_RESOURCE_NAME)
+    except Exception as error:  # jsii raises its own error type for a malformed ARN
+        raise fail("table_arn", table_arn, rule, limits.DYNAMODB_TABLE_ARN_DOC) from error
+    is_table = parts.service == "dynamodb" and parts.resource == "table"
+    if not (is_table and parts.resource_name and parts.region and parts.account):
+        raise fail("table_arn", table_arn, rule, limits.DYNAMODB_TABLE_ARN_DOC)
+
+
+def advise_table_location(scope: Construct, table: IdempotencyTable) -> None:
+    """Warnings on ``scope`` (a consumer) when ``table`` lives in another Region or account than its stack.
+
+    Skipped for tokens (a table created in the stack, an environment-agnostic stack, an ARN from a parameter).
+    """
+    parts = _table_arn_parts(table.table_arn)
+    if parts is None:
+        return
+    region, account = parts
+    stack = Stack.of(scope)
+    if not is_unresolved(stack.region) and region != stack.region:
+        warn(
+            scope,
+            "tableInOtherRegion",
+            "table",
+            table.table_arn,
+            f"should be in this stack's Region ({stack.region}), or the function's DynamoDB client must be built in "
+            f"the table's Region ({region}): a request goes to the client's own Region whatever the ARN says. The "
+            "sample runtime builds its client from the ARN in IDEMPOTENCY_TABLE_NAME; with Powertools, pass "
+            f"DynamoDBPersistenceLayer(..., boto_config=Config(region_name={region!r}))",
+            limits.DYNAMODB_TABLE_ARN_DOC,
+        )
+    if not is_unresolved(stack.account) and account != stack.account:
+        warn(
+            scope,
+            "tableInOtherAccount",
+            "table",
+            table.table_arn,
+            f"in another account ({account}; this stack's is {stack.account}) needs a resource-based policy on the "
+            "table that allows the function's role " + ", ".join(limits.IDEMPOTENCY_TABLE_ACTIONS) + ": this "
+            "stack can add only the identity-policy side",
+            limits.DYNAMODB_CROSS_ACCOUNT_DOC,
+        )

@@ -39,6 +39,18 @@ LAMBDA_SQS_MAX_CONCURRENCY_DOC: Final = (
     "AWS Lambda Developer Guide, Configuring scaling behavior for SQS event source mappings (Configuring maximum "
     "concurrency for Amazon SQS event sources)"
 )
+#: DynamoDB's item APIs (GetItem, PutItem, UpdateItem, DeleteItem, Scan, ...) take the table's ARN in
+#: ``TableName`` ("table name overloading"), which is how a function reaches a table in another account; the
+#: request still goes to the client's own Region (botocore's DynamoDB endpoint rule set builds every endpoint
+#: from the client's Region), so a table in another Region needs a client built there.
+DYNAMODB_TABLE_ARN_DOC: Final = (
+    "Amazon DynamoDB Developer Guide, DynamoDB API operations supported by resource-based policies (table ARN in "
+    "TableName)"
+)
+#: Cross-account access needs an Allow in both the caller's identity policy and the table's resource policy.
+DYNAMODB_CROSS_ACCOUNT_DOC: Final = (
+    "Amazon DynamoDB Developer Guide, Cross-account access with resource-based policies in DynamoDB"
+)
 
 # --- Amazon SQS ---------------------------------------------------------------------------------------
 #: Longest visibility timeout SQS accepts: 12 hours.

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -95,8 +95,8 @@ class AsyncInvocationOptions:
     :param retry_attempts: retries after a failed asynchronous invocation, 0..2. :default: ``2`` (Lambda's own).
     :param max_event_age: how long Lambda keeps an event to (re)try, 60 s..6 h. :default: ``Duration.hours(6)``.
     :param on_failure: standard SQS queue that receives a record of each event that failed every attempt or
-        expired. :default: ``None``: a new standard queue (SSE, TLS only, 14-day retention), child
-        ``OnFailureQueue``.
+        expired. :default: ``None``: a new standard queue (SSE, TLS only, 14-day retention, the consumer's
+        ``removal_policy``), child ``OnFailureQueue``.
     """
 
     retry_attempts: int = limits.ASYNC_MAX_RETRY_ATTEMPTS
@@ -217,16 +217,17 @@ def build_queries(
 
 
 def build_async_invocation(
-    scope: Construct, function: lambda_.IFunction, options: AsyncInvocationOptions
+    scope: Construct, function: lambda_.IFunction, options: AsyncInvocationOptions, removal_policy: RemovalPolicy
 ) -> tuple[lambda_.EventInvokeConfig, sqs.IQueue]:
     """The event invoke config (child ``EventInvokeConfig``) and its on-failure queue (given, or the new child
-    ``OnFailureQueue``); the destination grants the function ``sqs:SendMessage`` on it."""
+    ``OnFailureQueue`` with ``removal_policy``); the destination grants the function ``sqs:SendMessage`` on it."""
     on_failure = options.on_failure or sqs.Queue(
         scope,
         "OnFailureQueue",
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
         retention_period=Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS),
+        removal_policy=removal_policy,
     )
     if options.on_failure is None:
         acknowledge(

@@ -57,7 +57,8 @@ class PaymentProcessor(Construct):
     :param function_timeout: the function's timeout. :default: ``Duration.seconds(30)``.
     :param memory_size: the function's memory, in MiB. :default: ``256``.
     :param max_receive_count: receives before a message moves to the DLQ. :default: ``5``.
-    :param removal_policy: for the idempotency table, the ledger and the log group.
+    :param removal_policy: for every stateful resource: the idempotency table, the ledger, the log group, the
+        source queue and its DLQ, and the consumer's on-failure queue (with ``async_invocation``).
         :default: ``RemovalPolicy.RETAIN``.
     :param batch_size: records per invocation. :default: ``10``.
     :param max_batching_window: batching window (standard only). :default: ``None`` (none).
@@ -125,6 +126,7 @@ class PaymentProcessor(Construct):
             max_receive_count=max_receive_count,
             content_based_deduplication=content_based_deduplication,
             high_throughput=high_throughput,
+            removal_policy=removal_policy,
         )
         self.table = IdempotencyTable(self, "IdempotencyTable", removal_policy=removal_policy)
         self.ledger = dynamodb.Table(
@@ -202,6 +204,7 @@ class PaymentProcessor(Construct):
             alarm_thresholds=alarm_thresholds,
             log_group=self.log_group,
             async_invocation=async_invocation,
+            removal_policy=removal_policy,
         )
         self.dashboard = build_dashboard(
             self, queue=self.queue, function=self.function, namespace=metrics_namespace, service=service_name

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
+from botocore.config import Config
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -86,8 +87,12 @@ class PaymentService:
     ) -> None:
         self.settings = settings
         self.gateway = gateway if gateway is not None else _gateway.create_gateway(settings)
+        # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
+        # takes as TableName): a request goes to the client's own Region, so build the client in the table's.
+        region = settings.idempotency_table_region
         self.persistence_store = persistence_store or DynamoDBPersistenceLayer(
-            table_name=settings.idempotency_table_name
+            table_name=settings.idempotency_table_name,
+            boto_config=Config(region_name=region) if region else None,
         )
         self.config = IdempotencyConfig(
             event_key_jmespath="payment_id",

@@ -7,7 +7,10 @@ execution environment (cold start).
 variable                            required meaning
 =================================== ======== =========================================================
 ``IDEMPOTENCY_TABLE_NAME``          yes      DynamoDB table of Powertools' ``DynamoDBPersistenceLayer``
-                                             (partition key ``id``, TTL attribute ``expiration``).
+                                             (partition key ``id``, TTL attribute ``expiration``): its
+                                             ARN (what the constructs set; any account or Region; the
+                                             DynamoDB client is built in the ARN's Region) or a plain
+                                             name (a table in ``AWS_REGION`` of the function's account).
 ``IDEMPOTENCY_EXPIRY_SECONDS``      no       How long a completed record answers duplicates, in seconds.
                                              Default 3600 (Powertools' default). The consumer sets it to
                                              the source queue's retention period.
@@ -29,6 +32,7 @@ variable                            required meaning
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -37,8 +41,30 @@ DEFAULT_EXPIRY_SECONDS = 3600
 DEFAULT_SERVICE = "payments"
 DEFAULT_NAMESPACE = "EffectivelyOnce"
 
+#: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``: DynamoDB's item APIs take it as ``TableName``
+#: (Amazon DynamoDB Developer Guide, "DynamoDB API operations supported by resource-based policies"), but a
+#: request goes to the client's own Region (botocore's DynamoDB endpoint rule set), hence the region group.
+_TABLE_ARN = re.compile(r"arn:[\w-]+:dynamodb:(?P<region>[a-z0-9-]+):\d{12}:table/[A-Za-z0-9_.-]{3,255}")
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+
+
+def table_region(name: str, table: str) -> str | None:
+    """The Region of a table given by ARN; ``None`` for a plain table name (the client's Region applies).
+
+    :param name: the environment variable, for the error message.
+    :raises ValueError: ``table`` starts like an ARN but is not a DynamoDB table ARN.
+    """
+    if not table.startswith("arn:"):
+        return None
+    match = _TABLE_ARN.fullmatch(table)
+    if match is None:
+        raise ValueError(
+            f"{name} must be a table name or a DynamoDB table ARN "
+            f"(arn:<partition>:dynamodb:<region>:<account>:table/<name>), but {table!r} was given"
+        )
+    return match.group("region")
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -63,6 +89,11 @@ class Settings:
     key_prefix: str = DEFAULT_KEY_PREFIX
     provider_idempotency_keys: bool = True
 
+    @property
+    def idempotency_table_region(self) -> str | None:
+        """Region of the idempotency table when given by ARN, else ``None`` (the function's own Region)."""
+        return table_region("IDEMPOTENCY_TABLE_NAME", self.idempotency_table_name)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         """Read the settings.
@@ -81,6 +112,7 @@ class Settings:
             expiry = 0
         if expiry <= 0:
             raise ValueError(f"IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer of seconds, but {raw_expiry!r} was given")
+        table_region("IDEMPOTENCY_TABLE_NAME", env["IDEMPOTENCY_TABLE_NAME"])
         return cls(
             idempotency_table_name=env["IDEMPOTENCY_TABLE_NAME"],
             ledger_table_name=env["LEDGER_TABLE_NAME"],

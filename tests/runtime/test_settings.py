@@ -29,3 +29,32 @@ def test_fails_on_bad_expiry(raw: str) -> None:
 def test_fails_on_bad_flag() -> None:
     with pytest.raises(ValueError, match="PAYMENT_PROVIDER_IDEMPOTENCY_KEYS must be true or false"):
         Settings.from_env({**BASE, "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS": "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("value", "region"),
+    [
+        ("idem", None),
+        ("arn:aws:dynamodb:eu-west-1:999999999999:table/idem", "eu-west-1"),
+        ("arn:aws-cn:dynamodb:cn-north-1:999999999999:table/idem", "cn-north-1"),
+    ],
+)
+def test_idempotency_table_region_comes_from_its_arn(value: str, region: str | None) -> None:
+    settings = Settings.from_env({**BASE, "IDEMPOTENCY_TABLE_NAME": value})
+
+    assert settings.idempotency_table_name == value
+    assert settings.idempotency_table_region == region
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "arn:aws:sqs:us-east-1:123456789012:idem",
+        "arn:aws:dynamodb:us-east-1:123456789012:table/",
+        "arn:aws:dynamodb::123456789012:table/idem",
+        "arn:aws:dynamodb:us-east-1:123456789012:stream/idem",
+    ],
+)
+def test_fails_on_an_arn_that_is_not_a_table(value: str) -> None:
+    with pytest.raises(ValueError, match=f"IDEMPOTENCY_TABLE_NAME must be a table name or a DynamoDB table ARN.*'{value}'"):
+        Settings.from_env({**BASE, "IDEMPOTENCY_TABLE_NAME": value})

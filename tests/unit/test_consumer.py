@@ -121,7 +121,8 @@ def test_environment_carries_table_and_expiry(synth: dict) -> None:
     stack: Stack = synth["stack"]
     env = _environment(synth, "standard")
     assert env == {
-        "IDEMPOTENCY_TABLE_NAME": stack.resolve(synth["table"].table.table_name),
+        # The ARN, never the bare name (which would address the function's own account and Region).
+        "IDEMPOTENCY_TABLE_NAME": stack.resolve(synth["table"].table.table_arn),
         "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
     }
 

@@ -76,7 +76,9 @@ def test_imported_tables_create_no_table(synth: dict) -> None:
 
 def test_users_function_gets_the_idempotency_environment(synth: dict) -> None:
     function = synth["template"].to_json()["Resources"][_ref(synth, synth["own"].function_name)]
-    assert function["Properties"]["Environment"]["Variables"]["IDEMPOTENCY_TABLE_NAME"] == "my-idempotency"
+    assert function["Properties"]["Environment"]["Variables"]["IDEMPOTENCY_TABLE_NAME"] == (
+        "arn:aws:dynamodb:us-east-1:123456789012:table/my-idempotency"
+    )
 
 
 def test_table_imported_by_name_is_granted_the_four_actions(synth: dict) -> None:

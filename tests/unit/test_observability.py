@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -232,6 +232,20 @@ def test_new_on_failure_queue_is_standard_encrypted_tls_only_with_14_day_retenti
     (policy,) = policies.values()
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} and statement["Effect"] == "Deny"
+
+
+def test_new_on_failure_queue_follows_the_consumers_removal_policy(synth: dict) -> None:
+    # Retained by default: it holds the only record of events that failed every attempt.
+    resource = synth["template"].to_json()["Resources"][
+        _logical_id(synth, synth["wired"]["defaults"].on_failure_queue.queue_arn)
+    ]
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    stack = new_stack()
+    consumer = _consumer(stack, async_invocation=AsyncInvocationOptions(), removal_policy=RemovalPolicy.DESTROY)
+    resource = Template.from_stack(stack).to_json()["Resources"][
+        stack.resolve(consumer.on_failure_queue.queue_arn)["Fn::GetAtt"][0]
+    ]
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Delete", "Delete")
 
 
 def test_function_may_send_to_its_on_failure_queue(synth: dict) -> None:

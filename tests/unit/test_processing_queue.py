@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import CfnParameter, Duration, Stack
+from aws_cdk import CfnParameter, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
@@ -23,6 +23,7 @@ def synth() -> dict:
         "fast": ProcessingQueue(stack, "Fast", fifo=True, high_throughput=True, content_based_deduplication=True),
         "named": ProcessingQueue(stack, "Named", fifo=True, queue_name="payments.fifo", visibility_timeout=Duration.minutes(2)),
         "kms": ProcessingQueue(stack, "Kms", encryption_key=kms.Key(stack, "Key")),
+        "destroyable": ProcessingQueue(stack, "Destroyable", removal_policy=RemovalPolicy.DESTROY),
     }
     producer = iam.Role(stack, "Producer", assumed_by=iam.AccountRootPrincipal())
     queues["kms"].grant_send(producer)
@@ -50,6 +51,18 @@ def test_retention_defaults_to_four_days(synth: dict) -> None:
 def test_dead_letter_queue_keeps_messages_fourteen_days(synth: dict) -> None:
     for name in ("standard", "fifo"):
         assert _dlq(synth, name)["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+
+
+def test_removal_policy_defaults_to_retain_on_both_queues(synth: dict) -> None:
+    # A destroyed queue takes every message still waiting (source) or kept for inspection (DLQ) with it.
+    for name in ("standard", "fifo"):
+        for resource in (_source(synth, name), _dlq(synth, name)):
+            assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+def test_removal_policy_is_a_prop_applied_to_both_queues(synth: dict) -> None:
+    for resource in (_source(synth, "destroyable"), _dlq(synth, "destroyable")):
+        assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Delete", "Delete")
 
 
 def test_max_receive_count_defaults_to_five(synth: dict) -> None:
@@ -189,7 +202,12 @@ def test_existing_dead_letter_queue_is_used() -> None:
     dlq = sqs.Queue(stack, "Dlq")
     queue = ProcessingQueue(stack, "Q", dead_letter_queue=dlq)
     assert queue.dead_letter_queue is dlq
-    Template.from_stack(stack).resource_count_is("AWS::SQS::Queue", 2)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::SQS::Queue", 2)
+    # The removal policy covers the queues ProcessingQueue creates; a given DLQ keeps its owner's.
+    resources = template.to_json()["Resources"]
+    assert resources[stack.resolve(queue.queue.queue_name)["Fn::GetAtt"][0]]["DeletionPolicy"] == "Retain"
+    assert resources[stack.resolve(dlq.queue_name)["Fn::GetAtt"][0]]["DeletionPolicy"] == "Delete"
 
 
 def test_fill_visibility_timeout_refuses_a_given_timeout(synth: dict) -> None:

@@ -83,7 +83,7 @@ def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> 
     processor = _processor(sandbox, kind)
     resolve = sandbox[0].resolve
     assert _function(sandbox, kind)["Environment"]["Variables"] == {
-        "IDEMPOTENCY_TABLE_NAME": resolve(processor.table.table.table_name),
+        "IDEMPOTENCY_TABLE_NAME": resolve(processor.table.table.table_arn),
         "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
         "LEDGER_TABLE_NAME": resolve(processor.ledger.table_name),
         "POWERTOOLS_SERVICE_NAME": "payments",
@@ -204,10 +204,42 @@ def flagged() -> Template:
     return Template.from_stack(PaymentsSandboxStack(app, "PaymentsSandbox", env=ENV))
 
 
-def test_context_destroy_on_delete_destroys_tables_and_log_groups(flagged: Template) -> None:
-    for type_ in ("AWS::DynamoDB::Table", "AWS::Logs::LogGroup"):
-        for resource in flagged.find_resources(type_).values():
-            assert resource["DeletionPolicy"] == "Delete"
+#: Resource types that hold data a stack deletion would lose: payments waiting or dead-lettered (queues),
+#: idempotency records and charges (tables), the audit trail (log groups).
+STATEFUL_TYPES = ("AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::Logs::LogGroup")
+
+
+def _stateful(template: Template) -> dict[str, tuple[str | None, str | None]]:
+    """{logical id: (DeletionPolicy, UpdateReplacePolicy)} of every stateful resource in the template."""
+    return {
+        logical_id: (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy"))
+        for logical_id, resource in template.to_json()["Resources"].items()
+        if resource["Type"] in STATEFUL_TYPES
+    }
+
+
+def test_every_stateful_resource_is_what_the_walk_covers(sandbox: tuple) -> None:
+    stack = sandbox[0]
+    expected = {_id(sandbox, stack.processors["Standard"].consumer.on_failure_queue.queue_arn)}
+    for kind in KINDS:
+        processor = _processor(sandbox, kind)
+        expected |= {
+            _id(sandbox, processor.queue.queue.queue_arn),
+            _id(sandbox, processor.queue.dead_letter_queue.queue_arn),
+            _id(sandbox, processor.table.table.table_name),
+            _id(sandbox, processor.ledger.table_name),
+            _id(sandbox, processor.log_group.log_group_name),
+        }
+    assert set(_stateful(sandbox[1])) == expected and len(expected) == 11
+
+
+def test_every_stateful_resource_is_retained_by_default(template: Template) -> None:
+    assert set(_stateful(template).values()) == {("Retain", "Retain")}
+
+
+def test_context_destroy_on_delete_destroys_every_stateful_resource(flagged: Template) -> None:
+    policies = _stateful(flagged)
+    assert len(policies) == 11 and set(policies.values()) == {("Delete", "Delete")}
 
 
 def test_context_sets_function_timeout_and_max_receive_count(flagged: Template) -> None:
