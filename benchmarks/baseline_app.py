@@ -3,7 +3,7 @@
 
 Same resources, same settings (per kind Standard and Fifo: queue + DLQ with TLS-only policies, idempotency table
 with TTL, ledger table, log group, role, function with the Powertools layer, event source mapping with
-ReportBatchItemFailures, four alarms, two Logs Insights query definitions, a dashboard; the standard kind also an
+ReportBatchItemFailures, five alarms, two Logs Insights query definitions, a dashboard; the standard kind also an
 on-failure queue and an event invoke config), the same outputs and the same validation plugins (none beyond
 CDK's built-in CloudFormation validation, which ``CDK_VALIDATION=false`` switches off in both apps).
 No validation of props, no annotations, no helper layer: what a hand-written stack costs to synthesize.
@@ -135,13 +135,14 @@ class BaselineStack(Stack):
                 retry_attempts=2, max_event_age=Duration.hours(6), on_failure=destinations.SqsDestination(on_failure)
             )
 
-        def alarm(name: str, metric: cloudwatch.Metric, threshold: float, what: str) -> None:
+        def alarm(name: str, metric: cloudwatch.Metric, threshold: float, what: str, periods: int = 1) -> None:
             cloudwatch.Alarm(
                 self,
                 f"{kind}{name}Alarm",
                 metric=metric,
                 threshold=threshold,
-                evaluation_periods=1,
+                evaluation_periods=periods,
+                datapoints_to_alarm=periods if periods > 1 else None,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=f"baseline: {what}",
@@ -157,6 +158,14 @@ class BaselineStack(Stack):
         alarm("OldestMessageAge", oldest, 300, "oldest message age")
         alarm("Errors", errors, 0, "function errors")
         alarm("Throttles", throttles, 0, "function throttles")
+        failed_records = cloudwatch.Metric(
+            namespace="EffectivelyOnce",
+            metric_name="FailedRecords",
+            dimensions_map={"service": "payments"},
+            period=minute,
+            statistic="Sum",
+        )
+        alarm("FailedRecords", failed_records, 10, "records failing for 5 minutes", periods=5)
         for name, query in (("DuplicateDeliveries", DUPLICATES_QUERY), ("IdempotencyRejections", REJECTIONS_QUERY)):
             logs.QueryDefinition(
                 self,
@@ -173,7 +182,7 @@ class BaselineStack(Stack):
                 period=minute,
                 statistic="Sum",
             )
-            for name in ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments")
+            for name in ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments", "FailedRecords")
         ]
         dashboard = cloudwatch.Dashboard(self, f"{kind}Dashboard")
         dashboard.add_widgets(cloudwatch.GraphWidget(title="Payments (EMF, sum per minute)", left=emf, width=24))

@@ -12,6 +12,8 @@ from . import limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, shown, template_seconds, warn
 from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
+    DEFAULT_METRICS_NAMESPACE,
+    DEFAULT_SERVICE_NAME,
     AlarmThresholds,
     AsyncInvocationOptions,
     build_alarms,
@@ -27,6 +29,8 @@ from .processing_queue import ProcessingQueue
 ENV_TABLE_NAME = "IDEMPOTENCY_TABLE_NAME"
 ENV_EXPIRY_SECONDS = "IDEMPOTENCY_EXPIRY_SECONDS"
 ENV_KEY_PREFIX = "IDEMPOTENCY_KEY_PREFIX"
+ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 
 
 class IdempotentQueueConsumer(Construct):
@@ -42,7 +46,8 @@ class IdempotentQueueConsumer(Construct):
       queue uses a customer-managed key) and ``table.grant_idempotency`` on the table, nothing more;
     - sets ``IDEMPOTENCY_TABLE_NAME`` (always the table's **ARN**, never its bare name, which would address
       the function's own account and Region; DynamoDB's ``TableName`` takes either), ``IDEMPOTENCY_EXPIRY_SECONDS``
-      and, when ``key_prefix`` is given, ``IDEMPOTENCY_KEY_PREFIX`` on the function;
+      and, when given, ``IDEMPOTENCY_KEY_PREFIX`` (``key_prefix``), ``POWERTOOLS_METRICS_NAMESPACE``
+      (``metrics_namespace``) and ``POWERTOOLS_SERVICE_NAME`` (``service_name``) on the function;
     - when the queue's visibility timeout was left open, fills it in as
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
       ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
@@ -72,12 +77,18 @@ class IdempotentQueueConsumer(Construct):
         charge twice.
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
         :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
-    :param alarms: create the four failure alarms (DLQ depth, oldest message age, Lambda errors, throttles;
-        see :class:`AlarmThresholds`). :default: ``True``.
+    :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
+        handler's failed records; see :class:`AlarmThresholds`). :default: ``True``.
     :param alarm_action: added to every alarm's alarm actions (e.g. ``cloudwatch_actions.SnsAction(topic)``).
         :default: ``None``: the alarms change state without notifying anyone.
     :param alarm_thresholds: :default: ``AlarmThresholds()``: DLQ depth > 0, oldest message age > 5 minutes,
-        errors > 0, throttles > 0, each over one 1-minute period.
+        errors > 0, throttles > 0, each over one 1-minute period; failed records > 10 a minute for 5 minutes.
+    :param metrics_namespace: the namespace of the function's Powertools Metrics, where the failed-records alarm
+        reads the handler's EMF ``FailedRecords``; set on the function as ``POWERTOOLS_METRICS_NAMESPACE``.
+        :default: ``None``: not set; the alarm reads the runtime's default ``EffectivelyOnce``.
+    :param service_name: the ``service`` dimension of those metrics; set on the function as
+        ``POWERTOOLS_SERVICE_NAME``. :default: ``None``: not set; the alarm reads the runtime's default
+        ``payments``. A function that sets either variable itself must pass the same value here.
     :param log_group: the function's log group; two Logs Insights query definitions are created on it
         (duplicate deliveries, idempotency rejections; docs/observability.md).
         :default: ``None``: the function's own ``log_group`` when it is a ``lambda.Function`` created with one
@@ -114,8 +125,8 @@ class IdempotentQueueConsumer(Construct):
         event_source_mapping (lambda.EventSourceMapping): the mapping.
         queue, function, table: the inputs.
         visibility_timeout (Duration): the queue's visibility timeout after this consumer (given or filled in).
-        dlq_depth_alarm, oldest_message_age_alarm, errors_alarm, throttles_alarm (cloudwatch.Alarm | None):
-            ``None`` when ``alarms=False``.
+        dlq_depth_alarm, oldest_message_age_alarm, errors_alarm, throttles_alarm, failed_records_alarm
+            (cloudwatch.Alarm | None): ``None`` when ``alarms=False``.
         log_group (logs.ILogGroup | None): the log group the queries read.
         duplicate_deliveries_query, idempotency_rejections_query (logs.CfnQueryDefinition | None): ``None``
             without a log group.
@@ -142,6 +153,8 @@ class IdempotentQueueConsumer(Construct):
         log_group: logs.ILogGroup | None = None,
         async_invocation: AsyncInvocationOptions | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        metrics_namespace: str | None = None,
+        service_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
@@ -217,17 +230,32 @@ class IdempotentQueueConsumer(Construct):
         if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table_arn)
             function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
-            if key_prefix is not None:
-                function.add_environment(ENV_KEY_PREFIX, key_prefix)
+            for name, value in (
+                (ENV_KEY_PREFIX, key_prefix),
+                (ENV_METRICS_NAMESPACE, metrics_namespace),
+                (ENV_SERVICE_NAME, service_name),
+            ):
+                if value is not None:
+                    function.add_environment(name, value)
 
         self.dlq_depth_alarm = self.oldest_message_age_alarm = self.errors_alarm = self.throttles_alarm = None
+        self.failed_records_alarm = None
         if alarms:
             (
                 self.dlq_depth_alarm,
                 self.oldest_message_age_alarm,
                 self.errors_alarm,
                 self.throttles_alarm,
-            ) = build_alarms(self, queue=queue, function=function, thresholds=thresholds, action=alarm_action)
+                self.failed_records_alarm,
+            ) = build_alarms(
+                self,
+                queue=queue,
+                function=function,
+                thresholds=thresholds,
+                action=alarm_action,
+                namespace=metrics_namespace or DEFAULT_METRICS_NAMESPACE,
+                service=service_name or DEFAULT_SERVICE_NAME,
+            )
 
         if log_group is None and isinstance(function, lambda_.Function):
             log_group = _own_log_group(function)

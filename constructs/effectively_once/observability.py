@@ -53,10 +53,21 @@ IDEMPOTENCY_REJECTIONS_QUERY = (
     "| limit 1000"
 )
 
+#: Records one SQS invocation reported as failed (``len(batchItemFailures)``), emitted by the sample handler on
+#: every SQS invocation, zero included (``METRIC_FAILED_RECORDS`` in lambda_src/payments/handler.py; the runtime
+#: test ``tests/runtime/test_failed_records_metric.py`` proves the alarm reads what the handler emits).
+FAILED_RECORDS_METRIC = "FailedRecords"
 #: Metric names the sample handler emits with Powertools Metrics (EMF, unit Count, dimension ``service``).
-EMF_METRICS = ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments")
+EMF_METRICS = ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments", FAILED_RECORDS_METRIC)
 #: The dimension Powertools Metrics adds to every metric when a service name is set.
 EMF_SERVICE_DIMENSION = "service"
+#: The runtime's defaults when ``POWERTOOLS_METRICS_NAMESPACE`` / ``POWERTOOLS_SERVICE_NAME`` are not set
+#: (``DEFAULT_NAMESPACE`` / ``DEFAULT_SERVICE`` in lambda_src/payments/settings.py).
+DEFAULT_METRICS_NAMESPACE = "EffectivelyOnce"
+DEFAULT_SERVICE_NAME = "payments"
+#: The failed-records alarm needs this many breaching 1-minute periods in a row: longer than one poison message's
+#: receives can keep the count up (docs/observability.md, "Alarms").
+FAILED_RECORDS_EVALUATION_PERIODS = 5
 
 #: Period of every alarm and dashboard metric.
 _PERIOD = Duration.minutes(1)
@@ -73,19 +84,24 @@ def _throttles(function: lambda_.IFunction) -> cloudwatch.Metric:
 @dataclass(frozen=True)
 class AlarmThresholds:
     """Thresholds of the consumer's alarms; each alarm fires when the metric is *above* its threshold for one
-    1-minute period (missing data is not breaching).
+    1-minute period (the failed-records alarm: for 5 periods in a row); missing data is not breaching.
 
     :param dlq_depth: DLQ ``ApproximateNumberOfMessagesVisible`` (maximum). :default: ``0``: any message.
     :param oldest_message_age: source queue ``ApproximateAgeOfOldestMessage`` (maximum), a backlog that is not
         drained. :default: ``Duration.minutes(5)``.
     :param errors: Lambda ``Errors`` (sum). :default: ``0``: any error.
     :param throttles: Lambda ``Throttles`` (sum). :default: ``0``: any throttle.
+    :param failed_records: the handler's EMF ``FailedRecords`` (sum per minute: records the SQS invocations
+        reported in ``batchItemFailures``), above it for 5 one-minute periods in a row: a systemic outage.
+        :default: ``10``: one poison message (at most one batch of 10 per receive, receives a visibility timeout
+        apart, ``max_receive_count`` of them) cannot hold it for 5 minutes (docs/observability.md, "Alarms").
     """
 
     dlq_depth: int = 0
     oldest_message_age: Duration = field(default_factory=lambda: Duration.minutes(5))
     errors: int = 0
     throttles: int = 0
+    failed_records: int = 10
 
 
 @dataclass(frozen=True)
@@ -107,7 +123,7 @@ class AsyncInvocationOptions:
 def check_alarm_thresholds(thresholds: AlarmThresholds) -> None:
     """:raises ValueError: a negative threshold, an oldest-message-age threshold below one second, or one that is a
     deploy-time token in a unit other than seconds (the alarm threshold is written in seconds)."""
-    for prop in ("dlq_depth", "errors", "throttles"):
+    for prop in ("dlq_depth", "errors", "throttles", "failed_records"):
         value = getattr(thresholds, prop)
         if not is_unresolved(value) and value < 0:
             raise fail(f"alarm_thresholds.{prop}", value, "must be 0 or more", "CloudWatch PutMetricAlarm Threshold")
@@ -150,6 +166,17 @@ def check_async_invocation(options: AsyncInvocationOptions) -> None:
         )
 
 
+def emf_metric(name: str, *, namespace: str, service: str) -> cloudwatch.Metric:
+    """One of the handler's EMF counts (Powertools Metrics: dimension ``service``), sum per minute."""
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=name,
+        dimensions_map={EMF_SERVICE_DIMENSION: service},
+        statistic=cloudwatch.Stats.SUM,
+        period=_PERIOD,
+    )
+
+
 def build_alarms(
     scope: Construct,
     *,
@@ -157,33 +184,53 @@ def build_alarms(
     function: lambda_.IFunction,
     thresholds: AlarmThresholds,
     action: cloudwatch.IAlarmAction | None,
-) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
-    """The four failure alarms (children ``DlqDepthAlarm``, ``OldestMessageAgeAlarm``, ``ErrorsAlarm``,
-    ``ThrottlesAlarm``): (dlq depth, oldest message age, errors, throttles)."""
+    namespace: str = DEFAULT_METRICS_NAMESPACE,
+    service: str = DEFAULT_SERVICE_NAME,
+) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
+    """The five failure alarms (children ``DlqDepthAlarm``, ``OldestMessageAgeAlarm``, ``ErrorsAlarm``,
+    ``ThrottlesAlarm``, ``FailedRecordsAlarm``): (dlq depth, oldest message age, errors, throttles, failed
+    records). ``namespace`` and ``service`` locate the handler's EMF ``FailedRecords``."""
     maximum = cloudwatch.Stats.MAXIMUM
     specs = (
         (
             "DlqDepthAlarm",
             queue.metric_dlq_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
             thresholds.dlq_depth,
+            1,
             "messages in the dead-letter queue: payments that failed max_receive_count times",
         ),
         (
             "OldestMessageAgeAlarm",
             queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum),
             thresholds.oldest_message_age.to_seconds(),
+            1,
             "the oldest message in the source queue is older than the threshold (seconds): backlog not drained",
         ),
-        ("ErrorsAlarm", _errors(function), thresholds.errors, "payment function errors"),
-        ("ThrottlesAlarm", _throttles(function), thresholds.throttles, "payment function throttles"),
+        (
+            "ErrorsAlarm",
+            _errors(function),
+            thresholds.errors,
+            1,
+            "payment function errors: a crash, a timeout or an unhandled exception (a batch whose records all "
+            "failed is not one)",
+        ),
+        ("ThrottlesAlarm", _throttles(function), thresholds.throttles, 1, "payment function throttles"),
+        (
+            "FailedRecordsAlarm",
+            emf_metric(FAILED_RECORDS_METRIC, namespace=namespace, service=service),
+            thresholds.failed_records,
+            FAILED_RECORDS_EVALUATION_PERIODS,
+            f"records failing batch after batch for {FAILED_RECORDS_EVALUATION_PERIODS} minutes: a systemic outage",
+        ),
     )
     alarms = []
-    for id, metric, threshold, description in specs:
+    for id, metric, threshold, periods, description in specs:
         alarm = metric.create_alarm(
             scope,
             id,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods if periods > 1 else None,  # every period of the window breaches
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=f"effectively-once: {description} ({scope.node.path})",
@@ -191,7 +238,7 @@ def build_alarms(
         if action is not None:
             alarm.add_alarm_action(action)
         alarms.append(alarm)
-    return alarms[0], alarms[1], alarms[2], alarms[3]
+    return alarms[0], alarms[1], alarms[2], alarms[3], alarms[4]
 
 
 def _query(scope: Construct, id: str, suffix: str, query: str, log_group: logs.ILogGroup) -> logs.CfnQueryDefinition:
@@ -264,16 +311,7 @@ def build_dashboard(
 ) -> cloudwatch.Dashboard:
     """A dashboard (child ``Dashboard``): the handler's EMF counts beside queue depth, DLQ depth, oldest
     message age and Lambda errors/throttles, at 1-minute resolution."""
-    emf = [
-        cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=name,
-            dimensions_map={EMF_SERVICE_DIMENSION: service},
-            statistic=cloudwatch.Stats.SUM,
-            period=_PERIOD,
-        )
-        for name in metric_names
-    ]
+    emf = [emf_metric(name, namespace=namespace, service=service) for name in metric_names]
     maximum = cloudwatch.Stats.MAXIMUM
     depth = queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
     dlq_depth = queue.metric_dlq_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)

@@ -74,8 +74,10 @@ class PaymentProcessor(Construct):
     :param log_retention: retention of the function's log group. :default: ``RetentionDays.ONE_MONTH``.
     :param powertools_layer: the Powertools layer. :default: the pinned public layer
         (``powertools_layer_arn(Stack.region)``, Powertools ``POWERTOOLS_VERSION``).
-    :param service_name: ``POWERTOOLS_SERVICE_NAME``. :default: ``"payments"``.
-    :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``. :default: ``"EffectivelyOnce"``.
+    :param service_name: ``POWERTOOLS_SERVICE_NAME``; also the ``service`` dimension the consumer's
+        failed-records alarm and the dashboard read. :default: ``"payments"``.
+    :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``; also where the failed-records alarm and the
+        dashboard read. :default: ``"EffectivelyOnce"``.
     :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
         (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
         async invocation configuration.
@@ -205,6 +207,8 @@ class PaymentProcessor(Construct):
             log_group=self.log_group,
             async_invocation=async_invocation,
             removal_policy=removal_policy,
+            metrics_namespace=metrics_namespace,
+            service_name=service_name,
         )
         self.dashboard = build_dashboard(
             self, queue=self.queue, function=self.function, namespace=metrics_namespace, service=service_name

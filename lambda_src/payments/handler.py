@@ -6,6 +6,8 @@ Entry point ``payments.handler.lambda_handler``. Two event shapes:
   processed on its own and the response lists only the failed ones (``{"batchItemFailures": [...]}``). A standard
   queue uses Powertools' ``BatchProcessor``; a FIFO queue (event source ARN ending in ``.fifo``) uses
   ``SqsFifoPartialProcessor(skip_group_on_error=True)``, so a failure holds back only its own message group.
+  A batch whose records all failed is answered the same way, never raised: a concurrent duplicate or a bad
+  message is an expected outcome, not a Lambda error. ``FailedRecords`` (EMF) counts the failed records.
 - a payment object invoked directly (``InvocationType=Event`` or ``RequestResponse``): charged once, result returned;
   an invalid payment raises (an async invocation then retries and goes to its on-failure destination).
 
@@ -58,6 +60,9 @@ METRIC_CHARGES = "PaymentsCharged"
 METRIC_PROVIDER_REPLAYS = "ProviderReplays"
 METRIC_DUPLICATES = "DuplicatesSuppressed"
 METRIC_INVALID = "InvalidPayments"
+# Records an SQS invocation reported in batchItemFailures, zero included: the consumer's FailedRecordsAlarm
+# reads it (FAILED_RECORDS_METRIC in effectively_once/observability.py; tests/runtime/test_failed_records_metric.py).
+METRIC_FAILED_RECORDS = "FailedRecords"
 
 
 def json_safe(value: Any) -> Any:
@@ -155,15 +160,24 @@ class PaymentService:
     def handle_sqs(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         records = event.get("Records") or []
         is_fifo = bool(records) and str(records[0].get("eventSourceARN", "")).endswith(".fifo")
-        processor: BatchProcessor = (
-            SqsFifoPartialProcessor(skip_group_on_error=True) if is_fifo else BatchProcessor(event_type=EventType.SQS)
-        )
+        processor: BatchProcessor
+        if is_fifo:
+            processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+            # Its constructor (Powertools 3.37) takes no such argument, but BasePartialBatchProcessor._clean reads
+            # the attribute when the batch ends, so setting it here is honoured.
+            processor.raise_on_entire_batch_failure = False
+        else:
+            processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         try:
-            return dict(
+            response = dict(
                 process_partial_response(
                     event=event, record_handler=self.process_record, processor=processor, context=context
                 )
             )
+            metrics.add_metric(
+                name=METRIC_FAILED_RECORDS, unit=MetricUnit.Count, value=len(response.get("batchItemFailures", []))
+            )
+            return response
         finally:
             logger.remove_keys(["message_id", "receive_count", "payment_id"])
             logger.set_correlation_id(None)

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
 from payments import handler as handler_module
 from payments.gateway import Charge, LedgerGateway
@@ -147,10 +147,52 @@ def test_fifo_failure_holds_back_only_its_message_group(aws: Env) -> None:
 def test_batch_where_every_record_fails_returns_every_record(aws: Env) -> None:
     batch = [sqs_record("not json"), sqs_record({"amount": 1})]
 
-    with pytest.raises(BatchProcessingError):
-        aws.invoke(batch)
+    response = aws.invoke(batch)  # no raise: a Lambda error would fire the Errors alarm on bad input
 
+    assert failures(response) == {r["messageId"] for r in batch}
     assert aws.gateway.calls == 0
+
+
+def _leave_in_progress(aws: Env, record: dict[str, Any]) -> None:
+    """Another execution holds ``record``'s payment: it charged and died before completing its record, whose
+    in-progress lock lasts as long as that invocation's remaining time (30 s here)."""
+    use_gateway(CrashAfterCharge(aws.gateway))
+    with pytest.raises(SimulatedCrash):
+        aws.invoke([record])
+    use_gateway(aws.gateway)
+
+
+def test_batch_of_payments_in_progress_elsewhere_returns_every_record_without_raising(aws: Env) -> None:
+    batch = [sqs_record(payment(f"busy-{i}")) for i in (1, 2, 3)]
+    for record in batch:
+        _leave_in_progress(aws, record)
+    assert {i["status"]["S"] for i in aws.idempotency_items()} == {"INPROGRESS"}
+
+    response = aws.invoke([redeliver(r) for r in batch])
+
+    assert failures(response) == {r["messageId"] for r in batch}
+    assert aws.gateway.calls == 3, "the duplicates must not reach the provider"
+
+
+def test_fifo_batch_whose_first_record_fails_returns_every_record_without_raising(aws: Env) -> None:
+    group = [sqs_record(payment(f"f-{i}", account="g"), fifo_group="g", sequence=i) for i in (1, 2, 3)]
+    use_gateway(FailFor(aws.gateway, {"f-1"}))
+
+    response = aws.invoke(group)
+
+    assert failures(response) == {r["messageId"] for r in group}
+    assert aws.gateway.calls == 0, "the records behind the failure in its group must not be processed"
+
+
+def test_direct_invocation_of_a_payment_in_progress_elsewhere_raises_so_lambda_retries_it(aws: Env) -> None:
+    # The direct path keeps raising: for InvocationType=Event an error is what makes Lambda retry the event (and,
+    # after the last attempt, record it in the on-failure destination); a return would drop it.
+    _leave_in_progress(aws, sqs_record(payment("busy-direct")))
+
+    with pytest.raises(IdempotencyAlreadyInProgressError):
+        aws.invoke_direct(payment("busy-direct"))
+
+    assert aws.gateway.calls == 1
 
 
 def test_crash_between_charge_and_completion_is_charged_once_after_expiry(aws: Env) -> None:

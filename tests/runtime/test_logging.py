@@ -70,7 +70,7 @@ def test_duplicate_query_fields_are_in_every_delivery_outcome_line(aws: Env, log
 
 def test_rejections_query_finds_a_validation_error_with_its_error_name(aws: Env, log_lines: Any) -> None:
     aws.invoke([sqs_record(payment("rej-1", amount=1000))])
-    # A batch where every record fails raises; a second, valid payment keeps it partial.
+    # A second, valid payment in the same batch: the rejected record fails alone.
     aws.invoke([sqs_record(payment("rej-1", amount=2000)), sqs_record(payment("rej-2"))])
 
     (rejected,) = [line for line in log_lines() if line.get("message") == "idempotency rejected"]

@@ -21,7 +21,11 @@ from effectively_once import (
     PaymentProcessor,
     ProcessingQueue,
 )
-from effectively_once.observability import DUPLICATE_DELIVERIES_QUERY, IDEMPOTENCY_REJECTIONS_QUERY
+from effectively_once.observability import (
+    DUPLICATE_DELIVERIES_QUERY,
+    FAILED_RECORDS_METRIC,
+    IDEMPOTENCY_REJECTIONS_QUERY,
+)
 
 from .helpers import actions_by_resource, function_role, inline_function, new_stack, role_statements
 
@@ -44,8 +48,10 @@ def synth() -> dict[str, Any]:
     wired["overrides"] = IdempotentQueueConsumer(
         stack, "Overridden", queue=ProcessingQueue(stack, "Queue2"), table=table,
         function=inline_function(stack, "Function2"), alarm_action=cloudwatch_actions.SnsAction(topic),
-        alarm_thresholds=AlarmThresholds(dlq_depth=3, oldest_message_age=Duration.minutes(15), errors=2, throttles=4),
-        log_group=explicit_group,
+        alarm_thresholds=AlarmThresholds(
+            dlq_depth=3, oldest_message_age=Duration.minutes(15), errors=2, throttles=4, failed_records=25
+        ),
+        log_group=explicit_group, metrics_namespace="Orders", service_name="orders",
         async_invocation=AsyncInvocationOptions(retry_attempts=0, max_event_age=Duration.seconds(60), on_failure=given_queue),
     )
     # alarms off, a function without its own log group, no async path
@@ -80,6 +86,7 @@ def _queue_name_dimension(synth: dict, queue: sqs.IQueue) -> list[dict[str, Any]
 
 
 # --- alarms ------------------------------------------------------------------------------------------------
+ALARMS = ("dlq_depth_alarm", "oldest_message_age_alarm", "errors_alarm", "throttles_alarm", "failed_records_alarm")
 def test_dlq_depth_alarm_fires_on_any_message_in_the_dead_letter_queue(synth: dict) -> None:
     alarm = _alarm(synth, "defaults", "dlq_depth_alarm")
     assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
@@ -103,31 +110,62 @@ def test_function_alarms_fire_on_any_error_or_throttle(synth: dict, attribute: s
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
 
 
+def test_failed_records_alarm_fires_on_five_minutes_of_more_than_ten_failed_records_a_minute(synth: dict) -> None:
+    alarm = _alarm(synth, "defaults", "failed_records_alarm")
+    assert FAILED_RECORDS_METRIC == "FailedRecords"
+    # The runtime's default namespace and service (no metrics_namespace / service_name given).
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("EffectivelyOnce", "FailedRecords", "Sum")
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "payments"}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (10, "GreaterThanThreshold")
+    assert (alarm["Period"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (60, 5, 5)
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_given_namespace_and_service_are_set_on_the_function_and_read_by_the_failed_records_alarm(synth: dict) -> None:
+    alarm = _alarm(synth, "overrides", "failed_records_alarm")
+    assert (alarm["Namespace"], alarm["Dimensions"]) == ("Orders", [{"Name": "service", "Value": "orders"}])
+    variables = _props(synth, synth["wired"]["overrides"].function.function_arn)["Environment"]["Variables"]
+    assert (variables["POWERTOOLS_METRICS_NAMESPACE"], variables["POWERTOOLS_SERVICE_NAME"]) == ("Orders", "orders")
+
+
+def test_namespace_and_service_left_unset_are_not_written_to_the_function(synth: dict) -> None:
+    variables = _props(synth, synth["wired"]["defaults"].function.function_arn)["Environment"]["Variables"]
+    assert not {"POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_SERVICE_NAME"} & set(variables)
+
+
+def test_processor_failed_records_alarm_reads_its_namespace_and_service(synth: dict) -> None:
+    alarm = _props(synth, synth["wired"]["processor"].consumer.failed_records_alarm.alarm_arn)
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("Shop", FAILED_RECORDS_METRIC)
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "shop"}]
+
+
 def test_alarms_evaluate_one_minute_and_treat_missing_data_as_not_breaching(synth: dict) -> None:
-    for attribute in ("dlq_depth_alarm", "oldest_message_age_alarm", "errors_alarm", "throttles_alarm"):
+    for attribute in ALARMS:
         alarm = _alarm(synth, "defaults", attribute)
-        assert (alarm["Period"], alarm["EvaluationPeriods"], alarm["TreatMissingData"]) == (60, 1, "notBreaching")
+        assert (alarm["Period"], alarm["TreatMissingData"]) == (60, "notBreaching")
+        if attribute != "failed_records_alarm":
+            assert alarm["EvaluationPeriods"] == 1
         assert "AlarmActions" not in alarm
 
 
 def test_alarm_action_is_added_to_every_alarm(synth: dict) -> None:
-    for attribute in ("dlq_depth_alarm", "oldest_message_age_alarm", "errors_alarm", "throttles_alarm"):
+    for attribute in ALARMS:
         assert _alarm(synth, "overrides", attribute)["AlarmActions"] == [_ref(synth, synth["topic"].topic_arn)]
 
 
 def test_alarm_thresholds_can_be_overridden(synth: dict) -> None:
-    thresholds = {
-        attribute: _alarm(synth, "overrides", attribute)["Threshold"]
-        for attribute in ("dlq_depth_alarm", "oldest_message_age_alarm", "errors_alarm", "throttles_alarm")
+    thresholds = {attribute: _alarm(synth, "overrides", attribute)["Threshold"] for attribute in ALARMS}
+    assert thresholds == {
+        "dlq_depth_alarm": 3, "oldest_message_age_alarm": 900, "errors_alarm": 2, "throttles_alarm": 4,
+        "failed_records_alarm": 25,
     }
-    assert thresholds == {"dlq_depth_alarm": 3, "oldest_message_age_alarm": 900, "errors_alarm": 2, "throttles_alarm": 4}
 
 
 def test_alarms_off_creates_no_alarm(synth: dict) -> None:
     bare = synth["wired"]["bare"]
-    assert [bare.dlq_depth_alarm, bare.oldest_message_age_alarm, bare.errors_alarm, bare.throttles_alarm] == [None] * 4
-    # 4 (defaults) + 4 (overrides) + 4 (processor)
-    synth["template"].resource_count_is("AWS::CloudWatch::Alarm", 12)
+    assert [getattr(bare, attribute) for attribute in ALARMS] == [None] * 5
+    # 5 (defaults) + 5 (overrides) + 5 (processor)
+    synth["template"].resource_count_is("AWS::CloudWatch::Alarm", 15)
 
 
 def test_processor_exposes_its_consumers_alarms(synth: dict) -> None:
@@ -186,7 +224,7 @@ def _dashboard_body(synth: dict) -> str:
 
 def test_dashboard_shows_the_handlers_emf_metrics_with_the_service_dimension(synth: dict) -> None:
     body = _dashboard_body(synth)
-    for name in ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments"):
+    for name in ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments", "FailedRecords"):
         assert f'[\\"Shop\\",\\"{name}\\",\\"service\\",\\"shop\\"' in body
 
 
@@ -295,6 +333,7 @@ def test_fails_max_event_age_outside_one_minute_to_six_hours(age: Duration) -> N
         _consumer(new_stack(), async_invocation=AsyncInvocationOptions(max_event_age=age))
 
 
-def test_fails_negative_alarm_threshold() -> None:
-    with pytest.raises(ValueError, match=r"alarm_thresholds.errors must be 0 or more, but -1 was given"):
-        _consumer(new_stack(), alarm_thresholds=AlarmThresholds(errors=-1))
+@pytest.mark.parametrize("prop", ["errors", "failed_records"])
+def test_fails_negative_alarm_threshold(prop: str) -> None:
+    with pytest.raises(ValueError, match=rf"alarm_thresholds.{prop} must be 0 or more, but -1 was given"):
+        _consumer(new_stack(), alarm_thresholds=AlarmThresholds(**{prop: -1}))

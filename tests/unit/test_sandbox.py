@@ -164,10 +164,13 @@ def test_outputs_name_what_was_deployed(template: Template) -> None:
 
 # --- observability (issue 7) ---------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
-def test_each_processor_has_four_alarms_two_queries_and_a_dashboard(sandbox: tuple, kind: str) -> None:
+def test_each_processor_has_five_alarms_two_queries_and_a_dashboard(sandbox: tuple, kind: str) -> None:
     processor = _processor(sandbox, kind)
     consumer = processor.consumer
-    alarms = (consumer.dlq_depth_alarm, consumer.oldest_message_age_alarm, consumer.errors_alarm, consumer.throttles_alarm)
+    alarms = (
+        consumer.dlq_depth_alarm, consumer.oldest_message_age_alarm, consumer.errors_alarm, consumer.throttles_alarm,
+        consumer.failed_records_alarm,
+    )
     assert {_resource(sandbox, a.alarm_arn)["Type"] for a in alarms} == {"AWS::CloudWatch::Alarm"}
     for query in (consumer.duplicate_deliveries_query, consumer.idempotency_rejections_query):
         assert _resource(sandbox, query.ref)["Properties"]["LogGroupNames"] == [
@@ -181,7 +184,7 @@ def test_sandbox_totals_of_observability_resources(template: Template) -> None:
         "AWS::CloudWatch::Alarm", "AWS::Logs::QueryDefinition", "AWS::CloudWatch::Dashboard", "AWS::Lambda::EventInvokeConfig"
     )}
     assert counts == {
-        "AWS::CloudWatch::Alarm": 8,
+        "AWS::CloudWatch::Alarm": 10,
         "AWS::Logs::QueryDefinition": 4,
         "AWS::CloudWatch::Dashboard": 2,
         "AWS::Lambda::EventInvokeConfig": 1,
