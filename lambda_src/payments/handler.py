@@ -30,11 +30,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
@@ -44,6 +40,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 
 from . import gateway as _gateway
 from .model import Payment, parse_payment
+from .persistence import PAYLOAD_VALIDATION_JMESPATH, PaymentPersistenceLayer
 from .settings import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or DEFAULT_SERVICE)
@@ -86,12 +83,12 @@ class PaymentService:
     ) -> None:
         self.settings = settings
         self.gateway = gateway if gateway is not None else _gateway.create_gateway(settings)
-        self.persistence_store = persistence_store or DynamoDBPersistenceLayer(
+        self.persistence_store = persistence_store or PaymentPersistenceLayer(
             table_name=settings.idempotency_table_name
         )
         self.config = IdempotencyConfig(
             event_key_jmespath="payment_id",
-            payload_validation_jmespath="[amount, currency]",
+            payload_validation_jmespath=PAYLOAD_VALIDATION_JMESPATH,
             raise_on_no_idempotency_key=True,
             expires_after_seconds=settings.idempotency_expiry_seconds,
             response_hook=self._on_duplicate,
