@@ -10,7 +10,9 @@ Entry point ``payments.handler.lambda_handler``. Two event shapes:
   an invalid payment raises (an async invocation then retries and goes to its on-failure destination).
 
 Both paths run the same ``idempotent_function`` keyed on ``payment_id`` with the stable prefix
-``IDEMPOTENCY_KEY_PREFIX``, so they share idempotency records. See ``settings.py`` for the environment.
+``IDEMPOTENCY_KEY_PREFIX``, so they share idempotency records; the payload validation covers
+``[account_id, amount, currency]`` (``persistence.py``, which still accepts records written with the legacy
+``[amount, currency]`` hash until they expire). See ``settings.py`` for the environment.
 """
 
 from __future__ import annotations
