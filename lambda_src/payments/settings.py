@@ -14,7 +14,8 @@ variable                            required meaning
 ``IDEMPOTENCY_KEY_PREFIX``          no       Stable prefix of every idempotency key. Default
                                              ``effectively-once/payments``. Independent of the function
                                              name, so a replaced function keeps its records and the SQS
-                                             and direct paths share them.
+                                             and direct paths share them. Printable, without whitespace
+                                             (a stray newline is an error at cold start).
 ``LEDGER_TABLE_NAME``               yes      The simulated payment provider's ledger (partition key
                                              ``charge_id``): one item per executed charge.
 ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS`` no     ``true`` (default): pass the payment id to the provider as
@@ -29,6 +30,7 @@ variable                            required meaning
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -37,6 +39,7 @@ DEFAULT_EXPIRY_SECONDS = 3600
 DEFAULT_SERVICE = "payments"
 DEFAULT_NAMESPACE = "EffectivelyOnce"
 
+_DIGITS = re.compile(r"[0-9]{1,12}")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -51,6 +54,16 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise ValueError(f"{name} must be true or false, but {raw!r} was given")
+
+
+def _key_prefix(env: Mapping[str, str]) -> str:
+    # Every stored key starts with the prefix: a stray space or newline would orphan every record silently.
+    raw = env.get("IDEMPOTENCY_KEY_PREFIX")
+    if raw is None or raw == "":
+        return DEFAULT_KEY_PREFIX
+    if not raw.isprintable() or any(c.isspace() for c in raw):
+        raise ValueError(f"IDEMPOTENCY_KEY_PREFIX must be printable characters without whitespace, but {raw!r} was given")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -75,16 +88,14 @@ class Settings:
         if missing:
             raise ValueError(f"missing environment variable(s): {', '.join(missing)}")
         raw_expiry = env.get("IDEMPOTENCY_EXPIRY_SECONDS") or str(DEFAULT_EXPIRY_SECONDS)
-        try:
-            expiry = int(raw_expiry)
-        except ValueError:
-            expiry = 0
+        # ASCII digits only: int() would also take " 3600\n", "3_600" and non-ASCII digits (and raise on 4,301).
+        expiry = int(raw_expiry) if _DIGITS.fullmatch(raw_expiry) else 0
         if expiry <= 0:
             raise ValueError(f"IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer of seconds, but {raw_expiry!r} was given")
         return cls(
             idempotency_table_name=env["IDEMPOTENCY_TABLE_NAME"],
             ledger_table_name=env["LEDGER_TABLE_NAME"],
             idempotency_expiry_seconds=expiry,
-            key_prefix=env.get("IDEMPOTENCY_KEY_PREFIX") or DEFAULT_KEY_PREFIX,
+            key_prefix=_key_prefix(env),
             provider_idempotency_keys=_flag(env, "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS", True),
         )
