@@ -4,7 +4,8 @@
 external provider: every call it executes is a new charge, one item in the ledger table, so a double charge shows
 as two items for one ``payment_id``. Like real providers (an ``Idempotency-Key`` header) it takes an optional
 idempotency key: with one, the item is keyed on it and written with a conditional put that hands back the existing
-charge for a repeated key (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: a replay costs no extra read); without
+charge for a repeated key (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: a replay costs no extra read) and refuses
+a repeated key with another account, amount or currency (``ProviderKeyMismatch``); without
 one, each call is keyed on a fresh charge id.
 
 Tests and tooling replace or wrap the gateway through ``set_gateway_factory`` (count, slow down, crash) without
@@ -26,7 +27,8 @@ from .settings import Settings
 
 
 class ProviderKeyMismatch(RuntimeError):
-    """The provider saw its idempotency key again with a different amount or currency (it refuses, like Stripe)."""
+    """The provider saw its idempotency key again with a different account, amount or currency (it refuses, like
+    Stripe: a key reused with other parameters is an error, never a second charge nor the first charge's answer)."""
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,14 @@ class LedgerGateway:
                 charged_at=old.get("charged_at", {}).get("S", charged_at),
                 replayed=True,
             )
-            if (existing.amount, existing.currency) != (payment.amount, payment.currency):
+            if (existing.account_id, existing.amount, existing.currency) != (
+                payment.account_id,
+                payment.amount,
+                payment.currency,
+            ):
                 raise ProviderKeyMismatch(
-                    f"idempotency key {charge_id!r} was used for {existing.amount} {existing.currency}, "
-                    f"not {payment.amount} {payment.currency}"
+                    f"idempotency key {charge_id!r} was used for {existing.amount} {existing.currency} on account "
+                    f"{existing.account_id!r}, not {payment.amount} {payment.currency} on {payment.account_id!r}"
                 ) from exc
             return existing
         return Charge(

@@ -12,7 +12,9 @@ Entry point ``payments.handler.lambda_handler``. Two event shapes:
   an invalid payment raises (an async invocation then retries and goes to its on-failure destination).
 
 Both paths run the same ``idempotent_function`` keyed on ``payment_id`` with the stable prefix
-``IDEMPOTENCY_KEY_PREFIX``, so they share idempotency records. See ``settings.py`` for the environment.
+``IDEMPOTENCY_KEY_PREFIX``, so they share idempotency records; the payload validation covers
+``[account_id, amount, currency]`` (``persistence.py``, which still accepts records written with the legacy
+``[amount, currency]`` hash until they expire). See ``settings.py`` for the environment.
 """
 
 from __future__ import annotations
@@ -33,11 +35,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
@@ -47,6 +45,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 
 from . import gateway as _gateway
 from .model import Payment, parse_payment
+from .persistence import PAYLOAD_VALIDATION_JMESPATH, PaymentPersistenceLayer
 from .settings import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or DEFAULT_SERVICE)
@@ -95,13 +94,13 @@ class PaymentService:
         # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
         # takes as TableName): a request goes to the client's own Region, so build the client in the table's.
         region = settings.idempotency_table_region
-        self.persistence_store = persistence_store or DynamoDBPersistenceLayer(
+        self.persistence_store = persistence_store or PaymentPersistenceLayer(
             table_name=settings.idempotency_table_name,
             boto_config=Config(region_name=region) if region else None,
         )
         self.config = IdempotencyConfig(
             event_key_jmespath="payment_id",
-            payload_validation_jmespath="[amount, currency]",
+            payload_validation_jmespath=PAYLOAD_VALIDATION_JMESPATH,
             raise_on_no_idempotency_key=True,
             expires_after_seconds=settings.idempotency_expiry_seconds,
             response_hook=self._on_duplicate,

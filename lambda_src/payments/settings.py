@@ -17,7 +17,8 @@ variable                            required meaning
 ``IDEMPOTENCY_KEY_PREFIX``          no       Stable prefix of every idempotency key. Default
                                              ``effectively-once/payments``. Independent of the function
                                              name, so a replaced function keeps its records and the SQS
-                                             and direct paths share them.
+                                             and direct paths share them. Printable, without whitespace
+                                             (a stray newline is an error at cold start).
 ``LEDGER_TABLE_NAME``               yes      The simulated payment provider's ledger (partition key
                                              ``charge_id``): one item per executed charge.
 ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS`` no     ``true`` (default): pass the payment id to the provider as
@@ -44,7 +45,9 @@ DEFAULT_NAMESPACE = "EffectivelyOnce"
 #: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``: DynamoDB's item APIs take it as ``TableName``
 #: (Amazon DynamoDB Developer Guide, "DynamoDB API operations supported by resource-based policies"), but a
 #: request goes to the client's own Region (botocore's DynamoDB endpoint rule set), hence the region group.
-_TABLE_ARN = re.compile(r"arn:[\w-]+:dynamodb:(?P<region>[a-z0-9-]+):\d{12}:table/[A-Za-z0-9_.-]{3,255}")
+_TABLE_ARN = re.compile(r"arn:[a-z-]+:dynamodb:(?P<region>[a-z0-9-]+):[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}")
+
+_DIGITS = re.compile(r"[0-9]{1,12}")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -79,6 +82,16 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be true or false, but {raw!r} was given")
 
 
+def _key_prefix(env: Mapping[str, str]) -> str:
+    # Every stored key starts with the prefix: a stray space or newline would orphan every record silently.
+    raw = env.get("IDEMPOTENCY_KEY_PREFIX")
+    if raw is None or raw == "":
+        return DEFAULT_KEY_PREFIX
+    if not raw.isprintable() or any(c.isspace() for c in raw):
+        raise ValueError(f"IDEMPOTENCY_KEY_PREFIX must be printable characters without whitespace, but {raw!r} was given")
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the handler needs, read from the environment (see the module docstring)."""
@@ -106,10 +119,8 @@ class Settings:
         if missing:
             raise ValueError(f"missing environment variable(s): {', '.join(missing)}")
         raw_expiry = env.get("IDEMPOTENCY_EXPIRY_SECONDS") or str(DEFAULT_EXPIRY_SECONDS)
-        try:
-            expiry = int(raw_expiry)
-        except ValueError:
-            expiry = 0
+        # ASCII digits only: int() would also take " 3600\n", "3_600" and non-ASCII digits (and raise on 4,301).
+        expiry = int(raw_expiry) if _DIGITS.fullmatch(raw_expiry) else 0
         if expiry <= 0:
             raise ValueError(f"IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer of seconds, but {raw_expiry!r} was given")
         table_region("IDEMPOTENCY_TABLE_NAME", env["IDEMPOTENCY_TABLE_NAME"])
@@ -117,6 +128,6 @@ class Settings:
             idempotency_table_name=env["IDEMPOTENCY_TABLE_NAME"],
             ledger_table_name=env["LEDGER_TABLE_NAME"],
             idempotency_expiry_seconds=expiry,
-            key_prefix=env.get("IDEMPOTENCY_KEY_PREFIX") or DEFAULT_KEY_PREFIX,
+            key_prefix=_key_prefix(env),
             provider_idempotency_keys=_flag(env, "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS", True),
         )

@@ -61,6 +61,27 @@ def test_raw_body_lines_are_sent_verbatim(tmp_path: Path) -> None:
     assert line.body == "{broken" and line.payment_id is None
 
 
+def test_line_with_a_repeated_key_is_sent_as_written_not_re_encoded_with_the_last_value(tmp_path: Path) -> None:
+    raw = '{"payment_id": "p-rep", "account_id": "acct-1", "amount": 1, "amount": 100000000, "currency": "EUR"}'
+    path = write(tmp_path, raw)
+
+    [line] = load_payments(path)
+
+    assert line.body == raw and line.payment_id is None
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [('{"account_id": "a", "amount": ' + "1" * 5000 + "}", "Exceeds the limit"), ("[" * 100_000, "nested too deeply")],
+    ids=["5000 digits", "deep nesting"],
+)
+def test_payments_file_line_python_cannot_read_names_the_line(tmp_path: Path, text: str, reason: str) -> None:
+    path = write(tmp_path, json.dumps({"payment_id": "a", "account_id": "x", "amount": 1, "currency": "EUR"}), text)
+
+    with pytest.raises(PaymentsFileError, match=rf"p\.jsonl:2: cannot be read \({reason}.*nothing was sent"):
+        load_payments(path)
+
+
 def test_routing_is_stable_and_uses_both_pipelines() -> None:
     accounts = [f"acct-{i:03d}" for i in range(40)]
 

@@ -20,9 +20,9 @@ def test_fails_without_table_names() -> None:
         Settings.from_env({})
 
 
-@pytest.mark.parametrize("raw", ["0", "-5", "ten"])
+@pytest.mark.parametrize("raw", ["0", "-5", "ten", "3600\n", " 3600", "3_600", "\u0663\u0666\u0660\u0660", "9" * 5000])
 def test_fails_on_bad_expiry(raw: str) -> None:
-    with pytest.raises(ValueError, match=f"IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer.*'{raw}'"):
+    with pytest.raises(ValueError, match="IDEMPOTENCY_EXPIRY_SECONDS must be a positive integer of seconds"):
         Settings.from_env({**BASE, "IDEMPOTENCY_EXPIRY_SECONDS": raw})
 
 
@@ -58,3 +58,14 @@ def test_idempotency_table_region_comes_from_its_arn(value: str, region: str | N
 def test_fails_on_an_arn_that_is_not_a_table(value: str) -> None:
     with pytest.raises(ValueError, match=f"IDEMPOTENCY_TABLE_NAME must be a table name or a DynamoDB table ARN.*'{value}'"):
         Settings.from_env({**BASE, "IDEMPOTENCY_TABLE_NAME": value})
+
+
+@pytest.mark.parametrize("raw", ["effectively-once/payments\n", " payments", "pay ments", "pay\tments", "pay\x00"])
+def test_fails_on_key_prefix_with_whitespace_or_control_characters(raw: str) -> None:
+    with pytest.raises(ValueError, match="IDEMPOTENCY_KEY_PREFIX must be printable characters without whitespace"):
+        Settings.from_env({**BASE, "IDEMPOTENCY_KEY_PREFIX": raw})
+
+
+@pytest.mark.parametrize("raw", ["orders/v2", "team#orders", "paiements-\u00e9t\u00e9"])
+def test_key_prefix_is_kept_as_given(raw: str) -> None:
+    assert Settings.from_env({**BASE, "IDEMPOTENCY_KEY_PREFIX": raw}).key_prefix == raw

@@ -103,7 +103,10 @@ def test_fails_standard_name_with_fifo_suffix() -> None:
         ProcessingQueue(new_stack(), "Q", queue_name="payments.fifo")
 
 
-@pytest.mark.parametrize(("fifo", "name"), [(False, "pay ments"), (True, "pay.ments.fifo"), (False, "p" * 81)])
+@pytest.mark.parametrize(
+    ("fifo", "name"),
+    [(False, "pay ments"), (True, "pay.ments.fifo"), (False, "p" * 81), (False, "payments\n"), (True, "payments\n.fifo")],
+)
 def test_fails_queue_name_with_bad_characters_or_length(fifo: bool, name: str) -> None:
     with _raises("queue_name must be 1 to 80 characters of letters, digits, '-' and '_'", f"{name!r} was given", "CreateQueue QueueName"):
         ProcessingQueue(new_stack(), "Q", fifo=fifo, queue_name=name)

@@ -2,7 +2,8 @@
 
 ``samples/payments.jsonl``: one JSON object per line. A line is sent as the message body, except a line of the form
 ``{"raw_body": "<text>", "account_id": "..."}``, whose ``raw_body`` is sent verbatim (how the file carries a
-deliberately malformed message). Lines that are not JSON objects are errors: the whole file is checked before
+deliberately malformed message), and a line with a repeated key, sent as written (re-encoding it would keep only
+the last value, and the handler must see the repetition to reject it). Lines that are not JSON objects are errors: the whole file is checked before
 anything is sent, and the error names the line.
 
 Each payment goes to exactly one pipeline, chosen by its account (``route``): the standard or the FIFO queue
@@ -47,11 +48,21 @@ def route(account_id: str) -> str:
     return FIFO if zlib.crc32(account_id.encode()) % 2 else STANDARD
 
 
+def _object(pairs: list[tuple[str, Any]], repeated: list[str]) -> dict[str, Any]:
+    """``json.loads`` object hook: the object, with the keys it repeats added to ``repeated``."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            repeated.append(key)
+        seen.add(key)
+    return dict(pairs)
+
+
 def load_payments(path: Path) -> list[Line]:
     """Read and check the whole file.
 
-    :raises PaymentsFileError: the file is missing or empty, or a line is not a JSON object, or has no string
-        ``account_id`` (needed to route it) — naming ``path:line``.
+    :raises PaymentsFileError: the file is missing or empty, or a line is not a JSON object (or has a number or a
+        nesting Python cannot read), or has no string ``account_id`` (needed to route it) — naming ``path:line``.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -61,16 +72,23 @@ def load_payments(path: Path) -> list[Line]:
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
+        repeated: list[str] = []
         try:
-            data = json.loads(raw)
+            data = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, repeated))
         except json.JSONDecodeError as exc:
             raise PaymentsFileError(f"{path}:{number}: not valid JSON ({exc.msg}); nothing was sent") from exc
+        except (ValueError, RecursionError) as exc:  # a number over 4,300 digits; nesting past the recursion limit
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
+            raise PaymentsFileError(f"{path}:{number}: cannot be read ({reason}); use raw_body; nothing was sent") from exc
         if not isinstance(data, dict):
             raise PaymentsFileError(f"{path}:{number}: a line must be a JSON object; nothing was sent")
         account = data.get("account_id")
         if not isinstance(account, str) or not account:
             raise PaymentsFileError(f"{path}:{number}: account_id (a string) is needed to route the payment; nothing was sent")
-        if "raw_body" in data:
+        if repeated:
+            # Re-encoding would keep only the last value of a repeated key: send the line as written instead.
+            body, pid = raw.strip(), None
+        elif "raw_body" in data:
             if not isinstance(data["raw_body"], str):
                 raise PaymentsFileError(f"{path}:{number}: raw_body must be a string; nothing was sent")
             body, pid = data["raw_body"], None
