@@ -191,3 +191,145 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
             assert first == bodies, "FIFO order is kept"
             assert dlq_depth(sqs, url) == 15
             assert read_dlq(sqs, url) == bodies, "the messages are back, in order"
+
+
+class _Interrupting:
+    """Wraps an SQS client: the ``nth`` call of ``operation`` raises ``error`` instead of reaching SQS, or, with
+    ``fail_entry``, reaches SQS without that entry and reports it failed (a partial batch failure)."""
+
+    def __init__(self, client: object, operation: str, nth: int, error: BaseException | None, fail_entry: str | None = None) -> None:
+        self._client, self._operation, self._nth, self._error, self._fail_entry = client, operation, nth, error, fail_entry
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._client, name)
+        if name != self._operation:
+            return attr
+
+        def call(**kwargs: object) -> object:
+            self.calls += 1
+            if self.calls != self._nth:
+                return attr(**kwargs)
+            if self._error is not None:
+                raise self._error
+            entries = [e for e in kwargs["Entries"] if e["Id"] != self._fail_entry]  # type: ignore[attr-defined]
+            result = attr(**{**kwargs, "Entries": entries})
+            result["Failed"] = [{"Id": self._fail_entry, "Code": "InternalError", "SenderFault": False, "Message": "boom"}]
+            return result
+
+        return call
+
+
+def _fifo_dlq(sqs: object, groups: dict[str, int]) -> tuple[str, list[str]]:
+    url = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]  # type: ignore[attr-defined]
+    bodies = []
+    for group, count in groups.items():
+        for i in range(count):
+            body = f"{group}-m{i:02d}"
+            sqs.send_message(  # type: ignore[attr-defined]
+                QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body,
+                MessageAttributes={"trace": {"DataType": "String", "StringValue": f"t-{body}"}},
+            )
+            bodies.append(body)
+    return url, bodies
+
+
+def _drain(sqs: object, url: str) -> list[dict]:
+    """Everything in the queue, by receiving and deleting until it is empty (the queue is emptied)."""
+    out: list[dict] = []
+    while True:
+        messages = sqs.receive_message(  # type: ignore[attr-defined]
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"], MessageAttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return out
+        out.extend(messages)
+        sqs.delete_message_batch(  # type: ignore[attr-defined]
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        )
+
+
+def _access_denied() -> BaseException:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized to perform sqs:SendMessage"}}, "SendMessageBatch")
+
+
+def _throttled() -> BaseException:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "RequestThrottled", "Message": "Rate exceeded"}}, "DeleteMessageBatch")
+
+
+@pytest.mark.parametrize(
+    ("operation", "nth", "error"),
+    [
+        ("send_message_batch", 1, _access_denied),
+        ("send_message_batch", 2, KeyboardInterrupt),
+        ("delete_message_batch", 1, KeyboardInterrupt),
+        ("delete_message_batch", 2, _throttled),
+        ("receive_message", 3, KeyboardInterrupt),
+        ("send_message_batch", 2, None),  # SQS stores all copies but one
+    ],
+    ids=["no-SendMessage-permission", "ctrl-c-in-send", "ctrl-c-before-delete", "throttled-delete", "ctrl-c-in-receive", "partial-send"],
+)
+def test_interrupted_fifo_dlq_read_loses_no_message(operation: str, nth: int, error: object) -> None:
+    # Reading a FIFO DLQ must delete (groups lock while in flight); a message may only go once its copy is stored.
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import DlqReadError, read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url, bodies = _fifo_dlq(sqs, {"acct-1": 15, "acct-2": 3})
+        client = _Interrupting(sqs, operation, nth, error() if callable(error) else None, fail_entry="1")
+
+        expected = KeyboardInterrupt if error is KeyboardInterrupt else DlqReadError
+        with pytest.raises(expected):
+            read_dlq(client, url)
+
+        assert client.calls >= nth, "the fault was injected"
+        left = _drain(sqs, url)
+        left_bodies = [m["Body"] for m in left]
+        assert set(left_bodies) == set(bodies), "no message lost (a message may be there twice)"
+        for m in left:
+            assert m["Attributes"]["MessageGroupId"] == m["Body"].split("-m")[0]
+            assert m["MessageAttributes"]["trace"]["StringValue"] == f"t-{m['Body']}"
+
+
+def test_fifo_dlq_read_after_an_interrupted_one_reads_every_message() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url, bodies = _fifo_dlq(sqs, {"acct-1": 15})
+        with pytest.raises(KeyboardInterrupt):
+            read_dlq(_Interrupting(sqs, "delete_message_batch", 2, KeyboardInterrupt()), url)
+
+        again = read_dlq(sqs, url)
+
+        assert set(again) == set(bodies)
+        assert [m["Body"] for m in _drain(sqs, url)] == again, "the queue holds what was read, in order"
+
+
+def test_fifo_dlq_copies_keep_group_and_attributes() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url, bodies = _fifo_dlq(sqs, {"acct-1": 12, "acct-2": 12})
+
+        assert sorted(read_dlq(sqs, url)) == sorted(bodies)
+
+        left = _drain(sqs, url)
+        assert sorted(m["Body"] for m in left) == sorted(bodies)
+        for group in ("acct-1", "acct-2"):
+            assert [m["Body"] for m in left if m["Attributes"]["MessageGroupId"] == group] == [b for b in bodies if b.startswith(group)]
+        assert all(m["MessageAttributes"]["trace"]["StringValue"] == f"t-{m['Body']}" for m in left)
