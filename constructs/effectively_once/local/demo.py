@@ -65,12 +65,15 @@ def _validity_check(handler_root: Path) -> Callable[[str], bool]:
             return True
         except InvalidPayment:
             return False
+        except Exception:  # noqa: BLE001 - e.g. an integer over 4,300 digits: the handler cannot accept it either
+            return False
 
     return is_valid
 
 
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
-    """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``."""
+    """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``,
+    ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
     import boto3
 
     lines = load_payments(opts.payments)  # checked whole before anything starts
@@ -165,8 +168,6 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     }
     code, reasons = verdict(report, opts.unsafe)
     report["verdict"] = {"exit_code": code, "reasons": reasons}
-    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
-    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     log("")
     log(render(report))
     log("")
@@ -178,5 +179,8 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             f"OK: {t['valid_payments']} valid payments, {t['charges']} charges, 0 lost, 0 double-charged, "
             f"{t['duplicates_suppressed']} duplicates suppressed, {t['dead_lettered']} in DLQs"
         )
+    # Written after it is shown: a write that fails after all (a full disk) still leaves the result on screen.
+    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
+    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     log(f"report written to {opts.report_path}")
     return code, report
