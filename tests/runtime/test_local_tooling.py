@@ -496,3 +496,17 @@ def test_fifo_line_with_an_id_sqs_refuses_is_rejected_before_sending(tmp_path: P
 
     with pytest.raises(PaymentsFileError, match=r":1: account_id goes to a FIFO queue as its MessageGroupId"):
         load_payments(path)
+
+
+def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
+    # `--run-dir .` or a run folder holding the payments file must not lose the user's files.
+    from effectively_once.local.demo import clear_run_dir
+
+    keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
+    stale = [tmp_path / "deliveries-fifo-1.jsonl", tmp_path / "provider-standard-2.jsonl", tmp_path / "chaos-fifo-3.jsonl", tmp_path / "function-fifo-4.log"]
+    for path in keep + stale:
+        path.write_text("x")
+
+    clear_run_dir(tmp_path)
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in keep)

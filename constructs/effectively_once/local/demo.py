@@ -71,6 +71,18 @@ def _validity_check(handler_root: Path) -> Callable[[str], bool]:
     return is_valid
 
 
+#: The files a run writes into its folder (esm.py, chaos.py): a new run removes the previous run's, and nothing else
+#: (the folder may hold the payments file, or be the working folder).
+RUN_FILES = ("deliveries-*.jsonl", "provider-*.jsonl", "chaos-*.jsonl", "function-*.log")
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for pattern in RUN_FILES:
+        for stale in run_dir.glob(pattern):
+            stale.unlink()
+
+
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``,
     ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
@@ -78,11 +90,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
 
     lines = load_payments(opts.payments)  # checked whole before anything starts
     is_valid = _validity_check(opts.handler_root)
-    opts.run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in opts.run_dir.glob("*.jsonl"):
-        stale.unlink()
-    for stale in opts.run_dir.glob("function-*.log"):
-        stale.unlink()
+    clear_run_dir(opts.run_dir)
     started = time.monotonic()
     with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
         log(f"local AWS (moto) on {aws.endpoint}")
