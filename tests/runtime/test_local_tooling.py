@@ -397,6 +397,8 @@ BAD_INPUTS = [
     (["demo", "--app-dir", "{empty_dir}"], "--app-dir"),
     (["demo", "--app-dir", "{a_file}"], "--app-dir"),
     (["report", "--report", "{a_dir}"], "--report"),
+    (["report", "--report", "{valid}", "--payments", "{valid}"], "--report"),
+    (["demo", "--report", "{valid}", "--payments", "{valid}"], "--report"),
     (["report", "--payments", "{no_valid}"], "--payments"),
     (["report", "--payments", "{deep}"], "--payments"),
     (["report", "--wait", "-1"], "--wait"),

@@ -142,7 +142,7 @@ def _check_handler_root(parser: _Parser, root: Path, modules: tuple[str, ...]) -
     from .demo import _validity_check
 
     if not root.is_dir():
-        parser.error(f"argument --handler-root: {root} is not a folder")
+        parser.error(f"argument --handler-root: {root} is not a folder (give the folder holding the payments package)")
     missing = [m for m in modules if not (root / "payments" / f"{m}.py").is_file()]
     if missing:
         parser.error(
@@ -190,6 +190,8 @@ def _check(parser: _Parser, args: argparse.Namespace) -> None:
     else:
         root = args.handler_root or _default_handler_root(Path(".").resolve())
         modules = ("model",)
+    if args.command != "produce" and args.report.resolve() == args.payments.resolve():
+        parser.error(f"argument --report: {args.report} is the payments file; the report would overwrite it")
     args.handler_root = root.resolve()
     _check_payments(parser, args.payments, _check_handler_root(parser, args.handler_root, modules))
 
