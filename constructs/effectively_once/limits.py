@@ -107,6 +107,19 @@ ESM_MAX_MAX_CONCURRENCY: Final = 1000
 #: The function timeout Lambda uses when none is set: 3 seconds. Source: AWS Lambda Developer Guide,
 #: "Configure Lambda function timeout".
 LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3
+#: Function timeout bounds: 1 to 900 seconds. Source: CloudFormation AWS::Lambda::Function ``Timeout``
+#: ("The maximum allowed value is 900 seconds"). Checked by the local tooling's ``--function-timeout``.
+LAMBDA_MIN_TIMEOUT_SECONDS: Final = 1
+LAMBDA_MAX_TIMEOUT_SECONDS: Final = 900
+
+# --- Used by the local tooling (effectively_once.local) -------------------------------------------------
+#: A FIFO ``MessageGroupId`` or ``MessageDeduplicationId``: up to 128 characters, alphanumerics and
+#: punctuation (printable ASCII, no space). Source: Amazon SQS Developer Guide, "Amazon SQS message quotas";
+#: Amazon SQS API Reference, SendMessage.
+SQS_FIFO_ID_PATTERN: Final = r"[!-~]{1,128}"
+#: A CloudFormation stack name: starts with a letter, then letters, digits and hyphens, at most 128
+#: characters. Source: AWS CloudFormation API Reference, CreateStack ``StackName``.
+CFN_STACK_NAME_PATTERN: Final = r"[A-Za-z][-A-Za-z0-9]{0,127}"
 
 # --- Powertools idempotency (DynamoDBPersistenceLayer defaults) ---------------------------------------
 #: Partition key and TTL attribute the Powertools persistence layer writes by default. ``expiration`` is

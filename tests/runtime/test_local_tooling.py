@@ -49,7 +49,8 @@ def test_cli_rejects_bad_file_before_starting_anything(tmp_path: Path) -> None:
     )
 
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"error: {path}:1: a line must be a JSON object; nothing was sent"]
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: argument --payments: {path}:1: a line must be a JSON object; nothing was sent")
     assert not (tmp_path / "run" / "moto.log").exists(), "no local AWS may be started for a bad file"
 
 
@@ -212,3 +213,323 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
             assert first == bodies, "FIFO order is kept"
             assert dlq_depth(sqs, url) == 15
             assert read_dlq(sqs, url) == bodies, "the messages are back, in order"
+
+
+class _Interrupting:
+    """Wraps an SQS client: the ``nth`` call of ``operation`` raises ``error`` instead of reaching SQS, or, with
+    ``fail_entry``, reaches SQS without that entry and reports it failed (a partial batch failure)."""
+
+    def __init__(self, client: object, operation: str, nth: int, error: BaseException | None, fail_entry: str | None = None) -> None:
+        self._client, self._operation, self._nth, self._error, self._fail_entry = client, operation, nth, error, fail_entry
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._client, name)
+        if name != self._operation:
+            return attr
+
+        def call(**kwargs: object) -> object:
+            self.calls += 1
+            if self.calls != self._nth:
+                return attr(**kwargs)
+            if self._error is not None:
+                raise self._error
+            entries = [e for e in kwargs["Entries"] if e["Id"] != self._fail_entry]  # type: ignore[attr-defined]
+            result = attr(**{**kwargs, "Entries": entries})
+            result["Failed"] = [{"Id": self._fail_entry, "Code": "InternalError", "SenderFault": False, "Message": "boom"}]
+            return result
+
+        return call
+
+
+def _fifo_dlq(sqs: object, groups: dict[str, int]) -> tuple[str, list[str]]:
+    url = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]  # type: ignore[attr-defined]
+    bodies = []
+    for group, count in groups.items():
+        for i in range(count):
+            body = f"{group}-m{i:02d}"
+            sqs.send_message(  # type: ignore[attr-defined]
+                QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body,
+                MessageAttributes={"trace": {"DataType": "String", "StringValue": f"t-{body}"}},
+            )
+            bodies.append(body)
+    return url, bodies
+
+
+def _drain(sqs: object, url: str) -> list[dict]:
+    """Everything in the queue, by receiving and deleting until it is empty (the queue is emptied)."""
+    out: list[dict] = []
+    while True:
+        messages = sqs.receive_message(  # type: ignore[attr-defined]
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"], MessageAttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return out
+        out.extend(messages)
+        sqs.delete_message_batch(  # type: ignore[attr-defined]
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        )
+
+
+def _access_denied() -> BaseException:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized to perform sqs:SendMessage"}}, "SendMessageBatch")
+
+
+def _throttled() -> BaseException:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "RequestThrottled", "Message": "Rate exceeded"}}, "DeleteMessageBatch")
+
+
+@pytest.mark.parametrize(
+    ("operation", "nth", "error"),
+    [
+        ("send_message_batch", 1, _access_denied),
+        ("send_message_batch", 2, KeyboardInterrupt),
+        ("delete_message_batch", 1, KeyboardInterrupt),
+        ("delete_message_batch", 2, _throttled),
+        ("receive_message", 3, KeyboardInterrupt),
+        ("send_message_batch", 2, None),  # SQS stores all copies but one
+    ],
+    ids=["no-SendMessage-permission", "ctrl-c-in-send", "ctrl-c-before-delete", "throttled-delete", "ctrl-c-in-receive", "partial-send"],
+)
+def test_interrupted_fifo_dlq_read_loses_no_message(operation: str, nth: int, error: object) -> None:
+    # Reading a FIFO DLQ must delete (groups lock while in flight); a message may only go once its copy is stored.
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import DlqReadError, read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url, bodies = _fifo_dlq(sqs, {"acct-1": 15, "acct-2": 3})
+        client = _Interrupting(sqs, operation, nth, error() if callable(error) else None, fail_entry="1")
+
+        expected = KeyboardInterrupt if error is KeyboardInterrupt else DlqReadError
+        with pytest.raises(expected):
+            read_dlq(client, url)
+
+        assert client.calls >= nth, "the fault was injected"
+        left = _drain(sqs, url)
+        left_bodies = [m["Body"] for m in left]
+        assert set(left_bodies) == set(bodies), "no message lost (a message may be there twice)"
+        for m in left:
+            assert m["Attributes"]["MessageGroupId"] == m["Body"].split("-m")[0]
+            assert m["MessageAttributes"]["trace"]["StringValue"] == f"t-{m['Body']}"
+
+
+def test_fifo_dlq_read_after_an_interrupted_one_reads_every_message() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url, bodies = _fifo_dlq(sqs, {"acct-1": 15})
+        with pytest.raises(KeyboardInterrupt):
+            read_dlq(_Interrupting(sqs, "delete_message_batch", 2, KeyboardInterrupt()), url)
+
+        again = read_dlq(sqs, url)
+
+        assert set(again) == set(bodies)
+        assert [m["Body"] for m in _drain(sqs, url)] == again, "the queue holds what was read, in order"
+
+
+def test_fifo_dlq_copies_keep_group_and_attributes() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.report import read_dlq
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url, bodies = _fifo_dlq(sqs, {"acct-1": 12, "acct-2": 12})
+
+        assert sorted(read_dlq(sqs, url)) == sorted(bodies)
+
+        left = _drain(sqs, url)
+        assert sorted(m["Body"] for m in left) == sorted(bodies)
+        for group in ("acct-1", "acct-2"):
+            assert [m["Body"] for m in left if m["Attributes"]["MessageGroupId"] == group] == [b for b in bodies if b.startswith(group)]
+        assert all(m["MessageAttributes"]["trace"]["StringValue"] == f"t-{m['Body']}" for m in left)
+
+
+# --- every argument checked up front; every expected error one line and exit 2 ------------------------------
+
+VALID = json.dumps({"payment_id": "pay-1", "account_id": "acct-1", "amount": 100, "currency": "EUR"})
+
+
+def _inputs(tmp_path: Path) -> dict[str, str]:
+    """The files and folders the bad inputs point at."""
+    made = {
+        "not_utf8": b'{"payment_id": "p\xff", "account_id": "acct-1"}\n',
+        "huge_number": ('{"account_id": "acct-1", "amount": ' + "9" * 5000 + "}\n").encode(),
+        "deep": ('{"account_id": "acct-1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n").encode(),
+        "no_valid": (
+            json.dumps({"payment_id": "pay-1", "account_id": "acct-1", "amount": -5, "currency": "EUR"}) + "\n"
+            + json.dumps({"raw_body": "{broken", "account_id": "acct-2"}) + "\n"
+            + json.dumps({"raw_body": '{"amount": ' + "9" * 5000 + "}", "account_id": "acct-3"}) + "\n"
+        ).encode(),
+        "valid": (VALID + "\n").encode(),
+        "a_file": b"x",
+    }
+    out = {}
+    for name, data in made.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data)
+        out[name] = str(path)
+    for name in ("empty_dir", "a_dir"):
+        (tmp_path / name).mkdir()
+        out[name] = str(tmp_path / name)
+    out["under_a_file"] = str(tmp_path / "a_file.jsonl" / "out.json")
+    return out
+
+
+BAD_INPUTS = [
+    # (argv, with {name} placeholders filled from _inputs, the argument the one line must name)
+    (["demo", "--payments", "{not_utf8}"], "--payments"),
+    (["demo", "--payments", "{huge_number}"], "--payments"),
+    (["demo", "--payments", "{deep}"], "--payments"),
+    (["demo", "--payments", "{no_valid}"], "--payments"),
+    (["demo", "--payments", "{a_dir}"], "--payments"),
+    (["demo", "--payments", "{a_dir}/missing.jsonl"], "--payments"),
+    (["demo", "--crash-after-charge", "0.6", "--crash-after-complete", "0.6"], "--crash-after-charge"),
+    (["demo", "--timeouts", "0.5", "--crash-after-charge", "0.3", "--crash-after-complete", "0.3"], "--timeouts"),
+    (["demo", "--handler-root", "{empty_dir}"], "--handler-root"),
+    (["demo", "--handler-root", "{a_file}"], "--handler-root"),
+    (["demo", "--run-dir", "{a_file}"], "--run-dir"),
+    (["demo", "--run-dir", "{under_a_file}"], "--run-dir"),
+    (["demo", "--report", "{a_dir}"], "--report"),
+    (["demo", "--report", "{under_a_file}"], "--report"),
+    (["demo", "--concurrency", "0"], "--concurrency"),
+    (["demo", "--concurrency", "two"], "--concurrency"),
+    (["demo", "--function-timeout", "0"], "--function-timeout"),
+    (["demo", "--function-timeout", "901"], "--function-timeout"),
+    (["demo", "--max-receive-count", "0"], "--max-receive-count"),
+    (["demo", "--max-receive-count", "1001"], "--max-receive-count"),
+    (["demo", "--drain-timeout", "0"], "--drain-timeout"),
+    (["demo", "--resend", "nan"], "--resend"),
+    (["demo", "--resend", "1.5"], "--resend"),
+    (["demo", "--seed", "x"], "--seed"),
+    (["demo", "--stack", "1-not-a-stack"], "--stack"),
+    (["demo", "--app-dir", "{empty_dir}"], "--app-dir"),
+    (["demo", "--app-dir", "{a_file}"], "--app-dir"),
+    (["report", "--report", "{a_dir}"], "--report"),
+    (["report", "--report", "{valid}", "--payments", "{valid}"], "--report"),
+    (["demo", "--report", "{valid}", "--payments", "{valid}"], "--report"),
+    (["report", "--payments", "{no_valid}"], "--payments"),
+    (["report", "--payments", "{deep}"], "--payments"),
+    (["report", "--wait", "-1"], "--wait"),
+    (["report", "--handler-root", "{empty_dir}"], "--handler-root"),
+    (["produce", "--payments", "{not_utf8}"], "--payments"),
+    (["produce", "--payments", "{no_valid}"], "--payments"),
+    (["produce", "--stack", ""], "--stack"),
+    (["produce", "--concurrent-duplicates", "-0.1"], "--concurrent-duplicates"),
+    (["sample", "--count", "-5"], "--count"),
+    (["sample", "--count", "0"], "--count"),
+    (["sample", "--accounts", "0"], "--accounts"),
+    (["sample", "--out", "{a_dir}"], "--out"),
+    (["sample", "--out", "{under_a_file}"], "--out"),
+]
+
+
+def _call_cli(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object, str]:
+    """``main(argv)`` in this process with nothing able to start: no deploy, no AWS call."""
+    from effectively_once.local import __main__ as cli
+    from effectively_once.local import demo, remote
+
+    def must_not_start(*args: object, **kwargs: object) -> None:
+        raise AssertionError("started although an argument is bad")
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(demo, "run_demo", must_not_start)
+    monkeypatch.setattr(remote, "_session", must_not_start)
+    try:
+        code: object = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "argument"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_fails_bad_argument_in_one_line_before_anything_starts(
+    argv: list[str], argument: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _inputs(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    if argv[0] == "sample" and "--out" not in argv:
+        argv = [*argv, "--out", str(tmp_path / "sample.jsonl")]  # never the repository's sample
+
+    code, err = _call_cli([a.format(**paths) for a in argv], capsys, monkeypatch)
+
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert f"argument {argument}" in lines[0] or (argument in lines[0] and "arguments" in lines[0]), err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before, "nothing written for a bad argument"
+
+
+def test_default_and_valid_arguments_pass_the_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from effectively_once.local import __main__ as cli
+    from effectively_once.local import demo
+
+    started = []
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(demo, "run_demo", lambda opts: (started.append(opts), (0, {}))[1])
+
+    assert cli.main(["demo", "--run-dir", str(tmp_path / "run"), "--report", str(tmp_path / "r" / "x.json")]) == 0
+    assert cli.main(["demo", "--payments", _inputs(tmp_path)["valid"], "--concurrency", "1", "--timeouts", "1", "--crash-after-charge", "0", "--crash-after-complete", "0"]) == 0
+
+    assert [o.concurrency for o in started] == [2, 1]
+    assert started[0].handler_root == REPO / "lambda_src"
+    assert not (tmp_path / "run").exists(), "checks create nothing"
+    assert capsys.readouterr().err == ""
+
+
+def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from effectively_once.local import __main__ as cli
+
+    out = tmp_path / "new" / "s.jsonl"
+
+    assert cli.main(["sample", "--count", "1", "--accounts", "1", "--out", str(out)]) == 0
+
+    lines = load_payments(out)
+    assert sum(1 for ln in lines if ln.payment_id and ln.payment_id.startswith("pay-0")) == 1
+
+
+@pytest.mark.parametrize("argv", [["sample", "--accounts", "0"], ["demo", "--concurrency", "0"]])
+def test_bad_argument_is_one_line_from_the_command_line(argv: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "effectively_once.local", *argv], cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and argv[1] in proc.stderr, proc.stderr
+
+
+def test_fifo_line_with_an_id_sqs_refuses_is_rejected_before_sending(tmp_path: Path) -> None:
+    account = next(a for a in (f"acct {i}" for i in range(100)) if route(a) == FIFO)  # a space: not a group id
+    path = write(tmp_path, json.dumps({"payment_id": "p1", "account_id": account, "amount": 1, "currency": "EUR"}))
+
+    with pytest.raises(PaymentsFileError, match=r":1: account_id goes to a FIFO queue as its MessageGroupId"):
+        load_payments(path)
+
+
+def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
+    # `--run-dir .` or a run folder holding the payments file must not lose the user's files.
+    from effectively_once.local.demo import clear_run_dir
+
+    keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
+    stale = [tmp_path / "deliveries-fifo-1.jsonl", tmp_path / "provider-standard-2.jsonl", tmp_path / "chaos-fifo-3.jsonl", tmp_path / "function-fifo-4.log"]
+    for path in keep + stale:
+        path.write_text("x")
+
+    clear_run_dir(tmp_path)
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in keep)

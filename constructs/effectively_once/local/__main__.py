@@ -1,17 +1,53 @@
-"""``python -m effectively_once.local``: the local AWS demo and its tools. ``--help`` per subcommand."""
+"""``python -m effectively_once.local``: the local AWS demo and its tools. ``--help`` per subcommand.
+
+Every argument is checked before anything starts (no local AWS, no deploy, no AWS call): numbers against their
+ranges, the payments file read and parsed whole (and it must hold at least one valid payment by the handler's own
+rules), folders that must be folders, output paths that must not be. Every expected error ends in one line on
+stderr and exit code 2, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
+import os
+import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any, Callable, NoReturn
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..limits import (
+    CFN_STACK_NAME_PATTERN,
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    LAMBDA_MIN_TIMEOUT_SECONDS,
+    SQS_MAX_MAX_RECEIVE_COUNT,
+    SQS_MIN_MAX_RECEIVE_COUNT,
+)
 from .chaos import ChaosConfig
-from .deploy import DeployError
-from .producer import PaymentsFileError, generate_sample
+from .deploy import DeployError, cdk_command
+from .producer import PaymentsFileError, SendError, generate_sample, load_payments
+from .report import DlqReadError
 from .server import LocalAwsError
+
+# Errors that end in one line on stderr and exit code 2, never a traceback. OSError: a file the run writes
+# (report, run folder, sample) that cannot be written after all, e.g. a full disk.
+_ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
+    PaymentsFileError, LocalAwsError, DeployError, SendError, DlqReadError, BotoCoreError, ClientError, OSError,
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``error: argument --x: ...``) and exit code 2, like every other expected error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {_one_line(message)} (see {self.prog} --help)\n")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
 
 
 def _default_handler_root(app_dir: Path) -> Path:
@@ -25,86 +61,215 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+# --- argument types: each raises ArgumentTypeError, which argparse reports naming the argument -----------
+
+
 def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text!r}")
     return value
 
 
-from botocore.exceptions import BotoCoreError, ClientError
+def _integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"{low} or more" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {value}")
+        return value
 
-# Errors that end in one line on stderr and exit code 2, never a traceback.
-_ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
-    PaymentsFileError, LocalAwsError, DeployError, BotoCoreError, ClientError,
-)
+    return parse
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m effectively_once.local", description=__doc__)
+def _stack_name(text: str) -> str:
+    if not re.fullmatch(CFN_STACK_NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a CloudFormation stack name (a letter, then letters, digits and hyphens, at most 128)"
+        )
+    return text
+
+
+def _folder(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a folder" if path.exists() else f"{text} does not exist")
+    return path
+
+
+def _writable_ancestor(path: Path, text: str) -> None:
+    """The nearest existing folder above ``path`` must be a folder we can create entries in."""
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} cannot be created: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be created: {ancestor} is not writable")
+
+
+def _output_file(text: str) -> Path:
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not writable")
+    _writable_ancestor(path, text)
+    return path
+
+
+def _output_folder(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not writable")
+    if not path.exists():
+        _writable_ancestor(path, text)
+    return path
+
+
+# --- checks that need more than one argument, still before anything starts ----------------------------
+
+
+def _check_handler_root(parser: _Parser, root: Path, modules: tuple[str, ...]) -> Callable[[str], bool]:
+    from .demo import _validity_check
+
+    if not root.is_dir():
+        parser.error(f"argument --handler-root: {root} is not a folder (give the folder holding the payments package)")
+    missing = [m for m in modules if not (root / "payments" / f"{m}.py").is_file()]
+    if missing:
+        parser.error(
+            f"argument --handler-root: {root} holds no handler package (missing "
+            + ", ".join(f"payments/{m}.py" for m in missing)
+            + ")"
+        )
+    try:
+        return _validity_check(root)
+    except Exception as exc:  # noqa: BLE001 - any import failure of the user's package is a usage error
+        parser.error(f"argument --handler-root: cannot import payments.model from {root}: {type(exc).__name__}: {exc}")
+
+
+def _check_payments(parser: _Parser, path: Path, is_valid: Callable[[str], bool]) -> None:
+    try:
+        lines = load_payments(path)
+    except PaymentsFileError as exc:
+        parser.error(f"argument --payments: {exc}")
+    if not any(ln.payment_id and is_valid(ln.body) for ln in lines):
+        parser.error(
+            f"argument --payments: {path}: none of its {len(lines)} lines is a valid payment by the handler's rules"
+            " (payments.model); nothing was sent"
+        )
+
+
+def _check(parser: _Parser, args: argparse.Namespace) -> None:
+    if args.command == "sample":
+        return
+    if args.command == "demo":
+        chaos = args.crash_after_charge + args.crash_after_complete + args.timeouts
+        if chaos > 1.0:
+            # One draw per invocation decides between the three (chaos.InvocationChaos.begin).
+            parser.error(
+                "arguments --crash-after-charge, --crash-after-complete, --timeouts: one draw per invocation picks"
+                f" among them, so their sum must not exceed 1, got {chaos:g}"
+            )
+        if not (args.app_dir / "cdk.json").is_file():
+            parser.error(f"argument --app-dir: {args.app_dir} has no cdk.json")
+        try:
+            cdk_command(args.app_dir.resolve())
+        except DeployError as exc:
+            parser.error(f"argument --app-dir: {exc}")
+        root = args.handler_root or _default_handler_root(args.app_dir.resolve())
+        modules: tuple[str, ...] = ("model", "gateway")  # the report's rules; the runner's chaos seam
+    else:
+        root = args.handler_root or _default_handler_root(Path(".").resolve())
+        modules = ("model",)
+    if args.command != "produce" and args.report.resolve() == args.payments.resolve():
+        parser.error(f"argument --report: {args.report} is the payments file; the report would overwrite it")
+    args.handler_root = root.resolve()
+    _check_payments(parser, args.payments, _check_handler_root(parser, args.handler_root, modules))
+
+
+def _parser() -> tuple[_Parser, dict[str, _Parser]]:
+    """The parser and its subcommands' parsers (checks across arguments report through the subcommand's)."""
+    parser = _Parser(prog="python -m effectively_once.local", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    seconds = _integer(1)
 
     demo = sub.add_parser("demo", help="deploy to a local AWS (moto), send payments with chaos, report")
     demo.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"), help="JSON Lines input")
-    demo.add_argument("--app-dir", type=Path, default=Path("."), help="folder with cdk.json and node_modules")
-    demo.add_argument("--handler-root", type=Path, default=None, help="folder holding the handler package")
-    demo.add_argument("--stack", default="PaymentsSandbox")
-    demo.add_argument("--function-timeout", type=int, default=2, help="seconds (context function_timeout_seconds)")
-    demo.add_argument("--max-receive-count", type=int, default=5)
-    demo.add_argument("--concurrency", type=int, default=2, help="poller processes per queue")
+    demo.add_argument("--app-dir", type=_folder, default=".", help="folder with cdk.json and node_modules")
+    demo.add_argument("--handler-root", type=_folder, default=None, help="folder holding the handler package")
+    demo.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
+    demo.add_argument(
+        "--function-timeout",
+        type=_integer(LAMBDA_MIN_TIMEOUT_SECONDS, LAMBDA_MAX_TIMEOUT_SECONDS),
+        default=2,
+        help="seconds (context function_timeout_seconds)",
+    )
+    demo.add_argument(
+        "--max-receive-count", type=_integer(SQS_MIN_MAX_RECEIVE_COUNT, SQS_MAX_MAX_RECEIVE_COUNT), default=5
+    )
+    demo.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per queue")
     demo.add_argument("--resend", type=_fraction, default=0.10, help="fraction of payments a producer resends")
     demo.add_argument("--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once")
     demo.add_argument("--crash-after-charge", type=_fraction, default=0.03, help="fraction of invocations killed")
     demo.add_argument("--crash-after-complete", type=_fraction, default=0.03, help="fraction of invocations killed")
     demo.add_argument("--timeouts", type=_fraction, default=0.02, help="fraction of invocations stalled past the deadline")
     demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes")
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--seed", type=_integer(), default=7)
     demo.add_argument("--unsafe", action="store_true", help="control: idempotency layer off and no provider key")
-    demo.add_argument("--report", type=Path, default=Path("reports/demo-report.json"))
-    demo.add_argument("--run-dir", type=Path, default=Path(".local-aws/run"))
-    demo.add_argument("--drain-timeout", type=int, default=600, help="seconds to wait for the queues to drain")
+    demo.add_argument("--report", type=_output_file, default="reports/demo-report.json")
+    demo.add_argument("--run-dir", type=_output_folder, default=".local-aws/run")
+    demo.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
 
     sample = sub.add_parser("sample", help="write a deterministic sample payments file")
-    sample.add_argument("--count", type=int, default=1000)
-    sample.add_argument("--accounts", type=int, default=40)
-    sample.add_argument("--seed", type=int, default=2026)
-    sample.add_argument("--out", type=Path, default=Path("samples/payments.jsonl"))
+    sample.add_argument("--count", type=_integer(1), default=1000, help="valid payments (six poison lines are added)")
+    sample.add_argument("--accounts", type=_integer(1), default=40)
+    sample.add_argument("--seed", type=_integer(), default=2026)
+    sample.add_argument("--out", type=_output_file, default="samples/payments.jsonl")
 
     for name, text in (
         ("produce", "send the payments file to a deployed stack (a real AWS account after `cdk deploy`)"),
         ("report", "wait for a deployed stack's queues to drain, then report from its ledgers and DLQs"),
     ):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("--stack", default="PaymentsSandbox")
+        cmd.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
         cmd.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"))
-        cmd.add_argument("--handler-root", type=Path, default=None)
+        cmd.add_argument("--handler-root", type=_folder, default=None)
         if name == "produce":
             cmd.add_argument("--resend", type=_fraction, default=0.10)
             cmd.add_argument("--concurrent-duplicates", type=_fraction, default=0.05)
-            cmd.add_argument("--seed", type=int, default=7)
+            cmd.add_argument("--seed", type=_integer(), default=7)
         else:
-            cmd.add_argument("--wait", type=int, default=600, help="seconds to wait for the queues to drain")
-            cmd.add_argument("--report", type=Path, default=Path("reports/aws-report.json"))
+            cmd.add_argument("--wait", type=_integer(0), default=600, help="seconds to wait for the queues to drain")
+            cmd.add_argument("--report", type=_output_file, default="reports/aws-report.json")
+    return parser, {name: p for name, p in sub.choices.items()}
 
-    args = parser.parse_args(argv)
-    if args.command in ("produce", "report"):
-        from .remote import produce, report
 
-        root = (args.handler_root or _default_handler_root(Path(".").resolve())).resolve()
-        try:
-            if args.command == "produce":
-                return produce(args.stack, args.payments, ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed))
-            return report(args.stack, args.payments, root, args.wait, args.report)
-        except _ONE_LINE_ERRORS as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+def _run(args: argparse.Namespace) -> int:
     if args.command == "sample":
+        import json
+
         rows = generate_sample(args.count, args.accounts, args.seed)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         print(f"wrote {len(rows)} lines to {args.out}")
         return 0
+    if args.command in ("produce", "report"):
+        from .remote import produce, report
+
+        if args.command == "produce":
+            chaos = ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed)
+            return produce(args.stack, args.payments, chaos)
+        return report(args.stack, args.payments, args.handler_root, args.wait, args.report)
 
     from .demo import DemoOptions, run_demo
 
@@ -123,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = DemoOptions(
         payments=args.payments,
         app_dir=args.app_dir.resolve(),
-        handler_root=(args.handler_root or _default_handler_root(args.app_dir.resolve())).resolve(),
+        handler_root=args.handler_root,
         stack=args.stack,
         function_timeout_seconds=args.function_timeout,
         max_receive_count=args.max_receive_count,
@@ -135,17 +300,26 @@ def main(argv: list[str] | None = None) -> int:
         drain_timeout_seconds=args.drain_timeout,
         quiet=args.quiet,
     )
-    # A SIGTERM (a CI timeout, `kill`) stops the local AWS like Ctrl-C does.
-    signal.signal(signal.SIGTERM, _interrupt)
+    code, _ = run_demo(opts)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, commands = _parser()
+    args = parser.parse_args(argv)
+    _check(commands[args.command], args)
+    # A SIGTERM (a CI timeout, `kill`) stops the run like Ctrl-C does (the demo stops its local AWS).
+    previous: Any = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        code, _ = run_demo(opts)
+        return _run(args)
     except _ONE_LINE_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: local AWS stopped", file=sys.stderr)
+        print("interrupted: local AWS stopped" if args.command == "demo" else "interrupted", file=sys.stderr)
         return 130
-    return code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

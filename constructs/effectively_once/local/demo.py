@@ -65,21 +65,32 @@ def _validity_check(handler_root: Path) -> Callable[[str], bool]:
             return True
         except InvalidPayment:
             return False
+        except Exception:  # noqa: BLE001 - e.g. an integer over 4,300 digits: the handler cannot accept it either
+            return False
 
     return is_valid
 
 
+#: The files a run writes into its folder (esm.py, chaos.py): a new run removes the previous run's, and nothing else
+#: (the folder may hold the payments file, or be the working folder).
+RUN_FILES = ("deliveries-*.jsonl", "provider-*.jsonl", "chaos-*.jsonl", "function-*.log")
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for pattern in RUN_FILES:
+        for stale in run_dir.glob(pattern):
+            stale.unlink()
+
+
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
-    """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``."""
+    """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``,
+    ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
     import boto3
 
     lines = load_payments(opts.payments)  # checked whole before anything starts
     is_valid = _validity_check(opts.handler_root)
-    opts.run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in opts.run_dir.glob("*.jsonl"):
-        stale.unlink()
-    for stale in opts.run_dir.glob("function-*.log"):
-        stale.unlink()
+    clear_run_dir(opts.run_dir)
     started = time.monotonic()
     with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
         log(f"local AWS (moto) on {aws.endpoint}")
@@ -165,8 +176,6 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     }
     code, reasons = verdict(report, opts.unsafe)
     report["verdict"] = {"exit_code": code, "reasons": reasons}
-    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
-    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     log("")
     log(render(report))
     log("")
@@ -178,5 +187,8 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             f"OK: {t['valid_payments']} valid payments, {t['charges']} charges, 0 lost, 0 double-charged, "
             f"{t['duplicates_suppressed']} duplicates suppressed, {t['dead_lettered']} in DLQs"
         )
+    # Written after it is shown: a write that fails after all (a full disk) still leaves the result on screen.
+    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
+    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     log(f"report written to {opts.report_path}")
     return code, report

@@ -15,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..limits import SQS_FIFO_ID_PATTERN
 from .chaos import ChaosConfig
 
 STANDARD = "standard"
@@ -29,6 +31,13 @@ SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API refere
 
 class PaymentsFileError(ValueError):
     """The payments file cannot be used; the message names the file and the line."""
+
+
+class SendError(RuntimeError):
+    """SQS rejected a message of the payments file; the message names its line."""
+
+
+_FIFO_ID = re.compile(SQS_FIFO_ID_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -61,13 +70,20 @@ def _object(pairs: list[tuple[str, Any]], repeated: list[str]) -> dict[str, Any]
 def load_payments(path: Path) -> list[Line]:
     """Read and check the whole file.
 
-    :raises PaymentsFileError: the file is missing or empty, or a line is not a JSON object (or has a number or a
-        nesting Python cannot read), or has no string ``account_id`` (needed to route it) — naming ``path:line``.
+    :raises PaymentsFileError: the file is missing, a folder, not UTF-8 or empty, or a line is not a JSON object
+        (an integer over 4,300 digits and nesting too deep count as not JSON), has no string ``account_id`` (needed
+        to route it), or, routed to the FIFO queue, has an ``account_id`` or ``payment_id`` that SQS refuses as a
+        group or deduplication id — naming ``path:line``.
     """
+    if path.is_dir():
+        raise PaymentsFileError(f"{path}: is a folder, not a payments file")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PaymentsFileError(f"{path}: cannot read the payments file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        at = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise PaymentsFileError(f"{path}:{at}: not UTF-8 (byte {exc.start}); nothing was sent") from exc
     lines: list[Line] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -95,7 +111,16 @@ def load_payments(path: Path) -> list[Line]:
         else:
             body = json.dumps(data, separators=(",", ":"))
             pid = data.get("payment_id") if isinstance(data.get("payment_id"), str) else None
-        lines.append(Line(number=number, body=body, account_id=account, payment_id=pid))
+        line = Line(number=number, body=body, account_id=account, payment_id=pid)
+        if route(account) == FIFO:
+            # SQS refuses a FIFO message whose group or deduplication id breaks its rules: checked before sending.
+            for name, value in (("account_id", account), ("payment_id", line.dedup_id)):
+                if not _FIFO_ID.fullmatch(value):
+                    raise PaymentsFileError(
+                        f"{path}:{number}: {name} goes to a FIFO queue as its {'MessageGroupId' if name == 'account_id' else 'MessageDeduplicationId'}"
+                        " and must be 1-128 characters of letters, digits and punctuation; nothing was sent"
+                    )
+        lines.append(line)
     if not lines:
         raise PaymentsFileError(f"{path}: no payments in the file")
     return lines
@@ -132,7 +157,7 @@ def send(
 ) -> dict[str, int]:
     """Send the plan with ``SendMessageBatch``; returns messages sent per queue.
 
-    :raises RuntimeError: SQS rejected an entry (named with its line).
+    :raises SendError: SQS rejected an entry (named with its line).
     """
     sent = {}
     for queue, messages in plan.items():
@@ -150,7 +175,7 @@ def send(
             if result.get("Failed"):
                 bad = result["Failed"][0]
                 line = chunk[int(bad["Id"])].line.number
-                raise RuntimeError(f"SQS rejected the message of line {line}: {bad.get('Message', bad.get('Code'))}")
+                raise SendError(f"SQS rejected the message of line {line}: {bad.get('Message', bad.get('Code'))}")
             sent[queue] += len(chunk)
             progress(len(chunk))
     return sent

@@ -50,9 +50,11 @@ def report(stack: str, payments: Path, handler_root: Path, wait_seconds: int, ou
     result = build_report(session, pipelines, lines, None, _validity_check(handler_root))
     code, reasons = verdict(result, unsafe=False)
     result["verdict"] = {"exit_code": code, "reasons": reasons}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(render(result))
     for reason in reasons:
         print("FAIL: " + reason)
+    # Written after it is shown: a write that fails after all (a full disk) still leaves the result on screen.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"report written to {out}")
     return code

@@ -19,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from .chaos import AFTER_CHARGE, AFTER_COMPLETE, DEADLINE, TIMEOUT
 from .producer import Line, route
 
@@ -74,49 +76,118 @@ def scan_ledger(dynamodb: Any, table: str) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+class DlqReadError(RuntimeError):
+    """A DLQ could not be read whole; the message is one line and says what the queue still holds."""
+
+
+#: How long a DLQ read keeps what it received hidden: a FIFO group stays locked while one of its messages is in
+#: flight, which is how the read sees where its own copies begin. Released at the end of the read.
+DLQ_READ_VISIBILITY_SECONDS = 120
+
+
 def read_dlq(sqs: Any, url: str) -> list[str]:
     """Every body in a DLQ, in order, leaving the queue with the same messages.
 
-    A standard queue is read with a long visibility timeout (nothing is deleted; the messages show again later). A
-    FIFO queue locks a message group while any of its messages is in flight, so at most 10 messages of a group can
-    be seen without deleting (moto does the same): its messages are read and deleted batch by batch, then sent back
-    in their order with their group ids (new message and deduplication ids; bodies unchanged).
+    A standard queue is read with a long visibility timeout: nothing is deleted. A FIFO queue locks a message
+    group while any of its messages is in flight, so at most 10 messages of a group can be seen without deleting
+    (moto does the same): each batch is first copied to the tail of its group in the same queue (same body, group
+    and message attributes; a new deduplication id, as SQS drops a FIFO message whose id was used in the last 5
+    minutes), and an original is deleted only once its copy is stored. The read stops where its own copies begin
+    (their message ids are kept): those stay in flight, locking their group, until the read releases them. So an
+    interruption at any point (Ctrl-C, throttling, no ``sqs:SendMessage``) loses nothing; it can leave a message
+    and its copy both in the queue. Whatever is still in flight at the end is made visible again.
+
+    :raises DlqReadError: SQS refused a call; the message says that nothing was deleted without its copy.
     """
     fifo = url.endswith(".fifo")
-    received: list[dict[str, Any]] = []
-    empty_polls = 0
-    while empty_polls < 2:
-        messages = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=60 if fifo else 900,
-            WaitTimeSeconds=0,
-            MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
-        ).get("Messages", [])
-        if not messages:
-            empty_polls += 1
-            continue
-        received.extend(messages)
-        if fifo:
-            sqs.delete_message_batch(
-                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
-            )
-    if fifo:
-        for start in range(0, len(received), 10):
-            chunk = received[start : start + 10]
-            sqs.send_message_batch(
+    read_id = uuid.uuid4().hex
+    received: list[dict[str, Any]] = []  # originals, in queue order
+    seen: set[str] = set()
+    copies: set[str] = set()  # message ids of the copies this read stored
+    in_flight: dict[str, str] = {}  # message id -> receipt handle, released at the end
+    idle_polls = 0
+    try:
+        while idle_polls < 2:
+            messages = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=DLQ_READ_VISIBILITY_SECONDS,
+                # Long polling asks every SQS server; a short poll can answer empty while messages remain.
+                WaitTimeSeconds=1,
+                MessageSystemAttributeNames=["MessageGroupId"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            for m in messages:
+                in_flight[m["MessageId"]] = m["ReceiptHandle"]
+            new = [m for m in messages if m["MessageId"] not in copies and m["MessageId"] not in seen]
+            idle_polls = 0 if new else idle_polls + 1
+            seen.update(m["MessageId"] for m in new)
+            received.extend(new)
+            if fifo and new:
+                stored = _copy_to_tail(sqs, url, new, f"{read_id}-{len(received)}")
+                copies.update(stored.values())
+                _delete(sqs, url, [m for m in new if m["MessageId"] in stored], in_flight)
+                if len(stored) < len(new):
+                    raise DlqReadError(
+                        f"reading the DLQ {url}: SQS refused to store a copy of {len(new) - len(stored)} message(s);"
+                        " they were not deleted, the queue holds every message"
+                    )
+    except (BotoCoreError, ClientError) as exc:
+        raise DlqReadError(
+            f"reading the DLQ {url}: {exc}; no message was deleted before its copy was stored (an interrupted read"
+            " can leave a message twice in the queue, never lose one)"
+        ) from exc
+    finally:
+        _release(sqs, url, in_flight)
+    return [m["Body"] for m in received]
+
+
+def _copy_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], prefix: str) -> dict[str, str]:
+    """Send copies of ``messages`` to the tail of their groups; returns original message id -> copy message id for
+    each copy SQS stored."""
+    entries = []
+    for i, m in enumerate(messages):
+        entry: dict[str, Any] = {
+            "Id": str(i),
+            "MessageBody": m["Body"],
+            "MessageGroupId": m["Attributes"]["MessageGroupId"],
+            "MessageDeduplicationId": f"{prefix}-{i}",  # unique: uuid4 hex + position, under SQS's 128 characters
+        }
+        attributes = {
+            name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+            for name, value in m.get("MessageAttributes", {}).items()
+        }
+        if attributes:
+            entry["MessageAttributes"] = attributes
+        entries.append(entry)
+    result = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    return {messages[int(ok["Id"])]["MessageId"]: ok["MessageId"] for ok in result.get("Successful", [])}
+
+
+def _delete(sqs: Any, url: str, messages: list[dict[str, Any]], in_flight: dict[str, str]) -> None:
+    if not messages:
+        return
+    result = sqs.delete_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+    )
+    for ok in result.get("Successful", []):
+        in_flight.pop(messages[int(ok["Id"])]["MessageId"], None)
+
+
+def _release(sqs: Any, url: str, in_flight: dict[str, str]) -> None:
+    """Make what the read still holds visible again (best effort: else it shows again after the timeout)."""
+    handles = list(in_flight.values())
+    try:
+        for start in range(0, len(handles), 10):
+            sqs.change_message_visibility_batch(
                 QueueUrl=url,
                 Entries=[
-                    {
-                        "Id": str(i),
-                        "MessageBody": m["Body"],
-                        "MessageGroupId": m["Attributes"]["MessageGroupId"],
-                        "MessageDeduplicationId": f"{m['Attributes'].get('MessageDeduplicationId', '')[:90]}-{uuid.uuid4().hex[:12]}",
-                    }
-                    for i, m in enumerate(chunk)
+                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                    for i, h in enumerate(handles[start : start + 10])
                 ],
             )
-    return [m["Body"] for m in received]
+    except Exception:  # noqa: BLE001 - the messages are safe in the queue either way
+        pass
 
 
 def dlq_depth(sqs: Any, url: str) -> int:
