@@ -113,7 +113,7 @@ def _load_powertools_parameters(parameters: Any) -> None:
                 name = f"{POWERTOOLS_PARAMETER_ROOT}/python/{arch}/python{python}/{leaf}"
                 # defaultdict's own __getitem__: ParameterDict's would trigger this loader again.
                 defaultdict.__getitem__(parameters, name).append(
-                    Parameter(
+                    Parameter(  # type: ignore[abstract]  # moto's own loaders build it the same way
                         account_id=parameters.account_id,
                         name=name,
                         value=layer.arn,
