@@ -24,10 +24,15 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from effectively_once.powertools_layer import POWERTOOLS_VERSION
+
 LAMBDA_SRC = Path(__file__).resolve().parent.parent / "lambda_src"
-LAYER = "arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-x86_64:42"
+# The sandbox's layer: Powertools' public SSM parameter for the pinned release, resolved at deploy time (the pin
+# is read from the library, so the two apps cannot drift apart).
+LAYER_PARAMETER = f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
 DUPLICATES_QUERY = (
     "fields @timestamp, correlation_id, message_id, receive_count, message\n"
     '| filter ispresent(correlation_id) and message in ["payment charged", '
@@ -115,7 +120,7 @@ class BaselineStack(Stack):
             log_group=log_group,
             layers=[
                 lambda_.LayerVersion.from_layer_version_arn(
-                    self, f"{kind}PowertoolsLayer", LAYER.format(region=self.region)
+                    self, f"{kind}PowertoolsLayer", ssm.StringParameter.value_for_string_parameter(self, LAYER_PARAMETER)
                 )
             ],
             environment={

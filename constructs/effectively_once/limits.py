@@ -165,3 +165,21 @@ ASYNC_DESTINATION_DOC: Final = (
     "AWS Lambda Developer Guide, Capturing records of Lambda asynchronous invocations (asynchronous invocation "
     "destinations); CloudFormation AWS::Lambda::EventInvokeConfig DestinationConfig"
 )
+
+# --- Powertools public Lambda layer ------------------------------------------------------------------
+POWERTOOLS_LAYER_DOC: Final = (
+    "Powertools for AWS Lambda (Python) docs, Installation, Lambda Layer (Using SSM Parameter Store; AWS China "
+    "and GovCloud regions); aws-powertools/powertools-lambda-python .github/workflows/update_ssm.yml"
+)
+#: Regions where Powertools writes ``/aws/service/powertools/python/<arch>/python3.<minor>/<release>`` for each
+#: release (python3.10 to python3.14, x86_64 and arm64): all in the ``aws`` partition. None in ``aws-cn`` or
+#: ``aws-us-gov``: their layers are copies published without parameters. Source: aws-powertools/
+#: powertools-lambda-python ``.github/workflows/update_ssm.yml`` (the region matrix of the python3.14 era; the
+#: earlier matrix also listed me-central-1 and me-south-1, dropped since) and ``layers_partitions.yml``.
+POWERTOOLS_SSM_REGIONS: Final = frozenset({
+    "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1", "ap-south-2",
+    "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5", "ap-southeast-7",
+    "ca-central-1", "ca-west-1", "eu-central-1", "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2",
+    "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2",
+    "us-west-1", "us-west-2",
+})

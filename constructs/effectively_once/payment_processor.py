@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -15,30 +15,21 @@ from ._validation import acknowledge
 from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
 from .observability import AlarmThresholds, AsyncInvocationOptions, build_dashboard
+from .powertools_layer import POWERTOOLS_RUNTIME
+from .powertools_layer import POWERTOOLS_VERSION as POWERTOOLS_VERSION  # re-exported: the pin, read by tests
+from .powertools_layer import public_powertools_layer
 from .processing_queue import ProcessingQueue
 
-# --- Powertools layer pin (the one place) ----------------------------------------------------------------
-# Powertools release the layer carries: the same as aws-lambda-powertools in requirements.txt (a test checks).
-POWERTOOLS_VERSION = "3.37.0"
-# Layer version 42 of AWSLambdaPowertoolsPythonV3-python314-x86_64 is Powertools 3.37.0: derived from the
-# public Powertools docs (Lambda layer ARNs per release); check with
-#   aws ssm get-parameter --name /aws/service/powertools/python/x86_64/python3.14/3.37.0
-# The ARN is pinned (not the SSM parameter): deploys stay reproducible and local emulators can resolve it.
-POWERTOOLS_LAYER_VERSION = 42
-POWERTOOLS_LAYER_ACCOUNT = "017000801446"
-POWERTOOLS_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python314-x86_64"
-#: The runtime the layer is published for (the newest Powertools supports).
-PAYMENT_RUNTIME = lambda_.Runtime.PYTHON_3_14
+# The Powertools pin (release and runtime) lives in powertools_layer.py; re-exported here for existing callers.
+#: The runtime the function runs on (the newest Powertools supports).
+PAYMENT_RUNTIME = POWERTOOLS_RUNTIME
+#: The function's architecture; the Powertools layer is resolved for the same one.
+PAYMENT_ARCHITECTURE = lambda_.Architecture.X86_64
 PAYMENT_HANDLER = "payments.handler.lambda_handler"
 
 LEDGER_PARTITION_KEY = "charge_id"
 #: The only ledger calls the handler makes: single-item write and read (no Query, Scan or Batch*).
 LEDGER_ACTIONS = ("dynamodb:PutItem", "dynamodb:GetItem")
-
-
-def powertools_layer_arn(region: str) -> str:
-    """ARN of the pinned public Powertools layer in ``region`` (a token in environment-agnostic stacks)."""
-    return f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:{POWERTOOLS_LAYER_NAME}:{POWERTOOLS_LAYER_VERSION}"
 
 
 class PaymentProcessor(Construct):
@@ -51,7 +42,8 @@ class PaymentProcessor(Construct):
     ``logs:PutLogEvents`` on that group's ARN, instead of AWSLambdaBasicExecutionRole's ``Resource: "*"``),
     plus the queue, table and ledger grants. The function runs
     ``payments.handler.lambda_handler`` from ``lambda_src/`` (shipped in the wheel) on Python 3.14 x86_64 with
-    the pinned Powertools layer.
+    the public Powertools layer of the pinned release (``POWERTOOLS_VERSION``), resolved at deploy time from
+    Powertools' SSM parameter (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
 
     :param fifo: FIFO queues instead of standard ones. :default: ``False``.
     :param function_timeout: the function's timeout. :default: ``Duration.seconds(30)``.
@@ -72,8 +64,12 @@ class PaymentProcessor(Construct):
     :param idempotency_expiry: :default: ``None``: the source queue's retention period.
     :param key_prefix: ``IDEMPOTENCY_KEY_PREFIX``. :default: ``None`` (the runtime's default prefix).
     :param log_retention: retention of the function's log group. :default: ``RetentionDays.ONE_MONTH``.
-    :param powertools_layer: the Powertools layer. :default: the pinned public layer
-        (``powertools_layer_arn(Stack.region)``, Powertools ``POWERTOOLS_VERSION``).
+    :param powertools_layer: the Powertools layer. :default: ``None``: the public layer carrying Powertools
+        ``POWERTOOLS_VERSION`` for the function's architecture and runtime, its ARN read at deploy time from
+        ``/aws/service/powertools/python/x86_64/python3.14/<POWERTOOLS_VERSION>`` in the deploying region
+        (:func:`~effectively_once.powertools_layer.public_powertools_layer`). Required where Powertools publishes
+        no such parameter: the China (``aws-cn``) and GovCloud (``aws-us-gov``) partitions and regions outside
+        ``limits.POWERTOOLS_SSM_REGIONS``.
     :param service_name: ``POWERTOOLS_SERVICE_NAME``; also the ``service`` dimension the consumer's
         failed-records alarm and the dashboard read. :default: ``"payments"``.
     :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``; also where the failed-records alarm and the
@@ -81,7 +77,8 @@ class PaymentProcessor(Construct):
     :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
         (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
         async invocation configuration.
-    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`.
+    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``powertools_layer`` is
+        ``None`` and the stack's region is known and has no Powertools parameter (see above).
 
     Attributes:
         queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
@@ -144,8 +141,8 @@ class PaymentProcessor(Construct):
         )
         self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention, removal_policy=removal_policy)
         if powertools_layer is None:
-            powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
-                self, "PowertoolsLayer", powertools_layer_arn(Stack.of(self).region)
+            powertools_layer = public_powertools_layer(
+                self, "PowertoolsLayer", architecture=PAYMENT_ARCHITECTURE, runtime=PAYMENT_RUNTIME
             )
         self.role = iam.Role(
             self,
@@ -160,7 +157,7 @@ class PaymentProcessor(Construct):
             "Function",
             role=self.role,
             runtime=PAYMENT_RUNTIME,
-            architecture=lambda_.Architecture.X86_64,
+            architecture=PAYMENT_ARCHITECTURE,
             handler=PAYMENT_HANDLER,
             code=payment_function_code(),
             timeout=function_timeout,

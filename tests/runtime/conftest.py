@@ -16,11 +16,12 @@ from payments import gateway as gateway_module
 from payments import handler as handler_module
 
 REGION = "us-east-1"
+PARTITION = "aws"  # REGION's partition: ARNs are built from it, never from a literal "arn:aws:"
 ACCOUNT = "123456789012"
 IDEMPOTENCY_TABLE = "idempotency"
 LEDGER_TABLE = "ledger"
-STANDARD_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:payments"
-FIFO_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:payments.fifo"
+STANDARD_ARN = f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:payments"
+FIFO_ARN = f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:payments.fifo"
 
 
 class FakeLambdaContext:
@@ -30,7 +31,7 @@ class FakeLambdaContext:
         self.function_name = "payments"
         self.function_version = "$LATEST"
         self.memory_limit_in_mb = 256
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:payments"
+        self.invoked_function_arn = f"arn:{PARTITION}:lambda:{REGION}:{ACCOUNT}:function:payments"
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = "/aws/lambda/payments"
         self.log_stream_name = "local"

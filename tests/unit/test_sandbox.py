@@ -65,10 +65,12 @@ def test_function_timeout_defaults_to_thirty_seconds_and_memory_to_256(sandbox: 
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_powertools_layer_is_pinned_by_arn(sandbox: tuple, kind: str) -> None:
-    assert _function(sandbox, kind)["Layers"] == [
-        "arn:aws:lambda:us-east-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-x86_64:42"
-    ]
+def test_powertools_layer_is_the_pinned_release_resolved_at_deploy_time(sandbox: tuple, kind: str) -> None:
+    (layer,) = _function(sandbox, kind)["Layers"]
+    assert sandbox[1].to_json()["Parameters"][layer["Ref"]] == {
+        "Type": "AWS::SSM::Parameter::Value<String>",
+        "Default": f"/aws/service/powertools/python/x86_64/python3.14/{payment_processor.POWERTOOLS_VERSION}",
+    }
 
 
 def test_powertools_layer_release_matches_the_pinned_library() -> None:

@@ -71,9 +71,9 @@ class LocalLambdaContext:
         self.function_name = mapping.function_name
         self.function_version = "$LATEST"
         self.memory_limit_in_mb = mapping.function_memory_mb
-        region = mapping.queue_arn.split(":")[3]
-        account = mapping.queue_arn.split(":")[4]
-        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account}:function:{mapping.function_name}"
+        # The function lives in the queue's partition, region and account (arn:<partition>:sqs:<region>:<account>:...).
+        partition, _, region, account = mapping.queue_arn.split(":")[1:5]
+        self.invoked_function_arn = f"arn:{partition}:lambda:{region}:{account}:function:{mapping.function_name}"
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{mapping.function_name}"
         self.log_stream_name = f"local/{os.getpid()}"
