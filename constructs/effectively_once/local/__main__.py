@@ -11,6 +11,7 @@ from pathlib import Path
 from .chaos import ChaosConfig
 from .deploy import DeployError
 from .producer import PaymentsFileError, generate_sample
+from .remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
 from .server import LocalAwsError
 
 
@@ -84,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
             cmd.add_argument("--concurrent-duplicates", type=_fraction, default=0.05)
             cmd.add_argument("--seed", type=int, default=7)
         else:
-            cmd.add_argument("--wait", type=int, default=600, help="seconds to wait for the queues to drain")
+            cmd.add_argument("--wait", type=int, default=None, help="seconds to wait for the queues to drain "
+                             "(default: (maxReceiveCount + 1) x visibility timeout of the deployed queues, "
+                             f"plus the settle time and {WAIT_MARGIN_SECONDS}s)")
+            cmd.add_argument(
+                "--settle", type=int, default=SETTLE_SECONDS, help="seconds the queues must stay empty (SQS counts are approximate)"
+            )
             cmd.add_argument("--report", type=Path, default=Path("reports/aws-report.json"))
 
     args = parser.parse_args(argv)
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.command == "produce":
                 return produce(args.stack, args.payments, ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed))
-            return report(args.stack, args.payments, root, args.wait, args.report)
+            return report(args.stack, args.payments, root, args.wait, args.report, args.settle)
         except _ONE_LINE_ERRORS as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

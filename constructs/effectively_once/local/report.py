@@ -77,7 +77,8 @@ def scan_ledger(dynamodb: Any, table: str) -> list[dict[str, Any]]:
 def read_dlq(sqs: Any, url: str) -> list[str]:
     """Every body in a DLQ, in order, leaving the queue with the same messages.
 
-    A standard queue is read with a long visibility timeout (nothing is deleted; the messages show again later). A
+    A standard queue is read with a long visibility timeout (so no message is received twice), nothing is deleted,
+    and the messages are made visible again at the end (a second report reads them at once). A
     FIFO queue locks a message group while any of its messages is in flight, so at most 10 messages of a group can
     be seen without deleting (moto does the same): its messages are read and deleted batch by batch, then sent back
     in their order with their group ids (new message and deduplication ids; bodies unchanged).
@@ -114,6 +115,15 @@ def read_dlq(sqs: Any, url: str) -> list[str]:
                         "MessageDeduplicationId": f"{m['Attributes'].get('MessageDeduplicationId', '')[:90]}-{uuid.uuid4().hex[:12]}",
                     }
                     for i, m in enumerate(chunk)
+                ],
+            )
+    else:  # make them visible again: a second report reads them at once
+        for start in range(0, len(received), 10):
+            sqs.change_message_visibility_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                    for i, m in enumerate(received[start : start + 10])
                 ],
             )
     return [m["Body"] for m in received]
