@@ -37,8 +37,9 @@ synth: setup
 demo: setup
 	$(PY) -m effectively_once.local demo $(DEMO_ARGS)
 
-# The same payments against a real AWS account (documented; needs credentials, not run in CI):
-# deploys the sandbox, sends the payments, waits for the queues to drain and reports from the ledgers and DLQs.
+# The same payments against a real AWS account (README "Deploy into your sandbox account": credentials, region,
+# `cdk bootstrap` once): deploys the sandbox, sends the payments, waits for the queues to drain and reports from the
+# ledgers and DLQs. tests/e2e/test_demo_aws.py runs these produce and report lines against the local AWS.
 demo-aws: setup
 	cdk deploy PaymentsSandbox --require-approval never
 	$(PY) -m effectively_once.local produce --stack PaymentsSandbox

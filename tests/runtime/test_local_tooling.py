@@ -209,10 +209,12 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
         first = read_dlq(sqs, url)
 
         assert sorted(first) == bodies
+        assert dlq_depth(sqs, url) == 15
         if fifo:
             assert first == bodies, "FIFO order is kept"
-            assert dlq_depth(sqs, url) == 15
             assert read_dlq(sqs, url) == bodies, "the messages are back, in order"
+        else:
+            assert sorted(read_dlq(sqs, url)) == bodies, "a second report reads them again at once"
 
 
 class _Interrupting:
@@ -533,3 +535,66 @@ def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
     clear_run_dir(tmp_path)
 
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in keep)
+
+
+class _Counts:
+    """A fake SQS client whose queues hold the given message counts, one per GetQueueAttributes round."""
+
+    def __init__(self, rounds: list[int]) -> None:
+        self.rounds = rounds
+        self.calls = 0
+
+    def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict:
+        value = self.rounds[min(self.calls, len(self.rounds) - 1)]
+        self.calls += 1
+        return {"Attributes": {"ApproximateNumberOfMessages": str(value)}}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
+    # SQS's approximate counts may read 0 before they are consistent: one zero must not end the wait.
+    from effectively_once.local.remote import wait_for_drain
+
+    sqs, clock = _Counts([3, 0, 2, 0, 0, 0, 0, 0]), _Clock()
+
+    wait_for_drain(sqs, ["q"], wait_seconds=600, settle_seconds=10, sleep=clock.sleep, clock=lambda: clock.now)
+
+    zero_from = 3 * 5.0  # the counts stay at 0 from the fourth reading on, polled every 5 s
+    assert clock.now >= zero_from + 10
+    assert sqs.calls >= 6
+
+
+def test_report_gives_up_when_the_queues_never_drain() -> None:
+    from effectively_once.local.remote import wait_for_drain
+    from effectively_once.local.server import LocalAwsError
+
+    clock = _Clock()
+
+    with pytest.raises(LocalAwsError, match="not drained after 30s"):
+        wait_for_drain(_Counts([1]), ["q"], wait_seconds=30, settle_seconds=10, sleep=clock.sleep, clock=lambda: clock.now)
+
+
+def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -> None:
+    # PaymentsSandbox's defaults: 30 s function timeout, so a 180 s visibility timeout, and maxReceiveCount 5: a
+    # poison message is received 5 times, 180 s apart, before SQS moves it to the DLQ.
+    from effectively_once.local.deploy import Pipeline
+    from effectively_once.local.remote import SETTLE_SECONDS, drain_wait_seconds
+
+    def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
+        mapping = MappingConfig(
+            label=label, queue_url="u", queue_arn="arn:aws:sqs:us-east-1:123456789012:q", batch_size=10,
+            batching_window_seconds=0, visibility_timeout_seconds=visibility, max_receive_count=receives,
+            function_name="f", function_timeout_seconds=30, function_memory_mb=256, function_env={},
+        )
+        return Pipeline(mapping=mapping, mapping_uuid="x", dlq_url="d", idempotency_table="i", ledger_table="l")
+
+    wait = drain_wait_seconds({"standard": pipeline("standard", 180, 5), "fifo": pipeline("fifo", 60, 3)})
+
+    assert wait >= 5 * 180 + SETTLE_SECONDS

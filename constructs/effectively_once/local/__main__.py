@@ -30,6 +30,7 @@ from .chaos import ChaosConfig
 from .deploy import DeployError, cdk_command
 from .producer import PaymentsFileError, SendError, generate_sample, load_payments
 from .report import DlqReadError
+from .remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
 from .server import LocalAwsError
 
 # Errors that end in one line on stderr and exit code 2, never a traceback. OSError: a file the run writes
@@ -249,7 +250,12 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             cmd.add_argument("--concurrent-duplicates", type=_fraction, default=0.05)
             cmd.add_argument("--seed", type=_integer(), default=7)
         else:
-            cmd.add_argument("--wait", type=_integer(0), default=600, help="seconds to wait for the queues to drain")
+            cmd.add_argument("--wait", type=_integer(0), default=None, help="seconds to wait for the queues to drain "
+                             "(default: (maxReceiveCount + 1) x visibility timeout of the deployed queues, "
+                             f"plus the settle time and {WAIT_MARGIN_SECONDS}s)")
+            cmd.add_argument(
+                "--settle", type=_integer(0), default=SETTLE_SECONDS, help="seconds the queues must stay empty (SQS counts are approximate)"
+            )
             cmd.add_argument("--report", type=_output_file, default="reports/aws-report.json")
     return parser, {name: p for name, p in sub.choices.items()}
 
@@ -269,7 +275,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "produce":
             chaos = ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed)
             return produce(args.stack, args.payments, chaos)
-        return report(args.stack, args.payments, args.handler_root, args.wait, args.report)
+        return report(args.stack, args.payments, args.handler_root, args.wait, args.report, args.settle)
 
     from .demo import DemoOptions, run_demo
 
