@@ -1,4 +1,5 @@
-"""``IdempotentQueueConsumer``: wires a ``ProcessingQueue`` to a function guarded by an ``IdempotencyTable``."""
+"""``IdempotentQueueConsumer``: wires a ``ProcessingQueue`` (or an ``ExistingQueue``) to a function guarded by an
+``IdempotencyTable``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from aws_cdk import Annotations, Duration, RemovalPolicy, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import limits
@@ -17,7 +19,9 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
+from ._existing_queue_checks import resolve, warn_unknown
 from ._validation import acknowledge, fail, is_unresolved, template_seconds
+from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
     DEFAULT_METRICS_NAMESPACE,
@@ -46,7 +50,7 @@ class IdempotentQueueConsumer(Construct):
 
     What it does:
 
-    - creates one event source mapping (child ``EventSourceMapping``) from ``queue.queue`` to ``function``
+    - creates one event source mapping (child ``EventSourceMapping``) from the source queue to ``function``
       with ``FunctionResponseTypes: [ReportBatchItemFailures]`` always on, so only failed records return to
       the queue;
     - grants the function consume on the source queue (``sqs:ReceiveMessage``, ``DeleteMessage``,
@@ -56,9 +60,10 @@ class IdempotentQueueConsumer(Construct):
       the function's own account and Region; DynamoDB's ``TableName`` takes either), ``IDEMPOTENCY_EXPIRY_SECONDS``
       and, when given, ``IDEMPOTENCY_KEY_PREFIX`` (``key_prefix``), ``POWERTOOLS_METRICS_NAMESPACE``
       (``metrics_namespace``) and ``POWERTOOLS_SERVICE_NAME`` (``service_name``) on the function;
-    - when the queue's visibility timeout was left open, fills it in as
+    - when a ``ProcessingQueue``'s visibility timeout was left open, fills it in as
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
-      ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
+      ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`). An ``ExistingQueue`` is never
+      changed: a visibility timeout cannot be filled in on a queue this library does not own.
 
     Deploy-time tokens (``CfnParameter`` values, imports): checks skip them, settings derived from them never
     are. An expiry or retention period that is a token is written to ``IDEMPOTENCY_EXPIRY_SECONDS`` as the
@@ -67,10 +72,13 @@ class IdempotentQueueConsumer(Construct):
 
     :param scope: parent construct.
     :param id: construct id.
-    :param queue: the source queue.
+    :param queue: the source queue: a ``ProcessingQueue``, or a queue you already have with the facts the checks
+        need (:class:`ExistingQueue`: an ``sqs.IQueue`` of this stack, of another stack, or imported with
+        ``sqs.Queue.from_queue_attributes``). Every check below runs on an existing queue's facts; each fact it
+        does not have gives one warning naming the checks skipped (docs/validation.md).
     :param function: the consumer. A ``lambda.Function`` (its timeout and environment are used); an imported
-        ``IFunction`` only when ``queue`` was given a visibility timeout, and then its environment is the
-        caller's to set (the variables above).
+        ``IFunction`` only when ``queue`` was given a visibility timeout or is an ``ExistingQueue``, and then its
+        environment is the caller's to set (the variables above).
     :param table: the idempotency table.
     :param batch_size: records per invocation (standard 1..10,000, FIFO 1..10; above 10 needs a window).
         :default: ``10``.
@@ -82,11 +90,12 @@ class IdempotentQueueConsumer(Construct):
     :param idempotency_expiry: how long a completed record answers duplicates (a token must be
         ``Duration.seconds(...)``: it is written in seconds).
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
-        charge twice.
+        charge twice; for an ``ExistingQueue`` whose retention is unknown, 14 days (the SQS maximum retention).
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
         :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
-        handler's failed records; see :class:`AlarmThresholds`). :default: ``True``.
+        handler's failed records; see :class:`AlarmThresholds`); an ``ExistingQueue`` without a dead-letter queue
+        gets no DLQ-depth alarm. :default: ``True``.
     :param alarm_action: added to every alarm's alarm actions (e.g. ``cloudwatch_actions.SnsAction(topic)``).
         :default: ``None``: the alarms change state without notifying anyone.
     :param alarm_thresholds: :default: ``AlarmThresholds()``: DLQ depth > 0, oldest message age > 5 minutes,
@@ -117,8 +126,11 @@ class IdempotentQueueConsumer(Construct):
         FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations); the queue's
         visibility timeout left open while the function timeout or ``max_batching_window`` is a deploy-time
         token (it cannot be filled in, and SQS's 30-second default can be below the function timeout); an
-        ``idempotency_expiry`` or ``oldest_message_age`` threshold that is a token in a unit other than seconds.
-        Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
+        ``idempotency_expiry`` or ``oldest_message_age`` threshold that is a token in a unit other than seconds;
+        an ``ExistingQueue`` whose ``dead_letter_queue`` is of the other type (FIFO or standard), whose
+        ``max_receive_count`` is given without a dead-letter queue or outside 1..1000, whose ``retention_period`` is
+        outside 60 s..14 days or ``visibility_timeout`` above 12 hours, or whose given fact differs from its
+        ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
@@ -127,12 +139,19 @@ class IdempotentQueueConsumer(Construct):
     reserved concurrency below the total maximum concurrency of the SQS mappings that invoke it, counted when
     this consumer is created (AWS Lambda Developer Guide, SQS scaling: throttled batches return to the queue
     and climb toward the DLQ); a table whose ARN names another Region (the function's client must be built
-    there) or another account (its resource-based policy must allow the function's role).
+    there) or another account (its resource-based policy must allow the function's role); for an
+    ``ExistingQueue``, one per unknown fact: no dead-letter queue, no ``max_receive_count``, no
+    ``visibility_timeout``, no ``retention_period`` (with a given ``idempotency_expiry`` under 14 days), an
+    imported queue without its KMS key (``kms:Decrypt`` not granted).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
-        queue, function, table: the inputs.
-        visibility_timeout (Duration): the queue's visibility timeout after this consumer (given or filled in).
+        queue (sqs.IQueue): the source queue (``ProcessingQueue.queue`` or ``ExistingQueue.queue``).
+        dead_letter_queue (sqs.IQueue | None): its dead-letter queue; ``None`` for an ``ExistingQueue`` without one.
+        function, table: the inputs.
+        visibility_timeout (Duration | None): the queue's visibility timeout after this consumer (given, filled in,
+            or the ``ExistingQueue``'s fact); ``None`` when unknown.
+        idempotency_expiry (Duration): the expiry set on the function.
         dlq_depth_alarm, oldest_message_age_alarm, errors_alarm, throttles_alarm, failed_records_alarm
             (cloudwatch.Alarm | None): ``None`` when ``alarms=False``.
         log_group (logs.ILogGroup | None): the log group the queries read.
@@ -147,7 +166,7 @@ class IdempotentQueueConsumer(Construct):
         scope: Construct,
         id: str,
         *,
-        queue: ProcessingQueue,
+        queue: ProcessingQueue | ExistingQueue,
         function: lambda_.IFunction,
         table: IdempotencyTable,
         batch_size: int = 10,
@@ -165,13 +184,19 @@ class IdempotentQueueConsumer(Construct):
         service_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
-        check_mapping(queue.fifo, batch_size, max_batching_window, max_concurrency)
+        if isinstance(queue, ExistingQueue):
+            queue = resolve(queue)
+        check_mapping(bool(queue.queue.fifo), batch_size, max_batching_window, max_concurrency)
         check_idempotency_expiry(idempotency_expiry)
         thresholds = alarm_thresholds or AlarmThresholds()
         check_alarm_thresholds(thresholds)
         if async_invocation is not None:
             check_async_invocation(async_invocation)
-        if not isinstance(function, lambda_.Function) and not queue.visibility_timeout_given:
+        if (
+            not isinstance(function, lambda_.Function)
+            and isinstance(queue, ProcessingQueue)
+            and not queue.visibility_timeout_given
+        ):
             raise fail(
                 "function",
                 function.function_arn,
@@ -180,11 +205,12 @@ class IdempotentQueueConsumer(Construct):
                 "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME (the table's "
                 "ARN) / IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
             )
-        self.queue = queue
+        self.queue: sqs.IQueue = queue.queue
+        self.dead_letter_queue: sqs.IQueue | None = queue.dead_letter_queue
         self.function = function
         self.table = table
 
-        if not queue.visibility_timeout_given:
+        if isinstance(queue, ProcessingQueue) and not queue.visibility_timeout_given:
             assert isinstance(function, lambda_.Function)
             timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
             window = max_batching_window or Duration.seconds(0)
@@ -201,7 +227,7 @@ class IdempotentQueueConsumer(Construct):
             self,
             "EventSourceMapping",
             target=function,
-            event_source_arn=queue.queue.queue_arn,
+            event_source_arn=self.queue.queue_arn,
             batch_size=batch_size,
             max_batching_window=max_batching_window,
             max_concurrency=max_concurrency,
@@ -225,12 +251,17 @@ class IdempotentQueueConsumer(Construct):
             )
         else:
             # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
-            grant = queue.queue.grant_consume_messages(function)
+            grant = self.queue.grant_consume_messages(function)
             grant.apply_before(self.event_source_mapping)
             table.grant_idempotency(function)
 
-        self.idempotency_expiry = idempotency_expiry or queue.retention_period
+        # An existing queue of unknown retention: 14 days, the SQS maximum, covers any retention it can have.
+        self.idempotency_expiry = (
+            idempotency_expiry or queue.retention_period or Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS)
+        )
         advise(self, self.idempotency_expiry, queue.retention_period, queue.max_receive_count)
+        if isinstance(queue, ExistingQueue):
+            warn_unknown(self, queue, function, max_batching_window, idempotency_expiry)
         check_reserved_concurrency(self, function, max_concurrency)
         advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
@@ -255,7 +286,8 @@ class IdempotentQueueConsumer(Construct):
                 self.failed_records_alarm,
             ) = build_alarms(
                 self,
-                queue=queue,
+                queue=self.queue,
+                dead_letter_queue=self.dead_letter_queue,
                 function=function,
                 thresholds=thresholds,
                 action=alarm_action,
