@@ -66,9 +66,15 @@ def check_given_visibility_timeout(
     visibility_timeout: Duration | None,
     function: lambda_.IFunction,
     max_batching_window: Duration | None,
+    *,
+    owned: bool = True,
 ) -> None:
     """A visibility timeout given to the queue against this function: error below its timeout, warning
-    below the 6x guidance. Skipped for an imported function (timeout unknown) and for tokens."""
+    below the 6x guidance. Skipped for an imported function (timeout unknown) and for tokens.
+
+    :param owned: the queue is a ``ProcessingQueue`` (its timeout can be left unset to be filled in); ``False``
+        for an ``ExistingQueue``, whose timeout only its owner can raise.
+    """
     if not isinstance(function, lambda_.Function):
         return
     timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
@@ -94,8 +100,11 @@ def check_given_visibility_timeout(
             visibility_timeout,
             f"should be at least {limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout "
             f"({timeout.to_human_string()}) + max_batching_window ({window_s:g} seconds) = {guidance} seconds, "
-            "so Lambda can retry a throttled batch before the message is received again (leave it unset to "
-            "have it filled in)",
+            "so Lambda can retry a throttled batch before the message is received again "
+            + (
+                "(leave it unset to have it filled in)" if owned
+                else "(raise the queue's own: it cannot be filled in on a queue this consumer does not own)"
+            ),
             limits.LAMBDA_SQS_VISIBILITY_DOC,
         )
 

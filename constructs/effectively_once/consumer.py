@@ -220,7 +220,9 @@ class IdempotentQueueConsumer(Construct):
                 Duration.seconds(limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds()))
             )
         else:
-            check_given_visibility_timeout(self, queue.visibility_timeout, function, max_batching_window)
+            check_given_visibility_timeout(
+                self, queue.visibility_timeout, function, max_batching_window, owned=isinstance(queue, ProcessingQueue)
+            )
         self.visibility_timeout = queue.visibility_timeout
 
         self.event_source_mapping = lambda_.EventSourceMapping(

@@ -49,6 +49,12 @@ def synth() -> dict:
         shared, "Orders", visibility_timeout=Duration.seconds(180),
         dead_letter_queue=sqs.DeadLetterQueue(queue=shared_dlq, max_receive_count=5),
     )
+    shared_key = kms.Key(shared, "Key")
+    shared_fifo_dlq = sqs.Queue(shared, "OrdersFifoDlq", fifo=True, encryption_master_key=shared_key)
+    shared_fifo = sqs.Queue(
+        shared, "OrdersFifo", fifo=True, encryption_master_key=shared_key, visibility_timeout=Duration.minutes(2),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=shared_fifo_dlq, max_receive_count=5),
+    )
     stack = Stack(app, "Test", env=ENV)
     table = IdempotencyTable(stack, "Table")
     wired = {}
@@ -71,6 +77,13 @@ def synth() -> dict:
         stack, "CrossStack", table=table, function=inline_function(stack, "CrossStackFunction", timeout=Duration.seconds(30)),
         queue=ExistingQueue(queue=shared_queue),
     )
+    # a FIFO queue of another stack, encrypted with that stack's key; the function timeout leaves the 2-minute
+    # visibility timeout below the 6x guidance, and the warning must not suggest it could be filled in
+    wired["cross_stack_fifo"] = IdempotentQueueConsumer(
+        stack, "CrossStackFifo", table=table,
+        function=inline_function(stack, "CrossStackFifoFunction", timeout=Duration.seconds(30)),
+        queue=ExistingQueue(queue=shared_fifo),
+    )
     # the user's own FIFO sqs.Queue with a customer-managed key, SQS's 30-second visibility timeout
     key = kms.Key(stack, "Key")
     fifo_dlq = sqs.Queue(stack, "PlainFifoDlq", fifo=True, encryption_master_key=key)
@@ -82,6 +95,11 @@ def synth() -> dict:
         stack, "PlainFifoConsumer", table=table,
         function=inline_function(stack, "PlainFifoFunction", timeout=Duration.seconds(10)),
         queue=ExistingQueue(queue=plain_fifo), idempotency_expiry=Duration.hours(1),
+    )
+    # the user's own standard sqs.Queue without a dead-letter queue, visibility timeout exactly 6 x Lambda's 3 s
+    wired["plain_standard"] = IdempotentQueueConsumer(
+        stack, "PlainStandardConsumer", table=table, function=inline_function(stack, "PlainStandardFunction"),
+        queue=ExistingQueue(queue=sqs.Queue(stack, "PlainStandard", visibility_timeout=Duration.seconds(18))),
     )
     # an imported function on an existing queue without a visibility timeout: nothing to fill in, accepted
     wired["imported_function"] = IdempotentQueueConsumer(
@@ -99,7 +117,7 @@ def synth() -> dict:
     return {
         "stack": stack, "template": Template.from_stack(stack), "wired": wired, "table": table, "key": key,
         "annotations": Annotations.from_stack(stack), "shared_queue": shared_queue, "shared_dlq": shared_dlq,
-        "plain_fifo": plain_fifo, "fifo_dlq": fifo_dlq,
+        "plain_fifo": plain_fifo, "fifo_dlq": fifo_dlq, "shared_fifo_dlq": shared_fifo_dlq,
     }
 
 
@@ -186,6 +204,16 @@ def test_queue_of_another_stack_grants_consume(synth: dict) -> None:
     assert granted[json.dumps(arn, sort_keys=True)] == CONSUME
 
 
+def test_fifo_queue_of_another_stack_grants_consume_and_decrypt_on_that_stacks_key(synth: dict) -> None:
+    granted = _granted(synth, "cross_stack_fifo")
+    outputs = {json.loads(resource)["Fn::GetStackOutput"]["OutputName"]: actions for resource, actions in granted.items()
+               if "Fn::GetStackOutput" in resource}
+    assert sorted(outputs.values(), key=len) == [{"kms:Decrypt"}, CONSUME]
+    assert next(name for name, actions in outputs.items() if actions == CONSUME) in json.dumps(
+        _mapping(synth, "cross_stack_fifo")["EventSourceArn"]
+    )
+
+
 # --- environment ------------------------------------------------------------------------------------
 def test_expiry_defaults_to_the_given_retention(synth: dict) -> None:
     assert _environment(synth, "imported")["IDEMPOTENCY_EXPIRY_SECONDS"] == str(4 * 24 * 3600)
@@ -217,6 +245,8 @@ def test_queue_and_dead_letter_queue_attributes_are_uniform(synth: dict) -> None
     wired = synth["wired"]
     assert wired["cross_stack"].queue is synth["shared_queue"]
     assert wired["cross_stack"].dead_letter_queue is synth["shared_dlq"]
+    assert wired["cross_stack_fifo"].dead_letter_queue is synth["shared_fifo_dlq"]
+    assert wired["cross_stack_fifo"].queue.fifo
     assert wired["plain_fifo"].dead_letter_queue is synth["fifo_dlq"]
     assert wired["bare_fifo"].dead_letter_queue is None
     processing = wired["processing"]
@@ -265,6 +295,20 @@ def test_each_missing_fact_warns_once_naming_what_was_not_checked(synth: dict) -
     assert "kms:Decrypt" in key and "key_arn" in key
 
 
+def test_plain_queue_without_a_dead_letter_queue_warns_only_about_that(synth: dict) -> None:
+    assert _ids(synth, "plain_standard") == ["existingQueueNoDeadLetterQueue"]
+    assert len(_warnings(synth, "plain_standard")) == 1
+    consumer = synth["wired"]["plain_standard"]
+    assert consumer.dead_letter_queue is None and consumer.dlq_depth_alarm is None
+    assert not consumer.queue.fifo
+    stack: Stack = synth["stack"]
+    granted = _granted(synth, "plain_standard")
+    assert granted == {
+        _logical_id(stack, consumer.queue.queue_arn): CONSUME,
+        _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
+    }
+
+
 def test_plain_queue_is_checked_on_its_own_facts(synth: dict) -> None:
     texts = _warnings(synth, "plain_fifo")
     assert _ids(synth, "plain_fifo") == []
@@ -273,6 +317,14 @@ def test_plain_queue_is_checked_on_its_own_facts(synth: dict) -> None:
     assert "maxReceiveCountBelowGuidance" in joined  # 3 receives
     assert "idempotencyExpiryBelowRetention" in joined  # 1 hour against 2 days
     assert len(texts) == 3
+
+
+def test_visibility_timeout_below_guidance_on_a_queue_it_does_not_own_says_raise_it(synth: dict) -> None:
+    (text,) = _warnings(synth, "cross_stack_fifo")
+    assert "effectively-once:visibilityTimeoutBelowGuidance" in text
+    assert "= 180 seconds" in text and "but 2 minutes was given" in text
+    assert "filled in" not in text.replace("cannot be filled in", "")
+    assert "raise the queue's own" in text
 
 
 def test_expiry_without_retention_warns_that_it_was_not_checked(synth: dict) -> None:
