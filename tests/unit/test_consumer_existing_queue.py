@@ -360,7 +360,7 @@ def _consumer(queue: Any = None, *, stack: Stack | None = None, timeout: int = 3
 
 def test_fails_fifo_queue_with_a_standard_dead_letter_queue() -> None:
     with pytest.raises(ValueError, match=r"^queue dead_letter_queue must be a FIFO queue like the source queue, but "
-                       r"'Test/D' was given \(source: Amazon SQS Developer Guide, Using dead-letter queues\)$"):
+                       r"'Test/D' was given \(source: Amazon SQS Developer Guide, Using dead-letter queues\)\Z"):
         _consumer(lambda s: ExistingQueue(queue=_imported(s, "Q", "q.fifo"), dead_letter_queue=_imported(s, "D", "d"),
                                           max_receive_count=5))
 
