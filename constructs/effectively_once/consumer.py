@@ -130,7 +130,8 @@ class IdempotentQueueConsumer(Construct):
         an ``ExistingQueue`` whose ``dead_letter_queue`` is of the other type (FIFO or standard), whose
         ``max_receive_count`` is given without a dead-letter queue or outside 1..1000, whose ``retention_period`` is
         outside 60 s..14 days or ``visibility_timeout`` above 12 hours, or whose given fact differs from its
-        ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
+        ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md
+        lists them).
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnParameter, Duration, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
@@ -410,3 +410,12 @@ def test_fails_fact_out_of_range(facts: dict, message: str) -> None:
 def test_fails_batching_window_on_an_existing_fifo_queue() -> None:
     with pytest.raises(ValueError, match=r"^max_batching_window is not allowed on a FIFO source queue"):
         _consumer(lambda s: ExistingQueue(queue=_imported(s, "Q", "q.fifo")), max_batching_window=Duration.seconds(5))
+
+
+def test_queue_imported_by_a_token_arn_is_fifo_when_imported_with_fifo() -> None:
+    # CDK cannot read the name from a deploy-time ARN: FIFO-ness is then from_queue_attributes(fifo=...)
+    stack = new_stack()
+    arn = CfnParameter(stack, "QueueArn").value_as_string
+    with pytest.raises(ValueError, match=r"^batch_size must be between 1 and 10"):
+        _consumer(ExistingQueue(queue=sqs.Queue.from_queue_attributes(stack, "Q", queue_arn=arn, fifo=True)),
+                  stack=stack, batch_size=11)
