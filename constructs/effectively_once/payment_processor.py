@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from effectively_once_runtime import names
 
 from ._assets import payment_function_code
 from ._validation import acknowledge
@@ -166,8 +167,8 @@ class PaymentProcessor(Construct):
             log_group=self.log_group,
             environment={
                 "LEDGER_TABLE_NAME": self.ledger.table_name,
-                "POWERTOOLS_SERVICE_NAME": service_name,
-                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
+                names.ENV_SERVICE_NAME: service_name,
+                names.ENV_METRICS_NAMESPACE: metrics_namespace,
             },
         )
         self.ledger.grant(self.function, *LEDGER_ACTIONS)

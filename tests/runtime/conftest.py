@@ -158,12 +158,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             return gw
 
         gateway_module.set_gateway_factory(factory)
-        handler_module.reset_service()
-        service = handler_module.get_service()
+        handler_module.reset()
+        gateway = handler_module.get_gateway()  # the cold start builds it with the factory
         env = Env(dynamodb=ddb, gateway=created[0])
-        assert service.gateway is env.gateway
+        assert gateway is env.gateway
         try:
             yield env
         finally:
             gateway_module.set_gateway_factory(None)
-            handler_module.reset_service()
+            handler_module.reset()

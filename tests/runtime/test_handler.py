@@ -43,7 +43,7 @@ class CrashAfterCharge:
 
 
 def use_gateway(gw: Any) -> None:
-    handler_module.get_service().gateway = gw
+    handler_module.set_gateway(gw)
 
 
 def test_partial_batch_failure_then_redelivery_charges_each_payment_once(aws: Env) -> None:
@@ -256,8 +256,8 @@ def test_negative_control_without_guards_double_charges(
     if unsafe:
         monkeypatch.setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "true")
         monkeypatch.setenv("PAYMENT_PROVIDER_IDEMPOTENCY_KEYS", "false")
-        handler_module.reset_service()
-        handler_module.get_service().gateway = aws.gateway
+        handler_module.reset()
+        handler_module.set_gateway(aws.gateway)
     batch = [sqs_record(payment("p-dup-1")), sqs_record(payment("p-dup-2"))]
 
     aws.invoke(batch)

@@ -45,12 +45,12 @@ def deployed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         _create(ledger_client, LEDGER_TABLE, "charge_id")
         gateway = gateway_module.LedgerGateway(LEDGER_TABLE, client=ledger_client)
         gateway_module.set_gateway_factory(lambda settings: gateway)
-        handler_module.reset_service()
+        handler_module.reset()
         try:
             yield Env(dynamodb=ledger_client, gateway=gateway), table_client
         finally:
             gateway_module.set_gateway_factory(None)
-            handler_module.reset_service()
+            handler_module.reset()
 
 
 def _charge_twice(env: Env) -> None:
@@ -67,7 +67,7 @@ def test_table_in_another_region_is_reached_through_its_arn(deployed: tuple[Env,
     _charge_twice(env)
     (record,) = table_client.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
     assert record["status"]["S"] == "COMPLETED"
-    assert handler_module.get_service().persistence_store.client.meta.region_name == OTHER_REGION
+    assert handler_module.consumer.state.persistence_store.client.meta.region_name == OTHER_REGION
 
 
 @pytest.mark.parametrize("deployed", [(REGION, _table_arn(REGION))], indirect=True)
@@ -82,4 +82,4 @@ def test_plain_table_name_is_still_reached_in_the_functions_region(deployed: tup
     env, table_client = deployed
     _charge_twice(env)
     assert len(table_client.scan(TableName=IDEMPOTENCY_TABLE)["Items"]) == 1
-    assert handler_module.get_service().persistence_store.client.meta.region_name == REGION
+    assert handler_module.consumer.state.persistence_store.client.meta.region_name == REGION
