@@ -271,3 +271,21 @@ def test_negative_control_without_guards_double_charges(
     else:
         assert aws.gateway.calls == 2
         assert aws.charges_for("p-dup-1") == aws.charges_for("p-dup-2") == 1
+
+
+def test_resend_after_the_function_was_replaced_is_answered_from_its_record(
+    aws: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Powertools' default key prefix is built from AWS_LAMBDA_FUNCTION_NAME; the sample's stable prefix is not. The
+    # provider key would hide a second execution in the ledger (a replay), so count the gateway calls.
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-blue")
+    handler_module.consumer.reset()
+    assert failures(aws.invoke([sqs_record(payment("p-renamed"))])) == set()
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-green")
+    handler_module.consumer.reset()  # a new execution environment of the replacement function
+    response = aws.invoke([sqs_record(payment("p-renamed"))])
+
+    assert failures(response) == set()
+    assert aws.gateway.calls == 1
+    assert aws.charges_for("p-renamed") == 1
