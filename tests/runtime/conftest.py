@@ -131,6 +131,16 @@ HANDLER_ENV = {
 }
 
 
+def create_table(client: Any, name: str, key: str) -> None:
+    """An on-demand table with a string partition key ``key`` (the idempotency table: ``id``)."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     for name, value in HANDLER_ENV.items():
@@ -138,18 +148,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name=REGION)
-        ddb.create_table(
-            TableName=IDEMPOTENCY_TABLE,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        ddb.create_table(
-            TableName=LEDGER_TABLE,
-            KeySchema=[{"AttributeName": "charge_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "charge_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(ddb, IDEMPOTENCY_TABLE, "id")
+        create_table(ddb, LEDGER_TABLE, "charge_id")
         created: list[gateway_module.LedgerGateway] = []
 
         def factory(settings: Any) -> gateway_module.PaymentGateway:

@@ -15,7 +15,16 @@ from moto import mock_aws
 
 from effectively_once_runtime import Consumer, InvalidRecord, PermanentError, names
 
-from .conftest import HANDLER_ENV, IDEMPOTENCY_TABLE, REGION, FakeLambdaContext, failures, redeliver, sqs_record
+from .conftest import (
+    HANDLER_ENV,
+    IDEMPOTENCY_TABLE,
+    REGION,
+    FakeLambdaContext,
+    create_table,
+    failures,
+    redeliver,
+    sqs_record,
+)
 from .test_logging import _CurrentStdout
 
 KEY_PREFIX = "shop/orders"
@@ -84,12 +93,7 @@ def orders(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) 
     monkeypatch.delenv(names.ENV_KEY_PREFIX, raising=False)
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name=REGION)
-        ddb.create_table(
-            TableName=IDEMPOTENCY_TABLE,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(ddb, IDEMPOTENCY_TABLE, "id")
         confirmed: list[str | None] = []
         consumer = build_consumer(confirmed)
         # The Logger's handler holds the stdout of import time; point it at the one capsys captures.

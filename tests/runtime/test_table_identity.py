@@ -12,22 +12,13 @@ from moto import mock_aws
 from payments import gateway as gateway_module
 from payments import handler as handler_module
 
-from .conftest import ACCOUNT, HANDLER_ENV, IDEMPOTENCY_TABLE, LEDGER_TABLE, REGION, Env, failures, payment, redeliver, sqs_record
+from .conftest import ACCOUNT, create_table, HANDLER_ENV, IDEMPOTENCY_TABLE, LEDGER_TABLE, REGION, Env, failures, payment, redeliver, sqs_record
 
 OTHER_REGION = "eu-west-1"
 
 
 def _table_arn(region: str) -> str:
     return f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{IDEMPOTENCY_TABLE}"
-
-
-def _create(client: Any, name: str, key: str) -> None:
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @pytest.fixture
@@ -41,8 +32,8 @@ def deployed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     with mock_aws():
         ledger_client = boto3.client("dynamodb", region_name=REGION)
         table_client = boto3.client("dynamodb", region_name=table_region)
-        _create(table_client, IDEMPOTENCY_TABLE, "id")
-        _create(ledger_client, LEDGER_TABLE, "charge_id")
+        create_table(table_client, IDEMPOTENCY_TABLE, "id")
+        create_table(ledger_client, LEDGER_TABLE, "charge_id")
         gateway = gateway_module.LedgerGateway(LEDGER_TABLE, client=ledger_client)
         gateway_module.set_gateway_factory(lambda settings: gateway)
         handler_module.reset()
