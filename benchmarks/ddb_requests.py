@@ -73,7 +73,6 @@ def measure() -> dict[str, Any]:
         warnings.simplefilter("ignore")  # the crashed invocation flushes no metrics: Powertools warns
         from payments import handler as handler_module
         from payments.gateway import LedgerGateway
-        from payments.settings import Settings
 
         admin = boto3.client("dynamodb", region_name=REGION)
         for name, key in ((IDEMPOTENCY_TABLE, "id"), (LEDGER_TABLE, "charge_id")):
@@ -91,12 +90,11 @@ def measure() -> dict[str, Any]:
         client = boto3.client("dynamodb", region_name=REGION)
         client.meta.events.register("before-call.dynamodb", count)
         gateway = LedgerGateway(LEDGER_TABLE, client=client)
-        service = handler_module.PaymentService(
-            Settings.from_env(),
-            gateway=gateway,
-            persistence_store=DynamoDBPersistenceLayer(table_name=IDEMPOTENCY_TABLE, boto3_client=client),
+        handler_module.reset()
+        handler_module.consumer.setup(
+            persistence_store=DynamoDBPersistenceLayer(table_name=IDEMPOTENCY_TABLE, boto3_client=client)
         )
-        handler_module._service = service
+        handler_module.set_gateway(gateway)
 
         def invoke(records: list[dict[str, Any]], remaining_ms: int = 30_000) -> dict[str, Any]:
             return handler_module.lambda_handler({"Records": records}, FakeLambdaContext(remaining_ms))  # type: ignore[no-any-return]
@@ -115,12 +113,12 @@ def measure() -> dict[str, Any]:
             batch = [_record(f"p-batch-{i}") for i in range(10)]
             batch_calls, _ = counted(batch)
 
-            service.gateway = CrashAfterCharge(gateway)
+            handler_module.set_gateway(CrashAfterCharge(gateway))
             try:
                 invoke([_record("p-crash")], remaining_ms=300)
             except SimulatedCrash:
                 pass
-            service.gateway = gateway
+            handler_module.set_gateway(gateway)
             time.sleep(0.5)  # the in-progress record expires with the crashed invocation's deadline
             replay, response = counted([_record("p-crash", receive_count=2)])
             assert not response["batchItemFailures"], response
@@ -133,7 +131,7 @@ def measure() -> dict[str, Any]:
                 invoke(records)
                 timings.append((time.perf_counter() - start) * 1000)
         finally:
-            handler_module.reset_service()
+            handler_module.reset()
     return {
         "ddb_requests_first_delivery": sum(first.values()),
         "ddb_requests_duplicate": sum(duplicate.values()),

@@ -1,9 +1,9 @@
 """Locate the sample payment Lambda's source, installed or in a checkout.
 
-A wheel ships it as package data at ``effectively_once/_lambda_src/payments`` (pyproject's force-include);
-in a source checkout (editable install, tests) it is the repository's ``lambda_src/`` next to
-``constructs/``. Either way the asset root is the directory *containing* ``payments/``, so the handler is
-``payments.handler.lambda_handler``.
+A wheel ships it as package data at ``effectively_once/_lambda_src/`` (pyproject's force-include: ``payments/``
+and the runtime it runs on, ``effectively_once_runtime/``); in a source checkout (editable install, tests) it is the
+repository's ``lambda_src/`` next to ``constructs/``. Either way the asset root is the directory *containing*
+``payments/`` and ``effectively_once_runtime/``, so the handler is ``payments.handler.lambda_handler``.
 """
 
 from __future__ import annotations

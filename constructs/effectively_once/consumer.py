@@ -9,6 +9,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from effectively_once_runtime import names
 
 from . import limits
 from ._consumer_checks import (
@@ -37,12 +38,12 @@ from .observability import (
 from .processing_queue import ProcessingQueue
 
 
-#: Environment variables set on the function (the contract in lambda_src/payments/settings.py).
-ENV_TABLE_NAME = "IDEMPOTENCY_TABLE_NAME"
-ENV_EXPIRY_SECONDS = "IDEMPOTENCY_EXPIRY_SECONDS"
-ENV_KEY_PREFIX = "IDEMPOTENCY_KEY_PREFIX"
-ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
-ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+#: Environment variables set on the function (the runtime's contract: effectively_once_runtime.names / .settings).
+ENV_TABLE_NAME = names.ENV_TABLE_NAME
+ENV_EXPIRY_SECONDS = names.ENV_EXPIRY_SECONDS
+ENV_KEY_PREFIX = names.ENV_KEY_PREFIX
+ENV_METRICS_NAMESPACE = names.ENV_METRICS_NAMESPACE
+ENV_SERVICE_NAME = names.ENV_SERVICE_NAME
 
 
 class IdempotentQueueConsumer(Construct):

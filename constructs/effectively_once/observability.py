@@ -5,8 +5,9 @@ The builders are called by :class:`IdempotentQueueConsumer` (alarms, queries, as
 :class:`PaymentProcessor` (dashboard); the option types are public (``AlarmThresholds``,
 ``AsyncInvocationOptions``).
 
-The query strings use the field names the sample handler logs (``lambda_src/payments/handler.py``, Powertools
-Logger JSON; see docs/observability.md): ``correlation_id`` (= payment id), ``payment_id``, ``message_id``,
+The metric names, log fields and log messages come from ``effectively_once_runtime.names``, the one runtime module
+the CDK side imports (standard library only): the queries read the fields the runtime logs (Powertools Logger JSON;
+see docs/observability.md): ``correlation_id`` (= idempotency key), ``idempotency_key``, ``message_id``,
 ``receive_count``, ``message``, ``idempotency_status``, ``idempotency_error``.
 """
 
@@ -22,22 +23,25 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from effectively_once_runtime import names
 
 from . import limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, template_seconds
 
-#: Outcome lines the handler logs once per delivery of a payment (charged, answered by the provider, suppressed).
-OUTCOME_MESSAGES = ("payment charged", "provider answered from its idempotency key", "duplicate suppressed")
-#: Lines the handler logs when the idempotency layer turns a delivery away or answers it from its record.
-REJECTION_MESSAGES = ("duplicate suppressed", "idempotency rejected")
+#: Outcome lines the runtime logs once per delivery (record processed, duplicate suppressed).
+OUTCOME_MESSAGES = names.OUTCOME_MESSAGES
+#: Lines the runtime logs when the idempotency layer turns a delivery away or answers it from its record.
+REJECTION_MESSAGES = names.REJECTION_MESSAGES
 
 #: Correlation ids seen in more than one delivery outcome: duplicate deliveries (redeliveries share a message id
 #: with a growing receive count; producer resends bring a new message id).
 DUPLICATE_DELIVERIES_QUERY = (
-    "fields @timestamp, correlation_id, message_id, receive_count, message\n"
-    "| filter ispresent(correlation_id) and message in " + str(list(OUTCOME_MESSAGES)).replace("'", '"') + "\n"
-    "| stats count(*) as deliveries, count_distinct(message_id) as message_ids, max(receive_count) as "
-    "max_receive_count by correlation_id\n"
+    f"fields @timestamp, {names.FIELD_CORRELATION_ID}, {names.FIELD_MESSAGE_ID}, {names.FIELD_RECEIVE_COUNT}, {names.FIELD_MESSAGE}\n"
+    f"| filter ispresent({names.FIELD_CORRELATION_ID}) and {names.FIELD_MESSAGE} in "
+    + str(list(OUTCOME_MESSAGES)).replace("'", '"')
+    + "\n"
+    f"| stats count(*) as deliveries, count_distinct({names.FIELD_MESSAGE_ID}) as message_ids, "
+    f"max({names.FIELD_RECEIVE_COUNT}) as max_receive_count by {names.FIELD_CORRELATION_ID}\n"
     "| filter deliveries > 1\n"
     "| sort deliveries desc\n"
     "| limit 1000"
@@ -45,25 +49,34 @@ DUPLICATE_DELIVERIES_QUERY = (
 #: Deliveries the idempotency layer rejected (already in progress, same key with another payload) or answered
 #: from the stored result (duplicate suppressed).
 IDEMPOTENCY_REJECTIONS_QUERY = (
-    "fields @timestamp, correlation_id, payment_id, message_id, receive_count, message, idempotency_error, "
-    "idempotency_status\n"
-    "| filter message in " + str(list(REJECTION_MESSAGES)).replace("'", '"') + "\n"
+    f"fields @timestamp, {names.FIELD_CORRELATION_ID}, {names.FIELD_IDEMPOTENCY_KEY}, {names.FIELD_MESSAGE_ID}, "
+    f"{names.FIELD_RECEIVE_COUNT}, {names.FIELD_MESSAGE}, {names.FIELD_IDEMPOTENCY_ERROR}, {names.FIELD_IDEMPOTENCY_STATUS}\n"
+    f"| filter {names.FIELD_MESSAGE} in " + str(list(REJECTION_MESSAGES)).replace("'", '"') + "\n"
     "| sort @timestamp desc\n"
     "| limit 1000"
 )
+#: Idempotency keys whose declared side effects ran more than once (the runtime's ``effect executed`` line; the
+#: local chaos checker counts the same line). Not deployed as a query definition yet.
+EFFECTS_PER_KEY_QUERY = (
+    f"fields @timestamp, {names.FIELD_IDEMPOTENCY_KEY}, {names.FIELD_EFFECT}\n"
+    f'| filter {names.FIELD_MESSAGE} = "{names.EFFECT_EXECUTED}"\n'
+    f"| stats count(*) as effects by {names.FIELD_IDEMPOTENCY_KEY}, {names.FIELD_EFFECT}\n"
+    "| filter effects > 1\n"
+    "| sort effects desc\n"
+    "| limit 1000"
+)
 
-#: Records one SQS invocation reported as failed (``len(batchItemFailures)``), emitted by the sample handler on
-#: every SQS invocation, zero included (``METRIC_FAILED_RECORDS`` in lambda_src/payments/handler.py; the runtime
-#: test ``tests/runtime/test_failed_records_metric.py`` proves the alarm reads what the handler emits).
-FAILED_RECORDS_METRIC = "FailedRecords"
-#: Metric names the sample handler emits with Powertools Metrics (EMF, unit Count, dimension ``service``).
-EMF_METRICS = ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments", FAILED_RECORDS_METRIC)
+#: Records one SQS invocation reported as failed (``len(batchItemFailures)``), emitted by the runtime on every SQS
+#: invocation, zero included (the runtime test ``tests/runtime/test_failed_records_metric.py`` proves the alarm
+#: reads what the handler emits).
+FAILED_RECORDS_METRIC = names.METRIC_FAILED_RECORDS
+#: Metric names the runtime emits with Powertools Metrics (EMF, unit Count, dimension ``service``).
+EMF_METRICS = names.EMF_METRICS
 #: The dimension Powertools Metrics adds to every metric when a service name is set.
-EMF_SERVICE_DIMENSION = "service"
-#: The runtime's defaults when ``POWERTOOLS_METRICS_NAMESPACE`` / ``POWERTOOLS_SERVICE_NAME`` are not set
-#: (``DEFAULT_NAMESPACE`` / ``DEFAULT_SERVICE`` in lambda_src/payments/settings.py).
-DEFAULT_METRICS_NAMESPACE = "EffectivelyOnce"
-DEFAULT_SERVICE_NAME = "payments"
+EMF_SERVICE_DIMENSION = names.EMF_SERVICE_DIMENSION
+#: The runtime's defaults when ``POWERTOOLS_METRICS_NAMESPACE`` / ``POWERTOOLS_SERVICE_NAME`` are not set.
+DEFAULT_METRICS_NAMESPACE = names.DEFAULT_METRICS_NAMESPACE
+DEFAULT_SERVICE_NAME = names.DEFAULT_SERVICE_NAME
 #: The failed-records alarm needs this many breaching 1-minute periods in a row: longer than one poison message's
 #: receives can keep the count up (docs/observability.md, "Alarms").
 FAILED_RECORDS_EVALUATION_PERIODS = 5

@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from effectively_once_runtime import names
 
 from ._assets import payment_function_code
 from ._validation import acknowledge
@@ -108,8 +109,8 @@ class PaymentProcessor(Construct):
         key_prefix: str | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         powertools_layer: lambda_.ILayerVersion | None = None,
-        service_name: str = "payments",
-        metrics_namespace: str = "EffectivelyOnce",
+        service_name: str = names.DEFAULT_SERVICE_NAME,
+        metrics_namespace: str = names.DEFAULT_METRICS_NAMESPACE,
         alarms: bool = True,
         alarm_action: cloudwatch.IAlarmAction | None = None,
         alarm_thresholds: AlarmThresholds | None = None,
@@ -166,8 +167,8 @@ class PaymentProcessor(Construct):
             log_group=self.log_group,
             environment={
                 "LEDGER_TABLE_NAME": self.ledger.table_name,
-                "POWERTOOLS_SERVICE_NAME": service_name,
-                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
+                names.ENV_SERVICE_NAME: service_name,
+                names.ENV_METRICS_NAMESPACE: metrics_namespace,
             },
         )
         self.ledger.grant(self.function, *LEDGER_ACTIONS)

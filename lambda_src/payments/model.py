@@ -11,7 +11,8 @@ Wire format (the SQS message body, or the direct-invocation event), a JSON objec
 - ``currency``: an ISO 4217 alphabetic code, three upper-case letters.
 Unknown extra fields are ignored, but the whole body must be strict JSON.
 
-Strict JSON, checked on a raw body (an SQS message), because Python's ``json`` module accepts more than it should:
+Strict JSON, checked on a raw body (an SQS message; the runtime's ``effectively_once_runtime.body.loads_strict``,
+which the handler's ``Consumer`` applies to every body), because Python's ``json`` module accepts more than it should:
 
 - a repeated key in any object (``{"amount": 1, "amount": 100000000}``) is rejected; ``json.loads`` would keep the
   last value silently (RFC 8259, section 4: names "SHOULD be unique", behaviour otherwise unpredictable);
@@ -28,18 +29,20 @@ handler sees it, so only the field rules apply to it.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from effectively_once_runtime.body import loads_strict
+from effectively_once_runtime.body import show as _show
+from effectively_once_runtime.errors import InvalidRecord, PermanentError
+
 MAX_AMOUNT_MINOR = 10**12
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _CURRENCY = re.compile(r"[A-Z]{3}")
-_SHOWN_CHARS = 60
 
 
-class InvalidPayment(ValueError):
+class InvalidPayment(PermanentError, ValueError):
     """The message is not a valid payment; it fails alone and, after maxReceiveCount, ends in the DLQ."""
 
 
@@ -54,41 +57,11 @@ class Payment:
         return asdict(self)
 
 
-def _show(value: Any) -> str:
-    """``repr`` of a rejected value, cut short: a reason must not copy a megabyte of input into the logs."""
-    if isinstance(value, (dict, list)):
-        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
-    try:
-        text = repr(value)
-    except ValueError:  # an int longer than sys.get_int_max_str_digits() has no repr
-        return f"an integer of {value.bit_length()} bits"
-    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}... ({len(text)} characters)"
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise InvalidPayment(f"body has a repeated key {_show(key)}; a JSON object's names must be unique")
-        data[key] = value
-    return data
-
-
-def _no_constant(name: str) -> Any:
-    raise InvalidPayment(f"body contains {name}, which is not JSON")
-
-
 def _loads(raw: str | bytes) -> Any:
     try:
-        return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except InvalidPayment:
-        raise
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidPayment(f"body is not valid JSON: {exc}") from exc
-    except ValueError as exc:  # int(...) of a number longer than sys.get_int_max_str_digits()
-        raise InvalidPayment(f"body has a number too long to read: {str(exc)[:_SHOWN_CHARS * 2]}") from exc
-    except RecursionError as exc:
-        raise InvalidPayment("body is nested too deeply") from exc
+        return loads_strict(raw)
+    except InvalidRecord as exc:
+        raise InvalidPayment(str(exc)) from exc
 
 
 def parse_payment(raw: str | bytes | dict[str, Any]) -> Payment:

@@ -37,7 +37,7 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from .settings import DEFAULT_SERVICE
+from effectively_once_runtime import names
 
 #: What a stored record must agree with for a payment id to be answered as a duplicate.
 PAYLOAD_VALIDATION_JMESPATH = "[account_id, amount, currency]"
@@ -46,7 +46,7 @@ LEGACY_PAYLOAD_VALIDATION_JMESPATH = "[amount, currency]"
 #: Fields the current validation covers and the legacy one did not, checked against the stored response instead.
 _ADDED_FIELDS = ("account_id",)
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or DEFAULT_SERVICE, child=True)
+logger = Logger(service=os.environ.get(names.ENV_SERVICE_NAME) or names.DEFAULT_SERVICE_NAME, child=True)
 
 
 class PaymentPersistenceLayer(DynamoDBPersistenceLayer):

@@ -131,6 +131,16 @@ HANDLER_ENV = {
 }
 
 
+def create_table(client: Any, name: str, key: str) -> None:
+    """An on-demand table with a string partition key ``key`` (the idempotency table: ``id``)."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     for name, value in HANDLER_ENV.items():
@@ -138,18 +148,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name=REGION)
-        ddb.create_table(
-            TableName=IDEMPOTENCY_TABLE,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        ddb.create_table(
-            TableName=LEDGER_TABLE,
-            KeySchema=[{"AttributeName": "charge_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "charge_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(ddb, IDEMPOTENCY_TABLE, "id")
+        create_table(ddb, LEDGER_TABLE, "charge_id")
         created: list[gateway_module.LedgerGateway] = []
 
         def factory(settings: Any) -> gateway_module.PaymentGateway:
@@ -158,12 +158,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             return gw
 
         gateway_module.set_gateway_factory(factory)
-        handler_module.reset_service()
-        service = handler_module.get_service()
+        handler_module.reset()
+        gateway = handler_module.get_gateway()  # the cold start builds it with the factory
         env = Env(dynamodb=ddb, gateway=created[0])
-        assert service.gateway is env.gateway
+        assert gateway is env.gateway
         try:
             yield env
         finally:
             gateway_module.set_gateway_factory(None)
-            handler_module.reset_service()
+            handler_module.reset()

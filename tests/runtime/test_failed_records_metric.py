@@ -14,7 +14,7 @@ from aws_cdk.assertions import Template
 from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
 from effectively_once import observability
 from payments import handler as handler_module
-from payments import settings
+from effectively_once_runtime import names
 
 from .conftest import Env, failures, payment, sqs_record
 
@@ -59,7 +59,7 @@ def test_direct_invocations_emit_no_failed_records(aws: Env, emf: Any) -> None:
 
 
 def test_runtime_defaults_are_the_ones_the_construct_side_reads() -> None:
-    assert (settings.DEFAULT_NAMESPACE, settings.DEFAULT_SERVICE) == (
+    assert (names.DEFAULT_METRICS_NAMESPACE, names.DEFAULT_SERVICE_NAME) == (
         observability.DEFAULT_METRICS_NAMESPACE,
         observability.DEFAULT_SERVICE_NAME,
     )

@@ -43,7 +43,7 @@ class CrashAfterCharge:
 
 
 def use_gateway(gw: Any) -> None:
-    handler_module.get_service().gateway = gw
+    handler_module.set_gateway(gw)
 
 
 def test_partial_batch_failure_then_redelivery_charges_each_payment_once(aws: Env) -> None:
@@ -256,8 +256,8 @@ def test_negative_control_without_guards_double_charges(
     if unsafe:
         monkeypatch.setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "true")
         monkeypatch.setenv("PAYMENT_PROVIDER_IDEMPOTENCY_KEYS", "false")
-        handler_module.reset_service()
-        handler_module.get_service().gateway = aws.gateway
+        handler_module.reset()
+        handler_module.set_gateway(aws.gateway)
     batch = [sqs_record(payment("p-dup-1")), sqs_record(payment("p-dup-2"))]
 
     aws.invoke(batch)
@@ -271,3 +271,21 @@ def test_negative_control_without_guards_double_charges(
     else:
         assert aws.gateway.calls == 2
         assert aws.charges_for("p-dup-1") == aws.charges_for("p-dup-2") == 1
+
+
+def test_resend_after_the_function_was_replaced_is_answered_from_its_record(
+    aws: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Powertools' default key prefix is built from AWS_LAMBDA_FUNCTION_NAME; the sample's stable prefix is not. The
+    # provider key would hide a second execution in the ledger (a replay), so count the gateway calls.
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-blue")
+    handler_module.consumer.reset()
+    assert failures(aws.invoke([sqs_record(payment("p-renamed"))])) == set()
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-green")
+    handler_module.consumer.reset()  # a new execution environment of the replacement function
+    response = aws.invoke([sqs_record(payment("p-renamed"))])
+
+    assert failures(response) == set()
+    assert aws.gateway.calls == 1
+    assert aws.charges_for("p-renamed") == 1

@@ -61,7 +61,7 @@ def test_duplicate_query_fields_are_in_every_delivery_outcome_line(aws: Env, log
 
     outcomes = _by_message(log_lines(), OUTCOME_MESSAGES)
 
-    assert [line["message"] for line in outcomes] == ["payment charged", "duplicate suppressed"]
+    assert [line["message"] for line in outcomes] == ["record processed", "duplicate suppressed"]
     for line in outcomes:
         assert _query_fields(DUPLICATE_DELIVERIES_QUERY) <= set(line), line
         assert line["correlation_id"] == "dup-1" and line["message_id"] == record["messageId"]
@@ -78,5 +78,6 @@ def test_rejections_query_finds_a_validation_error_with_its_error_name(aws: Env,
     assert "idempotency rejected" in REJECTION_MESSAGES
     assert rejected["idempotency_error"] == "IdempotencyValidationError"
     assert rejected["correlation_id"] == "rej-1"
-    assert {"correlation_id", "payment_id", "message_id", "receive_count", "message"} <= set(rejected)
+    assert rejected["idempotency_key"] == "rej-1"
+    assert {"correlation_id", "idempotency_key", "message_id", "receive_count", "message"} <= set(rejected)
     assert "idempotency_error" in _query_fields(IDEMPOTENCY_REJECTIONS_QUERY)

@@ -12,22 +12,13 @@ from moto import mock_aws
 from payments import gateway as gateway_module
 from payments import handler as handler_module
 
-from .conftest import ACCOUNT, HANDLER_ENV, IDEMPOTENCY_TABLE, LEDGER_TABLE, REGION, Env, failures, payment, redeliver, sqs_record
+from .conftest import ACCOUNT, create_table, HANDLER_ENV, IDEMPOTENCY_TABLE, LEDGER_TABLE, REGION, Env, failures, payment, redeliver, sqs_record
 
 OTHER_REGION = "eu-west-1"
 
 
 def _table_arn(region: str) -> str:
     return f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{IDEMPOTENCY_TABLE}"
-
-
-def _create(client: Any, name: str, key: str) -> None:
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @pytest.fixture
@@ -41,16 +32,16 @@ def deployed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     with mock_aws():
         ledger_client = boto3.client("dynamodb", region_name=REGION)
         table_client = boto3.client("dynamodb", region_name=table_region)
-        _create(table_client, IDEMPOTENCY_TABLE, "id")
-        _create(ledger_client, LEDGER_TABLE, "charge_id")
+        create_table(table_client, IDEMPOTENCY_TABLE, "id")
+        create_table(ledger_client, LEDGER_TABLE, "charge_id")
         gateway = gateway_module.LedgerGateway(LEDGER_TABLE, client=ledger_client)
         gateway_module.set_gateway_factory(lambda settings: gateway)
-        handler_module.reset_service()
+        handler_module.reset()
         try:
             yield Env(dynamodb=ledger_client, gateway=gateway), table_client
         finally:
             gateway_module.set_gateway_factory(None)
-            handler_module.reset_service()
+            handler_module.reset()
 
 
 def _charge_twice(env: Env) -> None:
@@ -67,7 +58,7 @@ def test_table_in_another_region_is_reached_through_its_arn(deployed: tuple[Env,
     _charge_twice(env)
     (record,) = table_client.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
     assert record["status"]["S"] == "COMPLETED"
-    assert handler_module.get_service().persistence_store.client.meta.region_name == OTHER_REGION
+    assert handler_module.consumer.state.persistence_store.client.meta.region_name == OTHER_REGION
 
 
 @pytest.mark.parametrize("deployed", [(REGION, _table_arn(REGION))], indirect=True)
@@ -82,4 +73,4 @@ def test_plain_table_name_is_still_reached_in_the_functions_region(deployed: tup
     env, table_client = deployed
     _charge_twice(env)
     assert len(table_client.scan(TableName=IDEMPOTENCY_TABLE)["Items"]) == 1
-    assert handler_module.get_service().persistence_store.client.meta.region_name == REGION
+    assert handler_module.consumer.state.persistence_store.client.meta.region_name == REGION

@@ -224,7 +224,8 @@ def _dashboard_body(synth: dict) -> str:
 
 def test_dashboard_shows_the_handlers_emf_metrics_with_the_service_dimension(synth: dict) -> None:
     body = _dashboard_body(synth)
-    for name in ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments", "FailedRecords"):
+    # The runtime's generic names (effectively_once_runtime.names.EMF_METRICS), spelled out here on purpose.
+    for name in ("EffectsExecuted", "DuplicatesSuppressed", "InvalidRecords", "FailedRecords"):
         assert f'[\\"Shop\\",\\"{name}\\",\\"service\\",\\"shop\\"' in body
 
 

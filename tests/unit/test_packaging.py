@@ -46,6 +46,7 @@ def test_public_api() -> None:
 def test_lambda_source_root_holds_the_payments_package() -> None:
     root = _assets.lambda_source_root()
     assert (root / "payments" / "settings.py").is_file()
+    assert (root / "effectively_once_runtime" / "consumer.py").is_file()
 
 
 def _asset_hash(path: Path) -> str:

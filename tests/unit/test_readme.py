@@ -102,3 +102,26 @@ def test_default_comparison_can_fail() -> None:
     assert not _same(_documented_default("`Duration.days(3)`"), Duration.days(4))
     assert not _same(_documented_default("`5`"), 5.0)
     assert not _same(_documented_default("`None`: a new one"), False)
+
+
+def test_runtime_consumer_table_lists_exactly_its_keyword_arguments() -> None:
+    from effectively_once_runtime import Consumer
+
+    lines = README.split("\n| `Consumer` argument | type | default | meaning |\n", 1)[1].splitlines()
+    documented = set()
+    defaults = {}
+    for line in lines[1:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for name in re.findall(r"`(\w+)`", cells[0]):
+            documented.add(name)
+            defaults[name] = cells[2]
+    params = {n: p for n, p in inspect.signature(Consumer).parameters.items() if p.kind is p.KEYWORD_ONLY}
+
+    assert documented == set(params)
+    for name, param in params.items():
+        if param.default is inspect.Parameter.empty:
+            assert defaults[name] == REQUIRED, name
+        elif param.default is None or isinstance(param.default, bool):
+            assert defaults[name].startswith(f"`{param.default}`"), name

@@ -101,6 +101,10 @@ def test_wheel_ships_py_typed_and_the_sample_handler(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "effectively_once/py.typed" in names
     assert "effectively_once/_lambda_src/payments/handler.py" in names
+    # The runtime: top-level (the CDK side imports its names module; users' functions the rest) and in the asset.
+    assert "effectively_once_runtime/names.py" in names
+    assert "effectively_once_runtime/consumer.py" in names
+    assert "effectively_once/_lambda_src/effectively_once_runtime/consumer.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -115,6 +119,7 @@ def test_user_app_imports_the_installed_package_not_the_repository(user_app: dic
 def test_payment_handler_is_inside_the_lambda_asset(user_app: dict) -> None:
     asset = _payment_asset(user_app["cdk_out"])
     assert (asset / "payments" / "handler.py").is_file()
+    assert (asset / "effectively_once_runtime" / "consumer.py").is_file(), "the sample runs on the runtime"
 
 
 def test_lambda_asset_has_no_byte_code(user_app: dict) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
+from effectively_once_runtime import names
 
 from .chaos import AFTER_CHARGE, AFTER_COMPLETE, DEADLINE, TIMEOUT
 from .producer import Line, route
@@ -235,7 +236,7 @@ def build_report(
             replays = [c for c in provider if c.get("event") == "result" and c.get("replayed")]
             kill_log = _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
             row["deliveries"] = len(deliveries)
-            row["duplicates_suppressed"] = emf_sum(sorted(run_dir.glob(f"function-{label}-*.log")), "DuplicatesSuppressed")
+            row["duplicates_suppressed"] = emf_sum(sorted(run_dir.glob(f"function-{label}-*.log")), names.METRIC_DUPLICATES_SUPPRESSED)
             row["provider_calls"] = sum(1 for c in provider if c.get("event") == "call")
             row["provider_replays"] = len(replays)
             kills = Counter(k.get("phase") for k in kill_log)

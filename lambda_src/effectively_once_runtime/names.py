@@ -1,0 +1,91 @@
+"""The names shared by the runtime and the constructs: environment variables, metric names, log fields and log
+messages. Standard library only (nothing is imported at all): the CDK side imports this one module (house rule 4's
+single exception), so the alarms, the dashboard and the Logs Insights queries read exactly what the runtime writes.
+
+Renaming a value here renames it on both sides at once; a deployed dashboard or saved query keeps reading the old
+name until the stack is deployed again.
+"""
+
+from __future__ import annotations
+
+# --- environment variables (set by IdempotentQueueConsumer, read by the runtime at cold start) ---------------------
+#: The idempotency table: its ARN (what the constructs set; the DynamoDB client is built in the ARN's Region) or a
+#: plain name (a table in ``AWS_REGION``).
+ENV_TABLE_NAME = "IDEMPOTENCY_TABLE_NAME"
+#: How long a completed record answers duplicates, in seconds (a positive integer).
+ENV_EXPIRY_SECONDS = "IDEMPOTENCY_EXPIRY_SECONDS"
+#: The stable prefix of every stored idempotency key (never derived from the function name).
+ENV_KEY_PREFIX = "IDEMPOTENCY_KEY_PREFIX"
+#: Powertools Logger/Metrics service (the ``service`` metric dimension).
+ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+#: Powertools Metrics namespace.
+ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+#: Reserved for the dead-letter issue: where a permanent failure is moved on first sight. Not read yet.
+ENV_DEAD_LETTER_QUEUE_URL = "DEAD_LETTER_QUEUE_URL"
+
+# --- defaults --------------------------------------------------------------------------------------------------------
+#: Seconds a completed record answers duplicates when ``IDEMPOTENCY_EXPIRY_SECONDS`` is unset (Powertools' default).
+DEFAULT_EXPIRY_SECONDS = 3600
+#: Namespace and service when ``POWERTOOLS_METRICS_NAMESPACE`` / ``POWERTOOLS_SERVICE_NAME`` are unset; the
+#: consumer's failed-records alarm assumes the same when its ``metrics_namespace`` / ``service_name`` are unset.
+DEFAULT_METRICS_NAMESPACE = "EffectivelyOnce"
+DEFAULT_SERVICE_NAME = "payments"
+
+# --- metrics (EMF, unit Count, dimension ``service``) ----------------------------------------------------------------
+#: Records whose record function ran to completion (not answered from a stored record).
+METRIC_RECORDS_PROCESSED = "RecordsProcessed"
+#: Declared side effects that returned (one per execution; a provider may still have answered from its key).
+METRIC_EFFECTS_EXECUTED = "EffectsExecuted"
+#: Deliveries answered from a completed idempotency record: the record function did not run again.
+METRIC_DUPLICATES_SUPPRESSED = "DuplicatesSuppressed"
+#: Bad input: not JSON, not an object, no idempotency key, or rejected by the record function (PermanentError).
+METRIC_INVALID_RECORDS = "InvalidRecords"
+#: Records one SQS invocation reported in ``batchItemFailures``, zero included (the failed-records alarm).
+METRIC_FAILED_RECORDS = "FailedRecords"
+#: Every metric the runtime emits, in dashboard order.
+EMF_METRICS = (
+    METRIC_EFFECTS_EXECUTED,
+    METRIC_DUPLICATES_SUPPRESSED,
+    METRIC_INVALID_RECORDS,
+    METRIC_FAILED_RECORDS,
+)
+#: The dimension Powertools Metrics adds to every metric when a service name is set.
+EMF_SERVICE_DIMENSION = "service"
+
+# --- log fields (Powertools Logger JSON) ----------------------------------------------------------------------------
+FIELD_MESSAGE = "message"
+#: The idempotency key of the record being processed (Powertools Logger's correlation id field).
+FIELD_CORRELATION_ID = "correlation_id"
+#: The idempotency key (the key JMESPath's value) on every line of a record, and on each effect line.
+FIELD_IDEMPOTENCY_KEY = "idempotency_key"
+FIELD_MESSAGE_ID = "message_id"
+#: A number (``ApproximateReceiveCount``), so Logs Insights can aggregate it.
+FIELD_RECEIVE_COUNT = "receive_count"
+#: Status of the stored record that answered a duplicate (``COMPLETED``).
+FIELD_IDEMPOTENCY_STATUS = "idempotency_status"
+#: Exception class name of an idempotency rejection (``IdempotencyValidationError``, ...).
+FIELD_IDEMPOTENCY_ERROR = "idempotency_error"
+#: Why a record is bad input (one line, cut short).
+FIELD_REASON = "reason"
+#: The declared side effect's name (the effect function's ``__name__``).
+FIELD_EFFECT = "effect"
+
+# --- log messages -----------------------------------------------------------------------------------------------------
+#: One per delivery whose record function ran to completion.
+MSG_RECORD_PROCESSED = "record processed"
+#: One per delivery answered from a completed record.
+MSG_DUPLICATE_SUPPRESSED = "duplicate suppressed"
+#: A delivery turned away by the idempotency layer (in progress elsewhere, same key with another payload).
+MSG_IDEMPOTENCY_REJECTED = "idempotency rejected"
+#: Bad input (field ``reason``).
+MSG_INVALID_RECORD = "invalid record"
+#: One per executed side effect, with ``idempotency_key`` and ``effect``, flushed before the effect's caller
+#: continues: production's effects-per-key query and the local chaos checker count this line.
+EFFECT_EXECUTED = "effect executed"
+#: The fields of the effect line.
+EFFECT_FIELDS = (FIELD_IDEMPOTENCY_KEY, FIELD_EFFECT)
+
+#: Outcome lines: exactly one per delivery that reached the idempotency layer and was not turned away.
+OUTCOME_MESSAGES = (MSG_RECORD_PROCESSED, MSG_DUPLICATE_SUPPRESSED)
+#: Lines the idempotency layer causes when it turns a delivery away or answers it from its record.
+REJECTION_MESSAGES = (MSG_DUPLICATE_SUPPRESSED, MSG_IDEMPOTENCY_REJECTED)

@@ -1,0 +1,103 @@
+"""The environment contract the constructs set and the runtime reads at cold start (names in ``names.py``).
+Standard library only.
+
+=============================== ======== ============================================================================
+variable                        required meaning
+=============================== ======== ============================================================================
+``IDEMPOTENCY_TABLE_NAME``      yes      Powertools' ``DynamoDBPersistenceLayer`` table (partition key ``id``, TTL
+                                         ``expiration``): its ARN (what the constructs set; any account or Region;
+                                         the DynamoDB client is built in the ARN's Region) or a plain name (a table
+                                         in ``AWS_REGION`` of the function's account).
+``IDEMPOTENCY_EXPIRY_SECONDS``  no       How long a completed record answers duplicates, in seconds. Default 3600
+                                         (Powertools' default). The consumer sets the source queue's retention.
+``IDEMPOTENCY_KEY_PREFIX``      no       Stable prefix of every stored key. Default: the ``key_prefix`` the
+                                         function's ``Consumer`` was built with, never the function name, so a
+                                         renamed or replaced function keeps its records. Printable, no whitespace.
+``POWERTOOLS_SERVICE_NAME``     no       Logger/Metrics service. Default ``names.DEFAULT_SERVICE_NAME``.
+``POWERTOOLS_METRICS_NAMESPACE`` no      Metrics namespace. Default ``names.DEFAULT_METRICS_NAMESPACE``.
+``POWERTOOLS_IDEMPOTENCY_DISABLED`` no   Powertools' own switch; ``true`` turns idempotency off (control runs only).
+=============================== ======== ============================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import names
+
+#: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``: DynamoDB's item APIs take it as ``TableName``
+#: (Amazon DynamoDB Developer Guide, "DynamoDB API operations supported by resource-based policies"), but a
+#: request goes to the client's own Region (botocore's DynamoDB endpoint rule set), hence the region group.
+_TABLE_ARN = re.compile(r"arn:[a-z-]+:dynamodb:(?P<region>[a-z0-9-]+):[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}")
+_DIGITS = re.compile(r"[0-9]{1,12}")
+
+
+def table_region(name: str, table: str) -> str | None:
+    """The Region of a table given by ARN; ``None`` for a plain table name (the client's Region applies).
+
+    :param name: the environment variable, for the error message.
+    :raises ValueError: ``table`` starts like an ARN but is not a DynamoDB table ARN.
+    """
+    if not table.startswith("arn:"):
+        return None
+    match = _TABLE_ARN.fullmatch(table)
+    if match is None:
+        raise ValueError(
+            f"{name} must be a table name or a DynamoDB table ARN "
+            f"(arn:<partition>:dynamodb:<region>:<account>:table/<name>), but {table!r} was given"
+        )
+    return match.group("region")
+
+
+def check_key_prefix(name: str, raw: str) -> str:
+    """``raw`` if it is a usable key prefix. Every stored key starts with it: a stray space or newline would orphan
+    every record silently.
+
+    :raises ValueError: empty, or not printable characters without whitespace.
+    """
+    if not raw or not raw.isprintable() or any(c.isspace() for c in raw):
+        raise ValueError(f"{name} must be printable characters without whitespace, but {raw!r} was given")
+    return raw
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """What the runtime reads from the environment (see the module docstring)."""
+
+    table_name: str
+    key_prefix: str
+    expiry_seconds: int = names.DEFAULT_EXPIRY_SECONDS
+
+    @property
+    def table_region(self) -> str | None:
+        """Region of the idempotency table when given by ARN, else ``None`` (the function's own Region)."""
+        return table_region(names.ENV_TABLE_NAME, self.table_name)
+
+    @classmethod
+    def from_env(cls, *, default_key_prefix: str, env: Mapping[str, str] | None = None) -> "RuntimeSettings":
+        """Read the settings; ``default_key_prefix`` applies when ``IDEMPOTENCY_KEY_PREFIX`` is unset or empty.
+
+        :raises ValueError: ``IDEMPOTENCY_TABLE_NAME`` is missing, or a value is malformed (the message names the
+            variable and the value).
+        """
+        env = os.environ if env is None else env
+        table = env.get(names.ENV_TABLE_NAME)
+        if not table:
+            raise ValueError(f"missing environment variable(s): {names.ENV_TABLE_NAME}")
+        table_region(names.ENV_TABLE_NAME, table)
+        raw_expiry = env.get(names.ENV_EXPIRY_SECONDS) or str(names.DEFAULT_EXPIRY_SECONDS)
+        # ASCII digits only: int() would also take " 3600\n", "3_600" and non-ASCII digits (and raise on 4,301).
+        expiry = int(raw_expiry) if _DIGITS.fullmatch(raw_expiry) else 0
+        if expiry <= 0:
+            raise ValueError(
+                f"{names.ENV_EXPIRY_SECONDS} must be a positive integer of seconds, but {raw_expiry!r} was given"
+            )
+        prefix = env.get(names.ENV_KEY_PREFIX) or default_key_prefix
+        return cls(
+            table_name=table,
+            key_prefix=check_key_prefix(names.ENV_KEY_PREFIX, prefix),
+            expiry_seconds=expiry,
+        )
