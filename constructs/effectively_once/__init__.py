@@ -1,9 +1,9 @@
 """effectively-once: AWS CDK constructs for effectively-once SQS + Lambda processing.
 
-Queue + DLQ (:class:`ProcessingQueue`), Powertools idempotency table (:class:`IdempotencyTable`), the
-event source mapping and least-privilege wiring between them (:class:`IdempotentQueueConsumer`), and the
-sample pattern composed of all three (:class:`PaymentProcessor`). See the README's "Constructs" section;
-``effectively_once.testing`` has snapshot-test helpers.
+Queue + DLQ (:class:`ProcessingQueue`, or a queue you already have: :class:`ExistingQueue`), Powertools
+idempotency table (:class:`IdempotencyTable`), the event source mapping and least-privilege wiring between them
+(:class:`IdempotentQueueConsumer`), and the sample pattern composed of all three (:class:`PaymentProcessor`).
+See the README's "Constructs" section; ``effectively_once.testing`` has snapshot-test helpers.
 
 The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
 ``effectively_once.local`` does not pay for importing aws-cdk-lib (seconds and ~150 MB per process).
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .observability import AlarmThresholds, AsyncInvocationOptions
     from .consumer import IdempotentQueueConsumer
+    from .existing_queue import ExistingQueue
     from .idempotency_table import IdempotencyTable
     from .payment_processor import PaymentProcessor
     from .processing_queue import ProcessingQueue
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlarmThresholds",
     "AsyncInvocationOptions",
+    "ExistingQueue",
     "IdempotencyTable",
     "IdempotentQueueConsumer",
     "PaymentProcessor",
@@ -33,6 +35,7 @@ __all__ = [
 _MODULES = {
     "AlarmThresholds": ".observability",
     "AsyncInvocationOptions": ".observability",
+    "ExistingQueue": ".existing_queue",
     "IdempotencyTable": ".idempotency_table",
     "IdempotentQueueConsumer": ".consumer",
     "PaymentProcessor": ".payment_processor",

@@ -1,16 +1,28 @@
-"""``IdempotentQueueConsumer``: wires a ``ProcessingQueue`` to a function guarded by an ``IdempotencyTable``."""
+"""``IdempotentQueueConsumer``: wires a ``ProcessingQueue`` (or an ``ExistingQueue``) to a function guarded by an
+``IdempotencyTable``."""
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, Duration, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, Duration, RemovalPolicy, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from effectively_once_runtime import names
 
 from . import limits
-from ._validation import acknowledge, check_range, fail, is_unresolved, seconds, shown, template_seconds, warn
+from ._consumer_checks import (
+    advise,
+    check_given_visibility_timeout,
+    check_idempotency_expiry,
+    check_mapping,
+    check_reserved_concurrency,
+    visibility_timeout_needed,
+)
+from ._existing_queue_checks import resolve, warn_unknown
+from ._validation import acknowledge, fail, is_unresolved, template_seconds
+from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
     DEFAULT_METRICS_NAMESPACE,
@@ -39,7 +51,7 @@ class IdempotentQueueConsumer(Construct):
 
     What it does:
 
-    - creates one event source mapping (child ``EventSourceMapping``) from ``queue.queue`` to ``function``
+    - creates one event source mapping (child ``EventSourceMapping``) from the source queue to ``function``
       with ``FunctionResponseTypes: [ReportBatchItemFailures]`` always on, so only failed records return to
       the queue;
     - grants the function consume on the source queue (``sqs:ReceiveMessage``, ``DeleteMessage``,
@@ -49,9 +61,10 @@ class IdempotentQueueConsumer(Construct):
       the function's own account and Region; DynamoDB's ``TableName`` takes either), ``IDEMPOTENCY_EXPIRY_SECONDS``
       and, when given, ``IDEMPOTENCY_KEY_PREFIX`` (``key_prefix``), ``POWERTOOLS_METRICS_NAMESPACE``
       (``metrics_namespace``) and ``POWERTOOLS_SERVICE_NAME`` (``service_name``) on the function;
-    - when the queue's visibility timeout was left open, fills it in as
+    - when a ``ProcessingQueue``'s visibility timeout was left open, fills it in as
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
-      ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`).
+      ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`). An ``ExistingQueue`` is never
+      changed: a visibility timeout cannot be filled in on a queue this library does not own.
 
     Deploy-time tokens (``CfnParameter`` values, imports): checks skip them, settings derived from them never
     are. An expiry or retention period that is a token is written to ``IDEMPOTENCY_EXPIRY_SECONDS`` as the
@@ -60,10 +73,13 @@ class IdempotentQueueConsumer(Construct):
 
     :param scope: parent construct.
     :param id: construct id.
-    :param queue: the source queue.
+    :param queue: the source queue: a ``ProcessingQueue``, or a queue you already have with the facts the checks
+        need (:class:`ExistingQueue`: an ``sqs.IQueue`` of this stack, of another stack, or imported with
+        ``sqs.Queue.from_queue_attributes``). Every check below runs on an existing queue's facts; each fact it
+        does not have gives one warning naming the checks skipped (docs/validation.md).
     :param function: the consumer. A ``lambda.Function`` (its timeout and environment are used); an imported
-        ``IFunction`` only when ``queue`` was given a visibility timeout, and then its environment is the
-        caller's to set (the variables above).
+        ``IFunction`` only when ``queue`` was given a visibility timeout or is an ``ExistingQueue``, and then its
+        environment is the caller's to set (the variables above).
     :param table: the idempotency table.
     :param batch_size: records per invocation (standard 1..10,000, FIFO 1..10; above 10 needs a window).
         :default: ``10``.
@@ -75,11 +91,12 @@ class IdempotentQueueConsumer(Construct):
     :param idempotency_expiry: how long a completed record answers duplicates (a token must be
         ``Duration.seconds(...)``: it is written in seconds).
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
-        charge twice.
+        charge twice; for an ``ExistingQueue`` whose retention is unknown, 14 days (the SQS maximum retention).
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
         :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
-        handler's failed records; see :class:`AlarmThresholds`). :default: ``True``.
+        handler's failed records; see :class:`AlarmThresholds`); an ``ExistingQueue`` without a dead-letter queue
+        gets no DLQ-depth alarm. :default: ``True``.
     :param alarm_action: added to every alarm's alarm actions (e.g. ``cloudwatch_actions.SnsAction(topic)``).
         :default: ``None``: the alarms change state without notifying anyone.
     :param alarm_thresholds: :default: ``AlarmThresholds()``: DLQ depth > 0, oldest message age > 5 minutes,
@@ -110,8 +127,12 @@ class IdempotentQueueConsumer(Construct):
         FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations); the queue's
         visibility timeout left open while the function timeout or ``max_batching_window`` is a deploy-time
         token (it cannot be filled in, and SQS's 30-second default can be below the function timeout); an
-        ``idempotency_expiry`` or ``oldest_message_age`` threshold that is a token in a unit other than seconds.
-        Each message names the prop, the value, the rule and its source (docs/validation.md lists them).
+        ``idempotency_expiry`` or ``oldest_message_age`` threshold that is a token in a unit other than seconds;
+        an ``ExistingQueue`` whose ``dead_letter_queue`` is of the other type (FIFO or standard), whose
+        ``max_receive_count`` is given without a dead-letter queue or outside 1..1000, whose ``retention_period`` is
+        outside 60 s..14 days or ``visibility_timeout`` above 12 hours, or whose given fact differs from its
+        ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md
+        lists them).
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
@@ -120,12 +141,19 @@ class IdempotentQueueConsumer(Construct):
     reserved concurrency below the total maximum concurrency of the SQS mappings that invoke it, counted when
     this consumer is created (AWS Lambda Developer Guide, SQS scaling: throttled batches return to the queue
     and climb toward the DLQ); a table whose ARN names another Region (the function's client must be built
-    there) or another account (its resource-based policy must allow the function's role).
+    there) or another account (its resource-based policy must allow the function's role); for an
+    ``ExistingQueue``, one per unknown fact: no dead-letter queue, no ``max_receive_count``, no
+    ``visibility_timeout``, no ``retention_period`` (with a given ``idempotency_expiry`` under 14 days), an
+    imported queue without its KMS key (``kms:Decrypt`` not granted).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
-        queue, function, table: the inputs.
-        visibility_timeout (Duration): the queue's visibility timeout after this consumer (given or filled in).
+        queue (sqs.IQueue): the source queue (``ProcessingQueue.queue`` or ``ExistingQueue.queue``).
+        dead_letter_queue (sqs.IQueue | None): its dead-letter queue; ``None`` for an ``ExistingQueue`` without one.
+        function, table: the inputs.
+        visibility_timeout (Duration | None): the queue's visibility timeout after this consumer (given, filled in,
+            or the ``ExistingQueue``'s fact); ``None`` when unknown.
+        idempotency_expiry (Duration): the expiry set on the function.
         dlq_depth_alarm, oldest_message_age_alarm, errors_alarm, throttles_alarm, failed_records_alarm
             (cloudwatch.Alarm | None): ``None`` when ``alarms=False``.
         log_group (logs.ILogGroup | None): the log group the queries read.
@@ -140,7 +168,7 @@ class IdempotentQueueConsumer(Construct):
         scope: Construct,
         id: str,
         *,
-        queue: ProcessingQueue,
+        queue: ProcessingQueue | ExistingQueue,
         function: lambda_.IFunction,
         table: IdempotencyTable,
         batch_size: int = 10,
@@ -158,15 +186,19 @@ class IdempotentQueueConsumer(Construct):
         service_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
-        _check_mapping(queue, batch_size, max_batching_window, max_concurrency)
-        expiry_seconds = seconds(idempotency_expiry)
-        if expiry_seconds is not None and expiry_seconds < 1:
-            raise fail("idempotency_expiry", idempotency_expiry, "must be at least 1 second", limits.IDEMPOTENCY_DOC)
+        if isinstance(queue, ExistingQueue):
+            queue = resolve(queue)
+        check_mapping(bool(queue.queue.fifo), batch_size, max_batching_window, max_concurrency)
+        check_idempotency_expiry(idempotency_expiry)
         thresholds = alarm_thresholds or AlarmThresholds()
         check_alarm_thresholds(thresholds)
         if async_invocation is not None:
             check_async_invocation(async_invocation)
-        if not isinstance(function, lambda_.Function) and not queue.visibility_timeout_given:
+        if (
+            not isinstance(function, lambda_.Function)
+            and isinstance(queue, ProcessingQueue)
+            and not queue.visibility_timeout_given
+        ):
             raise fail(
                 "function",
                 function.function_arn,
@@ -175,28 +207,31 @@ class IdempotentQueueConsumer(Construct):
                 "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME (the table's "
                 "ARN) / IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
             )
-        self.queue = queue
+        self.queue: sqs.IQueue = queue.queue
+        self.dead_letter_queue: sqs.IQueue | None = queue.dead_letter_queue
         self.function = function
         self.table = table
 
-        if not queue.visibility_timeout_given:
+        if isinstance(queue, ProcessingQueue) and not queue.visibility_timeout_given:
             assert isinstance(function, lambda_.Function)
             timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
             window = max_batching_window or Duration.seconds(0)
             if is_unresolved(timeout) or is_unresolved(window):
-                raise _visibility_timeout_needed(timeout, window)
+                raise visibility_timeout_needed(timeout, window)
             queue.fill_visibility_timeout(
                 Duration.seconds(limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds()))
             )
         else:
-            self._check_given_visibility_timeout(queue, function, max_batching_window)
+            check_given_visibility_timeout(
+                self, queue.visibility_timeout, function, max_batching_window, owned=isinstance(queue, ProcessingQueue)
+            )
         self.visibility_timeout = queue.visibility_timeout
 
         self.event_source_mapping = lambda_.EventSourceMapping(
             self,
             "EventSourceMapping",
             target=function,
-            event_source_arn=queue.queue.queue_arn,
+            event_source_arn=self.queue.queue_arn,
             batch_size=batch_size,
             max_batching_window=max_batching_window,
             max_concurrency=max_concurrency,
@@ -220,13 +255,18 @@ class IdempotentQueueConsumer(Construct):
             )
         else:
             # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
-            grant = queue.queue.grant_consume_messages(function)
+            grant = self.queue.grant_consume_messages(function)
             grant.apply_before(self.event_source_mapping)
             table.grant_idempotency(function)
 
-        self.idempotency_expiry = idempotency_expiry or queue.retention_period
-        self._advise(queue)
-        self._check_reserved_concurrency(function, max_concurrency)
+        # An existing queue of unknown retention: 14 days, the SQS maximum, covers any retention it can have.
+        self.idempotency_expiry = (
+            idempotency_expiry or queue.retention_period or Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS)
+        )
+        advise(self, self.idempotency_expiry, queue.retention_period, queue.max_receive_count)
+        if isinstance(queue, ExistingQueue):
+            warn_unknown(self, queue, function, max_batching_window, idempotency_expiry)
+        check_reserved_concurrency(self, function, max_concurrency)
         advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table_arn)
@@ -250,7 +290,8 @@ class IdempotentQueueConsumer(Construct):
                 self.failed_records_alarm,
             ) = build_alarms(
                 self,
-                queue=queue,
+                queue=self.queue,
+                dead_letter_queue=self.dead_letter_queue,
                 function=function,
                 thresholds=thresholds,
                 action=alarm_action,
@@ -272,138 +313,12 @@ class IdempotentQueueConsumer(Construct):
             )
 
 
-    def _check_given_visibility_timeout(
-        self, queue: ProcessingQueue, function: lambda_.IFunction, max_batching_window: Duration | None
-    ) -> None:
-        """A visibility timeout given to the queue against this function: error below its timeout, warning
-        below the 6x guidance. Skipped for an imported function (timeout unknown) and for tokens."""
-        if not isinstance(function, lambda_.Function):
-            return
-        timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
-        visibility, timeout_s, window_s = (
-            seconds(queue.visibility_timeout), seconds(timeout), seconds(max_batching_window or Duration.seconds(0))
-        )
-        if visibility is None or timeout_s is None or window_s is None:
-            return
-        if visibility < timeout_s:
-            raise fail(
-                "queue visibility_timeout",
-                queue.visibility_timeout,
-                f"must be at least the function timeout ({timeout.to_human_string()}), or a message becomes "
-                "visible again while it is still being processed",
-                limits.LAMBDA_SQS_VISIBILITY_DOC,
-            )
-        guidance = limits.visibility_timeout_guidance_seconds(timeout_s, window_s)
-        if visibility < guidance:
-            warn(
-                self,
-                "visibilityTimeoutBelowGuidance",
-                "queue visibility_timeout",
-                queue.visibility_timeout,
-                f"should be at least {limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout "
-                f"({timeout.to_human_string()}) + max_batching_window ({window_s:g} seconds) = {guidance} seconds, "
-                "so Lambda can retry a throttled batch before the message is received again (leave it unset to "
-                "have it filled in)",
-                limits.LAMBDA_SQS_VISIBILITY_DOC,
-            )
-
-    def _advise(self, queue: ProcessingQueue) -> None:
-        """Warnings that depend on the queue and this consumer together."""
-        expiry, retention = seconds(self.idempotency_expiry), seconds(queue.retention_period)
-        if expiry is not None and retention is not None and expiry < retention:
-            warn(
-                self,
-                "idempotencyExpiryBelowRetention",
-                "idempotency_expiry",
-                self.idempotency_expiry,
-                f"should be at least the queue's retention_period ({queue.retention_period.to_human_string()}): "
-                "a resend or redelivery after the record expires is processed, and charged, twice (leave it "
-                "unset to use the retention period)",
-                limits.IDEMPOTENCY_EXPIRY_DOC,
-            )
-        count = queue.max_receive_count
-        if not is_unresolved(count) and count < limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT:
-            warn(
-                self,
-                "maxReceiveCountBelowGuidance",
-                "queue max_receive_count",
-                count,
-                f"should be at least {limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT} on a queue consumed by "
-                "Lambda: throttling alone can move a valid message to the dead-letter queue after too few receives",
-                limits.LAMBDA_SQS_DLQ_DOC,
-            )
-
-
-    def _check_reserved_concurrency(self, function: lambda_.IFunction, max_concurrency: int | None) -> None:
-        """Warn when the function's reserved concurrency is below the total maximum concurrency of the SQS event
-        source mappings that invoke it (this one included, counted when this consumer is created). Skipped for
-        an imported function (its reserved concurrency is unknown), for unset values and for tokens."""
-        if max_concurrency is None or is_unresolved(max_concurrency) or not isinstance(function, lambda_.Function):
-            return
-        # lambda.Function has no getter for its reserved concurrency: read the L1 property.
-        reserved = getattr(function.node.default_child, "reserved_concurrent_executions", None)
-        if reserved is None or is_unresolved(reserved):
-            return
-        maxima = _mapping_max_concurrencies(function)
-        if any(is_unresolved(maximum) for maximum in maxima):
-            return
-        total = sum(maxima)
-        if reserved < total:
-            mappings = f"{len(maxima)} mapping" + ("s" if len(maxima) > 1 else "")
-            warn(
-                self,
-                "reservedConcurrencyBelowMaxConcurrency",
-                "function reserved_concurrent_executions",
-                reserved,
-                "should be at least the maximum concurrency of the SQS event source mappings that invoke it "
-                f"(max_concurrency {max_concurrency} here; {total} in total over {mappings}): otherwise Lambda "
-                "throttles the invocations above the reserved concurrency, the throttled batches return to the queue "
-                "and their receive counts climb toward the dead-letter queue",
-                limits.LAMBDA_SQS_MAX_CONCURRENCY_DOC,
-            )
-
-
-def _mapping_max_concurrencies(function: lambda_.Function) -> list[float]:
-    """``MaximumConcurrency`` of every event source mapping in the function's stack that invokes it and sets one."""
-    stack = Stack.of(function)
-    target = stack.resolve(function.function_name)
-    maxima = []
-    for construct in stack.node.find_all():
-        if (
-            isinstance(construct, lambda_.CfnEventSourceMapping)
-            and Stack.of(construct) is stack
-            and stack.resolve(construct.function_name) == target
-        ):
-            maximum = getattr(construct.scaling_config, "maximum_concurrency", None)
-            if maximum is not None:
-                maxima.append(maximum)
-    return maxima
-
-
 def _expiry_value(expiry: Duration) -> str:
     """``IDEMPOTENCY_EXPIRY_SECONDS``: whole seconds, or for a deploy-time token the token itself (a Number
     parameter's ``Ref`` is a string in CloudFormation, so it is a valid environment value)."""
     if is_unresolved(expiry):
         return Token.as_string(template_seconds("idempotency_expiry", expiry))
     return str(int(expiry.to_seconds()))
-
-
-def _visibility_timeout_needed(timeout: Duration, window: Duration) -> ValueError:
-    """The error for a queue whose visibility timeout cannot be filled in: a token timeout or batching window."""
-    token = f"function timeout ({shown(timeout)})" if is_unresolved(timeout) else (
-        f"max_batching_window ({shown(window)})"
-    )
-    return fail(
-        "visibility_timeout",
-        None,
-        f"must be given when the {token} is a deploy-time token: it would be filled in as "
-        f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout + max_batching_window, and CloudFormation "
-        "has no arithmetic to compute that from a token; left unset, SQS keeps its 30-second default, and Lambda "
-        "refuses the event source mapping at deploy time when that is below the function timeout. Give the "
-        "ProcessingQueue (or PaymentProcessor) an explicit visibility_timeout of at least "
-        f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x the largest function timeout + max_batching_window",
-        f"{limits.LAMBDA_SQS_VISIBILITY_DOC}; {limits.CFN_TOKEN_DOC}",
-    )
 
 
 def _own_log_group(function: lambda_.Function) -> logs.ILogGroup | None:
@@ -413,45 +328,3 @@ def _own_log_group(function: lambda_.Function) -> logs.ILogGroup | None:
     logging = getattr(config, "logging_config", None)
     return function.log_group if getattr(logging, "log_group", None) is not None else None
 
-
-def _check_mapping(
-    queue: ProcessingQueue,
-    batch_size: int,
-    max_batching_window: Duration | None,
-    max_concurrency: int | None,
-) -> None:
-    """The event source mapping's own limits (issue 5 adds the cross-resource invariants)."""
-    high = limits.ESM_MAX_BATCH_SIZE_FIFO if queue.fifo else limits.ESM_MAX_BATCH_SIZE_STANDARD
-    check_range("batch_size", batch_size, limits.ESM_MIN_BATCH_SIZE, high, f"{limits.ESM_DOC} BatchSize")
-    check_range(
-        "max_concurrency",
-        max_concurrency,
-        limits.ESM_MIN_MAX_CONCURRENCY,
-        limits.ESM_MAX_MAX_CONCURRENCY,
-        f"{limits.ESM_DOC} ScalingConfig",
-    )
-    if max_batching_window is not None and not is_unresolved(max_batching_window):
-        if queue.fifo and max_batching_window.to_seconds() > 0:
-            raise fail(
-                "max_batching_window", max_batching_window, "is not allowed on a FIFO source queue",
-                f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
-            )
-        check_range(
-            "max_batching_window",
-            max_batching_window.to_seconds(),
-            0,
-            limits.ESM_MAX_BATCHING_WINDOW_SECONDS,
-            f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
-        )
-    has_window = max_batching_window is not None and (
-        is_unresolved(max_batching_window) or max_batching_window.to_seconds() > 0
-    )
-    if (
-        not queue.fifo
-        and not is_unresolved(batch_size)
-        and batch_size > limits.ESM_MAX_BATCH_SIZE_WITHOUT_WINDOW
-        and not has_window
-    ):
-        raise fail(
-            "batch_size", batch_size, "above 10 needs a max_batching_window on a standard queue", f"{limits.ESM_DOC} BatchSize"
-        )

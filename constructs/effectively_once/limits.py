@@ -16,6 +16,12 @@ SQS_DLQ_DOC: Final = "Amazon SQS Developer Guide, Using dead-letter queues"
 #: must be longer than the source's or a moved message can expire at once; FIFO queues reset the timestamp.
 SQS_DLQ_RETENTION_DOC: Final = "Amazon SQS Developer Guide, Using dead-letter queues (message retention)"
 SQS_NAME_DOC: Final = "Amazon SQS API Reference, CreateQueue QueueName"
+#: A consumer of a queue encrypted with a customer-managed KMS key needs kms:Decrypt on that key; the AWS managed
+#: key ``alias/aws/sqs`` allows every principal of the account that may use SQS (its policy cannot be changed, and
+#: CDK emits no grant on it: aws/aws-cdk#3169), and SSE-SQS needs no KMS permission at all.
+SQS_KMS_DOC: Final = (
+    "Amazon SQS Developer Guide, Amazon SQS key management; AWS Lambda Developer Guide, Using Lambda with Amazon SQS"
+)
 ESM_DOC: Final = "CloudFormation AWS::Lambda::EventSourceMapping"
 LAMBDA_SQS_VISIBILITY_DOC: Final = "AWS Lambda Developer Guide, Using Lambda with Amazon SQS; aws/aws-cdk#20527"
 LAMBDA_SQS_DLQ_DOC: Final = "AWS Lambda Developer Guide, Using Lambda with Amazon SQS (dead-letter queue)"
@@ -57,6 +63,9 @@ DYNAMODB_CROSS_ACCOUNT_DOC: Final = (
 #: Source: Amazon SQS Developer Guide, "Amazon SQS visibility timeout"; CloudFormation AWS::SQS::Queue
 #: ``VisibilityTimeout`` (0 to 43,200 seconds).
 SQS_MAX_VISIBILITY_TIMEOUT_SECONDS: Final = 12 * 60 * 60
+#: Visibility timeout SQS applies when none is set: 30 seconds. Source: CloudFormation AWS::SQS::Queue
+#: ``VisibilityTimeout`` (default 30).
+SQS_DEFAULT_VISIBILITY_TIMEOUT_SECONDS: Final = 30
 
 #: Longest message retention SQS accepts: 14 days (used for every dead-letter queue).
 #: Source: CloudFormation AWS::SQS::Queue ``MessageRetentionPeriod`` (60 to 1,209,600 seconds).

@@ -27,7 +27,6 @@ from effectively_once_runtime import names
 
 from . import limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, template_seconds
-from .processing_queue import ProcessingQueue
 
 #: Outcome lines the runtime logs once per delivery (record processed, duplicate suppressed).
 OUTCOME_MESSAGES = names.OUTCOME_MESSAGES
@@ -193,25 +192,30 @@ def emf_metric(name: str, *, namespace: str, service: str) -> cloudwatch.Metric:
 def build_alarms(
     scope: Construct,
     *,
-    queue: ProcessingQueue,
+    queue: sqs.IQueue,
+    dead_letter_queue: sqs.IQueue | None,
     function: lambda_.IFunction,
     thresholds: AlarmThresholds,
     action: cloudwatch.IAlarmAction | None,
     namespace: str = DEFAULT_METRICS_NAMESPACE,
     service: str = DEFAULT_SERVICE_NAME,
-) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
+) -> tuple[cloudwatch.Alarm | None, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
     """The five failure alarms (children ``DlqDepthAlarm``, ``OldestMessageAgeAlarm``, ``ErrorsAlarm``,
     ``ThrottlesAlarm``, ``FailedRecordsAlarm``): (dlq depth, oldest message age, errors, throttles, failed
-    records). ``namespace`` and ``service`` locate the handler's EMF ``FailedRecords``."""
+    records); no DLQ-depth alarm (``None``) without a dead-letter queue. ``namespace`` and ``service`` locate the
+    handler's EMF ``FailedRecords``."""
     maximum = cloudwatch.Stats.MAXIMUM
-    specs = (
+    dlq_depth = () if dead_letter_queue is None else (
         (
             "DlqDepthAlarm",
-            queue.metric_dlq_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
+            dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
             thresholds.dlq_depth,
             1,
             "messages in the dead-letter queue: payments that failed max_receive_count times",
         ),
+    )
+    specs = (
+        *dlq_depth,
         (
             "OldestMessageAgeAlarm",
             queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum),
@@ -251,6 +255,8 @@ def build_alarms(
         if action is not None:
             alarm.add_alarm_action(action)
         alarms.append(alarm)
+    if dead_letter_queue is None:
+        return None, alarms[0], alarms[1], alarms[2], alarms[3]
     return alarms[0], alarms[1], alarms[2], alarms[3], alarms[4]
 
 
@@ -316,18 +322,21 @@ def build_async_invocation(
 def build_dashboard(
     scope: Construct,
     *,
-    queue: ProcessingQueue,
+    queue: sqs.IQueue,
+    dead_letter_queue: sqs.IQueue | None,
     function: lambda_.IFunction,
     namespace: str,
     service: str,
     metric_names: Sequence[str] = EMF_METRICS,
 ) -> cloudwatch.Dashboard:
-    """A dashboard (child ``Dashboard``): the handler's EMF counts beside queue depth, DLQ depth, oldest
-    message age and Lambda errors/throttles, at 1-minute resolution."""
+    """A dashboard (child ``Dashboard``): the handler's EMF counts beside queue depth, DLQ depth (an empty graph
+    without a dead-letter queue), oldest message age and Lambda errors/throttles, at 1-minute resolution."""
     emf = [emf_metric(name, namespace=namespace, service=service) for name in metric_names]
     maximum = cloudwatch.Stats.MAXIMUM
     depth = queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
-    dlq_depth = queue.metric_dlq_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
+    dlq_depth = [] if dead_letter_queue is None else [
+        dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
+    ]
     oldest = queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum)
     dashboard = cloudwatch.Dashboard(scope, "Dashboard")
     dashboard.add_widgets(
@@ -335,7 +344,7 @@ def build_dashboard(
     )
     dashboard.add_widgets(
         cloudwatch.GraphWidget(title="Queue depth", left=[depth], width=6),
-        cloudwatch.GraphWidget(title="DLQ depth", left=[dlq_depth], width=6),
+        cloudwatch.GraphWidget(title="DLQ depth", left=dlq_depth, width=6),
         cloudwatch.GraphWidget(title="Oldest message age (s)", left=[oldest], width=6),
         cloudwatch.GraphWidget(
             title="Lambda errors and throttles",

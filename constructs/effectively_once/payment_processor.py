@@ -209,5 +209,10 @@ class PaymentProcessor(Construct):
             service_name=service_name,
         )
         self.dashboard = build_dashboard(
-            self, queue=self.queue, function=self.function, namespace=metrics_namespace, service=service_name
+            self,
+            queue=self.queue.queue,
+            dead_letter_queue=self.queue.dead_letter_queue,
+            function=self.function,
+            namespace=metrics_namespace,
+            service=service_name,
         )

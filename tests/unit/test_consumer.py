@@ -60,14 +60,14 @@ def _mapping(synth: dict, name: str) -> dict:
     stack: Stack = synth["stack"]
     consumer = synth["wired"][name]
     mappings = synth["template"].find_resources("AWS::Lambda::EventSourceMapping")
-    found = [m for m in mappings.values() if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue.queue_arn)]
+    found = [m for m in mappings.values() if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue_arn)]
     assert len(found) == 1
     return found[0]["Properties"]
 
 
 def _queue_props(synth: dict, name: str) -> dict:
     stack: Stack = synth["stack"]
-    queue_id = _logical_id(stack, synth["wired"][name].queue.queue.queue_arn)
+    queue_id = _logical_id(stack, synth["wired"][name].queue.queue_arn)
     return synth["template"].to_json()["Resources"][queue_id]["Properties"]
 
 
@@ -140,7 +140,7 @@ def _expected_and_granted(synth: dict, name: str) -> tuple[dict, dict]:
     consumer = synth["wired"][name]
     role = function_role(template, _logical_id(stack, consumer.function.function_name))
     expected = {
-        _logical_id(stack, consumer.queue.queue.queue_arn): CONSUME,
+        _logical_id(stack, consumer.queue.queue_arn): CONSUME,
         _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
     }
     return expected, actions_by_resource(role_statements(template, role))
@@ -161,7 +161,7 @@ def test_mapping_waits_for_the_role_policy(synth: dict) -> None:
     template: Template = synth["template"]
     mapping = [
         m for m in template.find_resources("AWS::Lambda::EventSourceMapping").values()
-        if m["Properties"]["EventSourceArn"] == stack.resolve(synth["wired"]["standard"].queue.queue.queue_arn)
+        if m["Properties"]["EventSourceArn"] == stack.resolve(synth["wired"]["standard"].queue.queue_arn)
     ][0]
     policy_ids = set(template.find_resources("AWS::IAM::Policy"))
     assert policy_ids & set(mapping.get("DependsOn", []))

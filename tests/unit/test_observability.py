@@ -90,14 +90,14 @@ ALARMS = ("dlq_depth_alarm", "oldest_message_age_alarm", "errors_alarm", "thrott
 def test_dlq_depth_alarm_fires_on_any_message_in_the_dead_letter_queue(synth: dict) -> None:
     alarm = _alarm(synth, "defaults", "dlq_depth_alarm")
     assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
-    assert alarm["Dimensions"] == _queue_name_dimension(synth, synth["wired"]["defaults"].queue.dead_letter_queue)
+    assert alarm["Dimensions"] == _queue_name_dimension(synth, synth["wired"]["defaults"].dead_letter_queue)
     assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["Statistic"]) == (0, "GreaterThanThreshold", "Maximum")
 
 
 def test_oldest_message_age_alarm_defaults_to_five_minutes_on_the_source_queue(synth: dict) -> None:
     alarm = _alarm(synth, "defaults", "oldest_message_age_alarm")
     assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage"
-    assert alarm["Dimensions"] == _queue_name_dimension(synth, synth["wired"]["defaults"].queue.queue)
+    assert alarm["Dimensions"] == _queue_name_dimension(synth, synth["wired"]["defaults"].queue)
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (300, "GreaterThanThreshold")
 
 

@@ -34,6 +34,7 @@ def test_public_api() -> None:
     assert sorted(effectively_once.__all__) == [
         "AlarmThresholds",
         "AsyncInvocationOptions",
+        "ExistingQueue",
         "IdempotencyTable",
         "IdempotentQueueConsumer",
         "PaymentProcessor",

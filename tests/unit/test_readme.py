@@ -55,12 +55,16 @@ def _same(documented: Any, actual: Any) -> bool:
 
 
 def _props(cls: type) -> dict[str, inspect.Parameter]:
-    if dataclasses.is_dataclass(cls):  # option types (AlarmThresholds, ...): every field, factory defaults built
+    if dataclasses.is_dataclass(cls):  # option types (AlarmThresholds, ExistingQueue, ...): every field, factory defaults built
         return {
             f.name: inspect.Parameter(
                 f.name,
                 inspect.Parameter.KEYWORD_ONLY,
-                default=f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
+                default=(
+                    f.default_factory() if f.default_factory is not dataclasses.MISSING
+                    else inspect.Parameter.empty if f.default is dataclasses.MISSING  # a required field
+                    else f.default
+                ),
             )
             for f in dataclasses.fields(cls)
         }

@@ -1,0 +1,206 @@
+"""The synth-time checks of ``IdempotentQueueConsumer``: errors (``ValueError``) and warnings on its props and on
+the queue and function it wires together (docs/validation.md lists every rule with its source)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from . import limits
+from ._validation import check_range, fail, is_unresolved, seconds, shown, warn
+
+
+def check_mapping(
+    fifo: bool,
+    batch_size: int,
+    max_batching_window: Duration | None,
+    max_concurrency: int | None,
+) -> None:
+    """The event source mapping's own limits (issue 5 adds the cross-resource invariants)."""
+    high = limits.ESM_MAX_BATCH_SIZE_FIFO if fifo else limits.ESM_MAX_BATCH_SIZE_STANDARD
+    check_range("batch_size", batch_size, limits.ESM_MIN_BATCH_SIZE, high, f"{limits.ESM_DOC} BatchSize")
+    check_range(
+        "max_concurrency",
+        max_concurrency,
+        limits.ESM_MIN_MAX_CONCURRENCY,
+        limits.ESM_MAX_MAX_CONCURRENCY,
+        f"{limits.ESM_DOC} ScalingConfig",
+    )
+    if max_batching_window is not None and not is_unresolved(max_batching_window):
+        if fifo and max_batching_window.to_seconds() > 0:
+            raise fail(
+                "max_batching_window", max_batching_window, "is not allowed on a FIFO source queue",
+                f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
+            )
+        check_range(
+            "max_batching_window",
+            max_batching_window.to_seconds(),
+            0,
+            limits.ESM_MAX_BATCHING_WINDOW_SECONDS,
+            f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
+        )
+    has_window = max_batching_window is not None and (
+        is_unresolved(max_batching_window) or max_batching_window.to_seconds() > 0
+    )
+    if (
+        not fifo
+        and not is_unresolved(batch_size)
+        and batch_size > limits.ESM_MAX_BATCH_SIZE_WITHOUT_WINDOW
+        and not has_window
+    ):
+        raise fail(
+            "batch_size", batch_size, "above 10 needs a max_batching_window on a standard queue", f"{limits.ESM_DOC} BatchSize"
+        )
+
+
+def check_idempotency_expiry(idempotency_expiry: Duration | None) -> None:
+    """:raises ValueError: a resolved expiry under 1 second."""
+    expiry_seconds = seconds(idempotency_expiry)
+    if expiry_seconds is not None and expiry_seconds < 1:
+        raise fail("idempotency_expiry", idempotency_expiry, "must be at least 1 second", limits.IDEMPOTENCY_DOC)
+
+
+def check_given_visibility_timeout(
+    scope: Construct,
+    visibility_timeout: Duration | None,
+    function: lambda_.IFunction,
+    max_batching_window: Duration | None,
+    *,
+    owned: bool = True,
+) -> None:
+    """A visibility timeout given to the queue against this function: error below its timeout, warning
+    below the 6x guidance. Skipped for an imported function (timeout unknown) and for tokens.
+
+    :param owned: the queue is a ``ProcessingQueue`` (its timeout can be left unset to be filled in); ``False``
+        for an ``ExistingQueue``, whose timeout only its owner can raise.
+    """
+    if not isinstance(function, lambda_.Function):
+        return
+    timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
+    visibility, timeout_s, window_s = (
+        seconds(visibility_timeout), seconds(timeout), seconds(max_batching_window or Duration.seconds(0))
+    )
+    if visibility is None or timeout_s is None or window_s is None:
+        return
+    if visibility < timeout_s:
+        raise fail(
+            "queue visibility_timeout",
+            visibility_timeout,
+            f"must be at least the function timeout ({timeout.to_human_string()}), or a message becomes "
+            "visible again while it is still being processed",
+            limits.LAMBDA_SQS_VISIBILITY_DOC,
+        )
+    guidance = limits.visibility_timeout_guidance_seconds(timeout_s, window_s)
+    if visibility < guidance:
+        warn(
+            scope,
+            "visibilityTimeoutBelowGuidance",
+            "queue visibility_timeout",
+            visibility_timeout,
+            f"should be at least {limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout "
+            f"({timeout.to_human_string()}) + max_batching_window ({window_s:g} seconds) = {guidance} seconds, "
+            "so Lambda can retry a throttled batch before the message is received again "
+            + (
+                "(leave it unset to have it filled in)" if owned
+                else "(raise the queue's own: it cannot be filled in on a queue this consumer does not own)"
+            ),
+            limits.LAMBDA_SQS_VISIBILITY_DOC,
+        )
+
+
+def advise(
+    scope: Construct,
+    idempotency_expiry: Duration,
+    retention_period: Duration | None,
+    max_receive_count: int | None,
+) -> None:
+    """Warnings that depend on the queue and this consumer together."""
+    expiry, retention = seconds(idempotency_expiry), seconds(retention_period)
+    if expiry is not None and retention is not None and expiry < retention:
+        assert retention_period is not None
+        warn(
+            scope,
+            "idempotencyExpiryBelowRetention",
+            "idempotency_expiry",
+            idempotency_expiry,
+            f"should be at least the queue's retention_period ({retention_period.to_human_string()}): "
+            "a resend or redelivery after the record expires is processed, and charged, twice (leave it "
+            "unset to use the retention period)",
+            limits.IDEMPOTENCY_EXPIRY_DOC,
+        )
+    count = max_receive_count
+    if count is not None and not is_unresolved(count) and count < limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT:
+        warn(
+            scope,
+            "maxReceiveCountBelowGuidance",
+            "queue max_receive_count",
+            count,
+            f"should be at least {limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT} on a queue consumed by "
+            "Lambda: throttling alone can move a valid message to the dead-letter queue after too few receives",
+            limits.LAMBDA_SQS_DLQ_DOC,
+        )
+
+
+def check_reserved_concurrency(scope: Construct, function: lambda_.IFunction, max_concurrency: int | None) -> None:
+    """Warn when the function's reserved concurrency is below the total maximum concurrency of the SQS event
+    source mappings that invoke it (this one included, counted when this consumer is created). Skipped for
+    an imported function (its reserved concurrency is unknown), for unset values and for tokens."""
+    if max_concurrency is None or is_unresolved(max_concurrency) or not isinstance(function, lambda_.Function):
+        return
+    # lambda.Function has no getter for its reserved concurrency: read the L1 property.
+    reserved = getattr(function.node.default_child, "reserved_concurrent_executions", None)
+    if reserved is None or is_unresolved(reserved):
+        return
+    maxima = _mapping_max_concurrencies(function)
+    if any(is_unresolved(maximum) for maximum in maxima):
+        return
+    total = sum(maxima)
+    if reserved < total:
+        mappings = f"{len(maxima)} mapping" + ("s" if len(maxima) > 1 else "")
+        warn(
+            scope,
+            "reservedConcurrencyBelowMaxConcurrency",
+            "function reserved_concurrent_executions",
+            reserved,
+            "should be at least the maximum concurrency of the SQS event source mappings that invoke it "
+            f"(max_concurrency {max_concurrency} here; {total} in total over {mappings}): otherwise Lambda "
+            "throttles the invocations above the reserved concurrency, the throttled batches return to the queue "
+            "and their receive counts climb toward the dead-letter queue",
+            limits.LAMBDA_SQS_MAX_CONCURRENCY_DOC,
+        )
+
+
+def _mapping_max_concurrencies(function: lambda_.Function) -> list[float]:
+    """``MaximumConcurrency`` of every event source mapping in the function's stack that invokes it and sets one."""
+    stack = Stack.of(function)
+    target = stack.resolve(function.function_name)
+    maxima = []
+    for construct in stack.node.find_all():
+        if (
+            isinstance(construct, lambda_.CfnEventSourceMapping)
+            and Stack.of(construct) is stack
+            and stack.resolve(construct.function_name) == target
+        ):
+            maximum = getattr(construct.scaling_config, "maximum_concurrency", None)
+            if maximum is not None:
+                maxima.append(maximum)
+    return maxima
+
+
+def visibility_timeout_needed(timeout: Duration, window: Duration) -> ValueError:
+    """The error for a queue whose visibility timeout cannot be filled in: a token timeout or batching window."""
+    token = f"function timeout ({shown(timeout)})" if is_unresolved(timeout) else (
+        f"max_batching_window ({shown(window)})"
+    )
+    return fail(
+        "visibility_timeout",
+        None,
+        f"must be given when the {token} is a deploy-time token: it would be filled in as "
+        f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x function timeout + max_batching_window, and CloudFormation "
+        "has no arithmetic to compute that from a token; left unset, SQS keeps its 30-second default, and Lambda "
+        "refuses the event source mapping at deploy time when that is below the function timeout. Give the "
+        "ProcessingQueue (or PaymentProcessor) an explicit visibility_timeout of at least "
+        f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x the largest function timeout + max_batching_window",
+        f"{limits.LAMBDA_SQS_VISIBILITY_DOC}; {limits.CFN_TOKEN_DOC}",
+    )
