@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from effectively_once_runtime import names
+
 from .esm import MappingConfig
 from .server import ACCOUNT, REGION, aws_env
 
@@ -125,7 +127,7 @@ def discover(session: Any, stack: str) -> dict[str, Pipeline]:
             mapping=mapping,
             mapping_uuid=esm["UUID"],
             dlq_url=dlq_url,
-            idempotency_table=variables.get("IDEMPOTENCY_TABLE_NAME", ""),
+            idempotency_table=variables.get(names.ENV_TABLE_NAME, ""),
             ledger_table=variables.get("LEDGER_TABLE_NAME", ""),
         )
     if not pipelines:
