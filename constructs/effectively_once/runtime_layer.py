@@ -106,7 +106,11 @@ def stage_runtime_layer(source: Path | None = None) -> Path:
     digest = _digest(source, files)
     root = Path(tempfile.gettempdir()) / f"effectively-once-runtime-layer-{digest[:32]}"
     package = Path(LAYER_PYTHON_DIR) / RUNTIME_PACKAGE
-    if root.is_dir() and _source_files(root / package) == files and _digest(root / package, files) == digest:
+
+    def holds_the_source() -> bool:
+        return root.is_dir() and _source_files(root / package) == files and _digest(root / package, files) == digest
+
+    if holds_the_source():
         return root
     staging = Path(tempfile.mkdtemp(prefix="effectively-once-runtime-layer-"))
     for relative in files:
@@ -114,10 +118,13 @@ def stage_runtime_layer(source: Path | None = None) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / relative, target)
     try:
-        if root.exists():  # stale or altered: replaced by the fresh copy
+        if holds_the_source():  # another process staged the same content meanwhile: keep its folder
+            shutil.rmtree(staging)
+            return root
+        if root.exists():  # altered or partial: replaced by the fresh copy
             shutil.rmtree(root)
         os.replace(staging, root)
-    except OSError:  # another process staged the same content meanwhile; this copy is as good
+    except OSError:  # lost a race with another process; this copy holds the same content
         return staging
     return root
 
