@@ -2,7 +2,7 @@
 """Baseline for ``synth_ratio``: the resources of ``PaymentsSandbox`` written with plain aws-cdk-lib L2 constructs.
 
 Same resources, same settings (per kind Standard and Fifo: queue + DLQ with TLS-only policies, idempotency table
-with TTL, ledger table, log group, role, function with the Powertools layer, event source mapping with
+with TTL, ledger table, log group, role, function with the Powertools and runtime layers, event source mapping with
 ReportBatchItemFailures, five alarms, two Logs Insights query definitions, a dashboard; the standard kind also an
 on-failure queue and an event invoke config), the same outputs and the same validation plugins (none beyond
 CDK's built-in CloudFormation validation, which ``CDK_VALIDATION=false`` switches off in both apps).
@@ -29,6 +29,7 @@ from constructs import Construct
 
 from effectively_once.observability import DUPLICATE_DELIVERIES_QUERY, EMF_METRICS, IDEMPOTENCY_REJECTIONS_QUERY
 from effectively_once.powertools_layer import POWERTOOLS_VERSION
+from effectively_once.runtime_layer import stage_runtime_layer
 
 LAMBDA_SRC = Path(__file__).resolve().parent.parent / "lambda_src"
 # The sandbox's layer: Powertools' public SSM parameter for the pinned release, resolved at deploy time (the pin
@@ -105,14 +106,25 @@ class BaselineStack(Stack):
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.X86_64,
             handler="payments.handler.lambda_handler",
-            code=lambda_.Code.from_asset(str(LAMBDA_SRC), exclude=["__pycache__", "*.pyc", "**/__pycache__"]),
+            code=lambda_.Code.from_asset(
+                str(LAMBDA_SRC), exclude=["__pycache__", "*.pyc", "**/__pycache__", "effectively_once_runtime"]
+            ),
             memory_size=256,
             timeout=timeout,
             log_group=log_group,
             layers=[
                 lambda_.LayerVersion.from_layer_version_arn(
                     self, f"{kind}PowertoolsLayer", ssm.StringParameter.value_for_string_parameter(self, LAYER_PARAMETER)
-                )
+                ),
+                # The sandbox's runtime layer: the same staged folder (staging is not a construct).
+                lambda_.LayerVersion(
+                    self,
+                    f"{kind}RuntimeLayer",
+                    code=lambda_.Code.from_asset(str(stage_runtime_layer())),
+                    compatible_architectures=[lambda_.Architecture.X86_64, lambda_.Architecture.ARM_64],
+                    compatible_runtimes=[lambda_.Runtime.PYTHON_3_11, lambda_.Runtime.PYTHON_3_12,
+                                         lambda_.Runtime.PYTHON_3_13, lambda_.Runtime.PYTHON_3_14],
+                ),
             ],
             environment={
                 "IDEMPOTENCY_TABLE_NAME": table.table_arn,

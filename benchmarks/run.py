@@ -93,17 +93,19 @@ def bench_synth(tmp: Path) -> dict[str, Any]:
 
 
 def bench_asset(outdir: Path) -> dict[str, Any]:
-    """Zip the staged asset directory (what the CLI uploads) and report its size and files."""
-    [asset] = [p for p in outdir.glob("asset.*") if p.is_dir()]
-    files = sorted(p for p in asset.rglob("*") if p.is_file())
-    target = outdir / "asset.zip"
-    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for path in files:
-            zf.write(path, path.relative_to(asset).as_posix())
-    return {
-        "asset_bytes": target.stat().st_size,
-        "asset_files": [p.relative_to(asset).as_posix() for p in files],
-    }
+    """Zip each staged asset directory (what the CLI uploads: the function's ``payments/`` and the runtime layer's
+    ``python/``) and report their total size and their files."""
+    assets = sorted(p for p in outdir.glob("asset.*") if p.is_dir())
+    total, names = 0, []
+    for index, asset in enumerate(assets):
+        files = sorted(p for p in asset.rglob("*") if p.is_file())
+        target = outdir / f"asset-{index}.zip"
+        with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for path in files:
+                zf.write(path, path.relative_to(asset).as_posix())
+        total += target.stat().st_size
+        names.extend(p.relative_to(asset).as_posix() for p in files)
+    return {"asset_bytes": total, "asset_files": sorted(names)}
 
 
 def bench_import() -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Queue + DLQ (:class:`ProcessingQueue`, or a queue you already have: :class:`ExistingQueue`), Powertools
 idempotency table (:class:`IdempotencyTable`), the event source mapping and least-privilege wiring between them
-(:class:`IdempotentQueueConsumer`), and the sample pattern composed of all three (:class:`PaymentProcessor`).
+(:class:`IdempotentQueueConsumer`), the runtime and Powertools layers for your own function
+(:class:`RuntimeLayer`), and the sample pattern composed of all of them (:class:`PaymentProcessor`).
 See the README's "Constructs" section; ``effectively_once.testing`` has snapshot-test helpers.
 
 The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from .idempotency_table import IdempotencyTable
     from .payment_processor import PaymentProcessor
     from .processing_queue import ProcessingQueue
+    from .runtime_layer import RuntimeLayer
 
 __all__ = [
     "AlarmThresholds",
@@ -30,6 +32,7 @@ __all__ = [
     "IdempotentQueueConsumer",
     "PaymentProcessor",
     "ProcessingQueue",
+    "RuntimeLayer",
 ]
 
 _MODULES = {
@@ -40,6 +43,7 @@ _MODULES = {
     "IdempotentQueueConsumer": ".consumer",
     "PaymentProcessor": ".payment_processor",
     "ProcessingQueue": ".processing_queue",
+    "RuntimeLayer": ".runtime_layer",
 }
 
 

@@ -1,9 +1,10 @@
 """Locate the sample payment Lambda's source, installed or in a checkout.
 
-A wheel ships it as package data at ``effectively_once/_lambda_src/`` (pyproject's force-include: ``payments/``
-and the runtime it runs on, ``effectively_once_runtime/``); in a source checkout (editable install, tests) it is the
-repository's ``lambda_src/`` next to ``constructs/``. Either way the asset root is the directory *containing*
-``payments/`` and ``effectively_once_runtime/``, so the handler is ``payments.handler.lambda_handler``.
+A wheel ships it as package data at ``effectively_once/_lambda_src/payments/`` (pyproject's force-include); in a
+source checkout (editable install, tests) it is the repository's ``lambda_src/`` next to ``constructs/``. Either
+way the asset root is the directory *containing* ``payments/``, so the handler is ``payments.handler.lambda_handler``.
+The asset holds ``payments/`` only: the runtime it runs on comes from the function's :class:`RuntimeLayer`, as for a
+user's function (a copy in the asset would shadow the layer's: ``/var/task`` comes first on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from aws_cdk import aws_lambda as lambda_
 
 #: Left out of the asset: byte code changes its hash without changing the code (and breaks snapshots).
 ASSET_EXCLUDES = ["__pycache__", "*.pyc", "**/__pycache__"]
+#: Left out of the sample's asset besides: every top-level entry of the source root but ``payments/`` (in a
+#: checkout, ``lambda_src/`` also holds the runtime package, which the function gets from its layer).
+SAMPLE_PACKAGE = "payments"
 
 
 def lambda_source_root() -> Path:
@@ -34,5 +38,7 @@ def lambda_source_root() -> Path:
 
 
 def payment_function_code() -> lambda_.Code:
-    """The asset of the sample payment Lambda, without byte code."""
-    return lambda_.Code.from_asset(str(lambda_source_root()), exclude=ASSET_EXCLUDES)
+    """The asset of the sample payment Lambda: ``payments/`` without byte code."""
+    root = lambda_source_root()
+    others = sorted(p.name for p in root.iterdir() if p.name != SAMPLE_PACKAGE)
+    return lambda_.Code.from_asset(str(root), exclude=[*ASSET_EXCLUDES, *others])

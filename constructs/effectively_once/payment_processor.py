@@ -18,8 +18,8 @@ from .idempotency_table import IdempotencyTable
 from .observability import AlarmThresholds, AsyncInvocationOptions, build_dashboard
 from .powertools_layer import POWERTOOLS_RUNTIME
 from .powertools_layer import POWERTOOLS_VERSION as POWERTOOLS_VERSION  # re-exported: the pin, read by tests
-from .powertools_layer import public_powertools_layer
 from .processing_queue import ProcessingQueue
+from .runtime_layer import RuntimeLayer
 
 # The Powertools pin (release and runtime) lives in powertools_layer.py; re-exported here for existing callers.
 #: The runtime the function runs on (the newest Powertools supports).
@@ -37,14 +37,16 @@ class PaymentProcessor(Construct):
     """The sample effectively-once payment pipeline, composed from the library's constructs.
 
     Children (ids are stable): ``Queue`` (:class:`ProcessingQueue`), ``IdempotencyTable``, ``Ledger``,
-    ``LogGroup``, ``FunctionRole``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`: alarms, query definitions on
+    ``LogGroup``, ``Runtime`` (:class:`RuntimeLayer`), ``FunctionRole``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`: alarms, query definitions on
     ``LogGroup``, async path), ``Dashboard``. The function's
     role has no managed policy: it may write only to its own log group (``logs:CreateLogStream``,
     ``logs:PutLogEvents`` on that group's ARN, instead of AWSLambdaBasicExecutionRole's ``Resource: "*"``),
     plus the queue, table and ledger grants. The function runs
-    ``payments.handler.lambda_handler`` from ``lambda_src/`` (shipped in the wheel) on Python 3.14 x86_64 with
-    the public Powertools layer of the pinned release (``POWERTOOLS_VERSION``), resolved at deploy time from
-    Powertools' SSM parameter (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
+    ``payments.handler.lambda_handler`` from ``lambda_src/payments`` (shipped in the wheel; the asset holds that
+    package only) on Python 3.14 x86_64, and gets the runtime the way a user's function does: the layers of a
+    :class:`RuntimeLayer`, the runtime package and the public Powertools layer of the pinned release
+    (``POWERTOOLS_VERSION``), resolved at deploy time from Powertools' SSM parameter
+    (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
 
     :param fifo: FIFO queues instead of standard ones. :default: ``False``.
     :param function_timeout: the function's timeout. :default: ``Duration.seconds(30)``.
@@ -84,6 +86,7 @@ class PaymentProcessor(Construct):
     Attributes:
         queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
         consumer (IdempotentQueueConsumer; its alarms, queries and async path), log_group (logs.LogGroup), role (iam.Role),
+        runtime_layer (RuntimeLayer: the runtime and Powertools layers of the function),
         dashboard (cloudwatch.Dashboard): the handler's EMF counts (namespace ``metrics_namespace``, dimension
         ``service`` = ``service_name``) beside queue depth, DLQ depth, oldest message age, Lambda errors.
     """
@@ -141,10 +144,9 @@ class PaymentProcessor(Construct):
             removal_policy=removal_policy,
         )
         self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention, removal_policy=removal_policy)
-        if powertools_layer is None:
-            powertools_layer = public_powertools_layer(
-                self, "PowertoolsLayer", architecture=PAYMENT_ARCHITECTURE, runtime=PAYMENT_RUNTIME
-            )
+        self.runtime_layer = RuntimeLayer(
+            self, "Runtime", architecture=PAYMENT_ARCHITECTURE, runtime=PAYMENT_RUNTIME, powertools_layer=powertools_layer
+        )
         self.role = iam.Role(
             self,
             "FunctionRole",
@@ -163,7 +165,7 @@ class PaymentProcessor(Construct):
             code=payment_function_code(),
             timeout=function_timeout,
             memory_size=memory_size,
-            layers=[powertools_layer],
+            layers=self.runtime_layer.layers,
             log_group=self.log_group,
             environment={
                 "LEDGER_TABLE_NAME": self.ledger.table_name,

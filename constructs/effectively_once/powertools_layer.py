@@ -71,7 +71,8 @@ def public_powertools_layer(
     :param scope: where the imported layer is added.
     :param id: its construct id. :default: ``"PowertoolsLayer"``.
     :param architecture: ``lambda_.Architecture.X86_64`` or ``ARM_64``. :default: ``X86_64``.
-    :param runtime: the function's Python runtime. :default: :data:`POWERTOOLS_RUNTIME`.
+    :param runtime: the function's Python runtime; the layer declares only this one, so CDK rejects a function on
+        another (``IncompatibleLayerRuntime``). :default: :data:`POWERTOOLS_RUNTIME`.
     :raises ValueError: the stack's region is known and Powertools publishes no parameter there (the China and
         GovCloud partitions, regions newer than :data:`~effectively_once.limits.POWERTOOLS_SSM_REGIONS`): pass
         your own layer as ``powertools_layer``.
@@ -92,4 +93,8 @@ def public_powertools_layer(
     arn = ssm.StringParameter.value_for_string_parameter(
         scope, powertools_layer_parameter_name(architecture, runtime=runtime)
     )
-    return lambda_.LayerVersion.from_layer_version_arn(scope, id, arn)
+    # Declares the one runtime it was resolved for: Powertools builds one layer per Python version (the parameter
+    # name carries python3.<minor>), so CDK rejects a function on another version instead of deploying a mismatch.
+    return lambda_.LayerVersion.from_layer_version_attributes(
+        scope, id, layer_version_arn=arn, compatible_runtimes=[runtime]
+    )

@@ -9,13 +9,15 @@ import sysconfig
 from pathlib import Path
 
 import constructs
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3_assets as s3_assets
 
 import effectively_once
 from effectively_once import _assets
+from effectively_once.runtime_layer import runtime_package_dir
 from effectively_once.testing import normalize_template
 
-from .helpers import REPO, new_stack
+from .helpers import REPO, new_app, new_stack
 
 
 def test_constructs_resolves_into_site_packages_not_the_project() -> None:
@@ -39,6 +41,7 @@ def test_public_api() -> None:
         "IdempotentQueueConsumer",
         "PaymentProcessor",
         "ProcessingQueue",
+        "RuntimeLayer",
     ]
     assert (Path(effectively_once.__file__).parent / "py.typed").exists()
 
@@ -46,7 +49,26 @@ def test_public_api() -> None:
 def test_lambda_source_root_holds_the_payments_package() -> None:
     root = _assets.lambda_source_root()
     assert (root / "payments" / "settings.py").is_file()
-    assert (root / "effectively_once_runtime" / "consumer.py").is_file()
+
+
+def test_sample_asset_holds_the_payments_package_only() -> None:
+    # The runtime comes from the RuntimeLayer: a copy in the asset (/var/task) would shadow the layer's.
+    app = new_app()
+    stack = new_stack(app)
+    function = lambda_.Function(
+        stack, "Sample", runtime=lambda_.Runtime.PYTHON_3_14, handler="payments.handler.lambda_handler",
+        code=_assets.payment_function_code(),
+    )
+    key = stack.resolve((function.node.default_child).code)["s3Key"]  # type: ignore[union-attr]
+    asset = Path(app.synth().directory) / f"asset.{key.removesuffix('.zip')}"
+    assert sorted(p.name for p in asset.iterdir()) == ["payments"]
+    assert (asset / "payments" / "handler.py").is_file()
+
+
+def test_runtime_package_is_found_where_the_constructs_import_it_from() -> None:
+    import effectively_once_runtime.names
+
+    assert runtime_package_dir() == Path(effectively_once_runtime.names.__file__).resolve().parent
 
 
 def _asset_hash(path: Path) -> str:

@@ -38,8 +38,11 @@ def _stack(region: str | None, id: str = "Stack") -> Stack:
 
 
 def _layers(template: Template) -> list[Any]:
+    """The function's layers but the runtime's (a LayerVersion of the stack, RuntimeLayer): Powertools'."""
     (function,) = template.find_resources("AWS::Lambda::Function").values()
-    return function["Properties"]["Layers"]
+    runtime = [{"Ref": id} for id in template.find_resources("AWS::Lambda::LayerVersion")]
+    assert len(runtime) == 1 and runtime[0] in function["Properties"]["Layers"]
+    return [layer for layer in function["Properties"]["Layers"] if layer not in runtime]
 
 
 def _ssm_parameter(template: Template, ref: Any) -> dict[str, Any]:
@@ -71,7 +74,7 @@ def test_us_east_1_layer_is_the_pinned_release_for_the_function_architecture_and
     processor = PaymentProcessor(stack, "Payments")
     template = Template.from_stack(stack)
     props = template.to_json()["Resources"][stack.resolve(processor.function.function_name)["Ref"]]["Properties"]
-    (layer,) = props["Layers"]
+    (layer,) = _layers(template)
     assert props["Architectures"] == [PAYMENT_ARCHITECTURE.name] and props["Runtime"] == PAYMENT_RUNTIME.name
     assert _ssm_parameter(template, layer) == {
         "Type": "AWS::SSM::Parameter::Value<String>",

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
 import effectively_once
@@ -17,7 +18,10 @@ import effectively_once
 from .helpers import REPO
 
 README = (REPO / "README.md").read_text()
-NAMESPACE = {"Duration": Duration, "RemovalPolicy": RemovalPolicy, "logs": logs, "None": None, "True": True, "False": False}
+NAMESPACE = {
+    "Duration": Duration, "RemovalPolicy": RemovalPolicy, "logs": logs, "lambda_": lambda_,
+    "None": None, "True": True, "False": False,
+}
 REQUIRED = "required"
 
 
@@ -51,6 +55,8 @@ def _documented_default(cell: str) -> Any:
 def _same(documented: Any, actual: Any) -> bool:
     if isinstance(documented, Duration) and isinstance(actual, Duration):
         return documented.to_seconds() == actual.to_seconds()
+    if isinstance(documented, (lambda_.Architecture, lambda_.Runtime)):  # jsii objects: equal by name, not identity
+        return type(documented) is type(actual) and documented.name == actual.name
     return type(documented) is type(actual) and documented == actual
 
 
@@ -102,6 +108,8 @@ def test_default_comparison_can_fail() -> None:
     assert not _same(_documented_default("`Duration.days(3)`"), Duration.days(4))
     assert not _same(_documented_default("`5`"), 5.0)
     assert not _same(_documented_default("`None`: a new one"), False)
+    assert not _same(_documented_default("`lambda_.Architecture.ARM_64`"), lambda_.Architecture.X86_64)
+    assert not _same(_documented_default("`lambda_.Runtime.PYTHON_3_13`"), lambda_.Runtime.PYTHON_3_14)
 
 
 def test_runtime_consumer_table_lists_exactly_its_keyword_arguments() -> None:

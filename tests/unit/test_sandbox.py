@@ -65,8 +65,17 @@ def test_function_timeout_defaults_to_thirty_seconds_and_memory_to_256(sandbox: 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_function_gets_the_runtime_from_its_runtime_layer(sandbox: tuple, kind: str) -> None:
+    layer = _processor(sandbox, kind).runtime_layer.layer
+    assert {"Ref": _id(sandbox, layer.layer_version_arn)} in _function(sandbox, kind)["Layers"]
+    content = _resource(sandbox, layer.layer_version_arn)["Properties"]
+    assert content["CompatibleRuntimes"][-1] == "python3.14" and content["CompatibleArchitectures"] == ["x86_64", "arm64"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_powertools_layer_is_the_pinned_release_resolved_at_deploy_time(sandbox: tuple, kind: str) -> None:
-    (layer,) = _function(sandbox, kind)["Layers"]
+    runtime = [{"Ref": id} for id in sandbox[1].find_resources("AWS::Lambda::LayerVersion")]
+    (layer,) = [layer for layer in _function(sandbox, kind)["Layers"] if layer not in runtime]
     assert sandbox[1].to_json()["Parameters"][layer["Ref"]] == {
         "Type": "AWS::SSM::Parameter::Value<String>",
         "Default": f"/aws/service/powertools/python/x86_64/python3.14/{payment_processor.POWERTOOLS_VERSION}",
