@@ -3,7 +3,7 @@
 
 Same resources, same settings (per kind Standard and Fifo: queue + DLQ with TLS-only policies, idempotency table
 with TTL, ledger table, log group, role, function with the Powertools and runtime layers, event source mapping with
-ReportBatchItemFailures, five alarms, two Logs Insights query definitions, a dashboard; the standard kind also an
+ReportBatchItemFailures, five alarms, three Logs Insights query definitions, a dashboard; the standard kind also an
 on-failure queue and an event invoke config), the same outputs and the same validation plugins (none beyond
 CDK's built-in CloudFormation validation, which ``CDK_VALIDATION=false`` switches off in both apps).
 No validation of props, no annotations, no helper layer: what a hand-written stack costs to synthesize.
@@ -27,7 +27,12 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from effectively_once.observability import DUPLICATE_DELIVERIES_QUERY, EMF_METRICS, IDEMPOTENCY_REJECTIONS_QUERY
+from effectively_once.observability import (
+    DUPLICATE_DELIVERIES_QUERY,
+    EFFECTS_PER_KEY_QUERY,
+    EMF_METRICS,
+    IDEMPOTENCY_REJECTIONS_QUERY,
+)
 from effectively_once.powertools_layer import POWERTOOLS_VERSION
 from effectively_once.runtime_layer import stage_runtime_layer
 
@@ -35,9 +40,6 @@ LAMBDA_SRC = Path(__file__).resolve().parent.parent / "lambda_src"
 # The sandbox's layer: Powertools' public SSM parameter for the pinned release, resolved at deploy time (the pin
 # is read from the library, so the two apps cannot drift apart).
 LAYER_PARAMETER = f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
-# The query strings and metric names the runtime's names produce (read from the library, as the layer pin is).
-DUPLICATES_QUERY = DUPLICATE_DELIVERIES_QUERY
-REJECTIONS_QUERY = IDEMPOTENCY_REJECTIONS_QUERY
 
 
 class BaselineStack(Stack):
@@ -174,7 +176,11 @@ class BaselineStack(Stack):
             statistic="Sum",
         )
         alarm("FailedRecords", failed_records, 10, "records failing for 5 minutes", periods=5)
-        for name, query in (("DuplicateDeliveries", DUPLICATES_QUERY), ("IdempotencyRejections", REJECTIONS_QUERY)):
+        for name, query in (
+            ("DuplicateDeliveries", DUPLICATE_DELIVERIES_QUERY),
+            ("IdempotencyRejections", IDEMPOTENCY_REJECTIONS_QUERY),
+            ("EffectsPerKey", EFFECTS_PER_KEY_QUERY),
+        ):
             logs.QueryDefinition(
                 self,
                 f"{kind}{name}Query",

@@ -107,7 +107,7 @@ class IdempotentQueueConsumer(Construct):
     :param service_name: the ``service`` dimension of those metrics; set on the function as
         ``POWERTOOLS_SERVICE_NAME``. :default: ``None``: not set; the alarm reads the runtime's default
         ``payments``. A function that sets either variable itself must pass the same value here.
-    :param log_group: the function's log group; two Logs Insights query definitions are created on it
+    :param log_group: the function's log group; three Logs Insights query definitions are created on it
         (duplicate deliveries, idempotency rejections; docs/observability.md).
         :default: ``None``: the function's own ``log_group`` when it is a ``lambda.Function`` created with one
         (``log_group=...``, as ``PaymentProcessor`` does), otherwise no query definitions.
@@ -157,8 +157,8 @@ class IdempotentQueueConsumer(Construct):
         dlq_depth_alarm, oldest_message_age_alarm, errors_alarm, throttles_alarm, failed_records_alarm
             (cloudwatch.Alarm | None): ``None`` when ``alarms=False``.
         log_group (logs.ILogGroup | None): the log group the queries read.
-        duplicate_deliveries_query, idempotency_rejections_query (logs.CfnQueryDefinition | None): ``None``
-            without a log group.
+        duplicate_deliveries_query, idempotency_rejections_query, effects_per_key_query
+            (logs.CfnQueryDefinition | None): ``None`` without a log group.
         event_invoke_config (lambda.EventInvokeConfig | None), on_failure_queue (sqs.IQueue | None): ``None``
             without ``async_invocation``.
     """
@@ -302,9 +302,13 @@ class IdempotentQueueConsumer(Construct):
         if log_group is None and isinstance(function, lambda_.Function):
             log_group = _own_log_group(function)
         self.log_group = log_group
-        self.duplicate_deliveries_query = self.idempotency_rejections_query = None
+        self.duplicate_deliveries_query = self.idempotency_rejections_query = self.effects_per_key_query = None
         if log_group is not None:
-            self.duplicate_deliveries_query, self.idempotency_rejections_query = build_queries(self, log_group)
+            (
+                self.duplicate_deliveries_query,
+                self.idempotency_rejections_query,
+                self.effects_per_key_query,
+            ) = build_queries(self, log_group)
 
         self.event_invoke_config = self.on_failure_queue = None
         if async_invocation is not None:

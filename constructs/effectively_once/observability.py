@@ -56,7 +56,7 @@ IDEMPOTENCY_REJECTIONS_QUERY = (
     "| limit 1000"
 )
 #: Idempotency keys whose declared side effects ran more than once (the runtime's ``effect executed`` line; the
-#: local chaos checker counts the same line). Not deployed as a query definition yet.
+#: local chaos checker counts the same line).
 EFFECTS_PER_KEY_QUERY = (
     f"fields @timestamp, {names.FIELD_IDEMPOTENCY_KEY}, {names.FIELD_EFFECT}\n"
     f'| filter {names.FIELD_MESSAGE} = "{names.EFFECT_EXECUTED}"\n'
@@ -273,12 +273,13 @@ def _query(scope: Construct, id: str, suffix: str, query: str, log_group: logs.I
 
 def build_queries(
     scope: Construct, log_group: logs.ILogGroup
-) -> tuple[logs.CfnQueryDefinition, logs.CfnQueryDefinition]:
-    """The two Logs Insights query definitions on ``log_group`` (children ``DuplicateDeliveriesQuery``,
-    ``IdempotencyRejectionsQuery``)."""
+) -> tuple[logs.CfnQueryDefinition, logs.CfnQueryDefinition, logs.CfnQueryDefinition]:
+    """The three Logs Insights query definitions on ``log_group`` (children ``DuplicateDeliveriesQuery``,
+    ``IdempotencyRejectionsQuery``, ``EffectsPerKeyQuery``)."""
     return (
         _query(scope, "DuplicateDeliveriesQuery", "duplicate-deliveries", DUPLICATE_DELIVERIES_QUERY, log_group),
         _query(scope, "IdempotencyRejectionsQuery", "idempotency-rejections", IDEMPOTENCY_REJECTIONS_QUERY, log_group),
+        _query(scope, "EffectsPerKeyQuery", "effects-per-key", EFFECTS_PER_KEY_QUERY, log_group),
     )
 
 

@@ -23,9 +23,12 @@ from effectively_once import (
 )
 from effectively_once.observability import (
     DUPLICATE_DELIVERIES_QUERY,
+    EFFECTS_PER_KEY_QUERY,
     FAILED_RECORDS_METRIC,
     IDEMPOTENCY_REJECTIONS_QUERY,
 )
+
+from effectively_once_runtime import names
 
 from .helpers import actions_by_resource, function_role, inline_function, new_stack, role_statements
 
@@ -186,24 +189,37 @@ def _queries_on(synth: dict, log_group: logs.ILogGroup) -> list[dict[str, Any]]:
 def test_query_definitions_point_at_the_functions_own_log_group(synth: dict) -> None:
     consumer = synth["wired"]["defaults"]
     queries = _queries_on(synth, consumer.function.log_group)
-    assert [q["QueryString"] for q in queries] == sorted([DUPLICATE_DELIVERIES_QUERY, IDEMPOTENCY_REJECTIONS_QUERY])
+    assert [q["QueryString"] for q in queries] == sorted(
+        [DUPLICATE_DELIVERIES_QUERY, IDEMPOTENCY_REJECTIONS_QUERY, EFFECTS_PER_KEY_QUERY]
+    )
+    assert _props(synth, consumer.effects_per_key_query.ref)["QueryString"] == EFFECTS_PER_KEY_QUERY
     assert _props(synth, consumer.duplicate_deliveries_query.ref)["QueryString"] == DUPLICATE_DELIVERIES_QUERY
 
 
 def test_processor_queries_read_the_stack_created_log_group(synth: dict) -> None:
     processor = synth["wired"]["processor"]
     assert processor.consumer.log_group is processor.log_group
-    assert len(_queries_on(synth, processor.log_group)) == 2
+    assert len(_queries_on(synth, processor.log_group)) == 3
 
 
 def test_log_group_prop_is_the_one_the_queries_read(synth: dict) -> None:
-    assert len(_queries_on(synth, synth["explicit_group"])) == 2
+    assert len(_queries_on(synth, synth["explicit_group"])) == 3
 
 
 def test_no_log_group_means_no_query_definitions(synth: dict) -> None:
     bare = synth["wired"]["bare"]
-    assert (bare.duplicate_deliveries_query, bare.idempotency_rejections_query) == (None, None)
-    synth["template"].resource_count_is("AWS::Logs::QueryDefinition", 6)
+    assert (bare.duplicate_deliveries_query, bare.idempotency_rejections_query, bare.effects_per_key_query) == (
+        None,
+        None,
+        None,
+    )
+    synth["template"].resource_count_is("AWS::Logs::QueryDefinition", 9)
+
+
+def test_effects_per_key_query_counts_the_runtimes_effect_line_per_key_seen_more_than_once() -> None:
+    assert f'filter {names.FIELD_MESSAGE} = "{names.EFFECT_EXECUTED}"' in EFFECTS_PER_KEY_QUERY
+    assert f"by {names.FIELD_IDEMPOTENCY_KEY}" in EFFECTS_PER_KEY_QUERY
+    assert "filter effects > 1" in EFFECTS_PER_KEY_QUERY
 
 
 def test_duplicate_query_counts_outcomes_per_correlation_id_seen_more_than_once() -> None:
@@ -213,7 +229,7 @@ def test_duplicate_query_counts_outcomes_per_correlation_id_seen_more_than_once(
 
 def test_query_names_are_unique_per_consumer(synth: dict) -> None:
     names = [r["Properties"]["Name"] for r in synth["template"].find_resources("AWS::Logs::QueryDefinition").values()]
-    assert len(set(names)) == len(names) == 6
+    assert len(set(names)) == len(names) == 9
 
 
 # --- dashboard ---------------------------------------------------------------------------------------------

@@ -107,3 +107,21 @@ def test_default_wait_is_the_one_report_computes_for_the_sandbox() -> None:
     assert f"(so a {visibility.pop()} s visibility timeout), maxReceiveCount {receives.pop()}" in section
     assert f"{remote.drain_wait_seconds(pipelines):,} s with the defaults" in section
     assert f"read empty for {remote.SETTLE_SECONDS} s (`--settle`" in section
+
+
+def test_alarm_dashboard_and_query_counts_are_the_sandbox_templates() -> None:
+    template = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    count = {
+        kind: sum(1 for r in template["Resources"].values() if r["Type"] == kind)
+        for kind in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard", "AWS::Logs::QueryDefinition")
+    }
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    section = _section()
+
+    alarms, dashboards = count["AWS::CloudWatch::Alarm"], count["AWS::CloudWatch::Dashboard"]
+    assert re.search(rf"the {alarms} CloudWatch alarms and\s+{dashboards} dashboards", section), (alarms, dashboards)
+    assert f"**Alarms**: {words[count['AWS::CloudWatch::Alarm'] // 2]} per processor" in section
+    queries = [r["Properties"]["Name"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::QueryDefinition"]
+    assert len(queries) == 2 * 3
+    for name in queries:
+        assert name.rsplit("/", 1)[1] in section

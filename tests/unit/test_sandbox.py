@@ -175,7 +175,7 @@ def test_outputs_name_what_was_deployed(template: Template) -> None:
 
 # --- observability (issue 7) ---------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
-def test_each_processor_has_five_alarms_two_queries_and_a_dashboard(sandbox: tuple, kind: str) -> None:
+def test_each_processor_has_five_alarms_three_queries_and_a_dashboard(sandbox: tuple, kind: str) -> None:
     processor = _processor(sandbox, kind)
     consumer = processor.consumer
     alarms = (
@@ -183,7 +183,9 @@ def test_each_processor_has_five_alarms_two_queries_and_a_dashboard(sandbox: tup
         consumer.failed_records_alarm,
     )
     assert {_resource(sandbox, a.alarm_arn)["Type"] for a in alarms} == {"AWS::CloudWatch::Alarm"}
-    for query in (consumer.duplicate_deliveries_query, consumer.idempotency_rejections_query):
+    for query in (
+        consumer.duplicate_deliveries_query, consumer.idempotency_rejections_query, consumer.effects_per_key_query
+    ):
         assert _resource(sandbox, query.ref)["Properties"]["LogGroupNames"] == [
             sandbox[0].resolve(processor.log_group.log_group_name)
         ]
@@ -196,7 +198,7 @@ def test_sandbox_totals_of_observability_resources(template: Template) -> None:
     )}
     assert counts == {
         "AWS::CloudWatch::Alarm": 10,
-        "AWS::Logs::QueryDefinition": 4,
+        "AWS::Logs::QueryDefinition": 6,
         "AWS::CloudWatch::Dashboard": 2,
         "AWS::Lambda::EventInvokeConfig": 1,
     }
