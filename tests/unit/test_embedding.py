@@ -48,11 +48,12 @@ def _policy_actions(synth: dict, role_logical_id: str) -> dict[str, set[str]]:
     return actions_by_resource(role_statements(synth["template"], role_logical_id))
 
 
-def test_two_fifo_processors_get_distinct_queue_names(synth: dict) -> None:
+def test_every_processing_queue_gets_a_distinct_queue_name(synth: dict) -> None:
+    # Two FIFO processors (source + DLQ each) and two standard source queues (their DLQs keep generated names).
     names = [q["Properties"]["QueueName"] for q in synth["template"].find_resources("AWS::SQS::Queue").values()
              if "QueueName" in q["Properties"]]
-    assert len(names) == 4
-    assert len(set(names)) == 4
+    assert len(names) == 6
+    assert len(set(names)) == 6
 
 
 def test_two_processors_each_use_their_own_table_and_queue(synth: dict) -> None:
