@@ -286,3 +286,32 @@ def test_cli_reports_an_expected_error_in_one_line(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(redrive_module, "redrive", fail)
     assert cli.main(["redrive", "--stack", "S", "--queue", "fifo"]) == 2
     assert capsys.readouterr().err == "error: stack S has no fifo queue (it has: standard)\n"
+
+
+def test_against_a_moto_server_on_loopback_the_local_move_is_used(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Why the fallback exists: moto 5.2.5's server answers StartMessageMoveTask with a 500 (NotImplementedError).
+    from botocore.config import Config
+    from moto.server import ThreadedMotoServer
+
+    from effectively_once.local.server import LOOPBACK, free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port)
+    server.start()
+    try:
+        session = boto3.session.Session(region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://localhost:{port}")
+        sqs = session.client("sqs", config=Config(retries={"max_attempts": 1}))
+        target = _queues(sqs, fifo=True)
+        with pytest.raises(ClientError):
+            sqs.start_message_move_task(SourceArn=target.dlq_arn, DestinationArn=target.source_arn)
+        for i in range(3):
+            sqs.send_message(QueueUrl=target.dlq_url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}")
+        monkeypatch.setattr(redrive_module, "discover", lambda s, stack: {"fifo": _pipeline(target)})
+
+        assert redrive("PaymentsSandbox", None, None, session=session) == 0
+
+        assert capsys.readouterr().out.splitlines()[-1] == "fifo: completed (local move: receive, send, delete), moved 3"
+        assert [m["Body"] for m in _drain(sqs, target.source_url)] == ["m0", "m1", "m2"]
+    finally:
+        server.stop()
