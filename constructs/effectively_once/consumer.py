@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aws_cdk import Annotations, Duration, RemovalPolicy, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -44,6 +45,14 @@ ENV_EXPIRY_SECONDS = names.ENV_EXPIRY_SECONDS
 ENV_KEY_PREFIX = names.ENV_KEY_PREFIX
 ENV_METRICS_NAMESPACE = names.ENV_METRICS_NAMESPACE
 ENV_SERVICE_NAME = names.ENV_SERVICE_NAME
+ENV_DEAD_LETTER_QUEUE_URL = names.ENV_DEAD_LETTER_QUEUE_URL
+
+#: What the runtime needs to send a permanent failure to the DLQ: SendMessage on the queue and, for a queue
+#: encrypted with a customer-managed key, kms:GenerateDataKey and kms:Decrypt on that key (Amazon SQS Developer
+#: Guide, "Key management": "Permissions for producers"). CDK's grant_send_messages gives more (GetQueueAttributes,
+#: GetQueueUrl; Encrypt and ReEncrypt* on the key), which the runtime never calls: it has the URL.
+DEAD_LETTER_SEND_ACTIONS = ("sqs:SendMessage",)
+DEAD_LETTER_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 
 class IdempotentQueueConsumer(Construct):
@@ -56,11 +65,15 @@ class IdempotentQueueConsumer(Construct):
       the queue;
     - grants the function consume on the source queue (``sqs:ReceiveMessage``, ``DeleteMessage``,
       ``ChangeMessageVisibility``, ``GetQueueAttributes``, ``GetQueueUrl``; plus ``kms:Decrypt`` when the
-      queue uses a customer-managed key) and ``table.grant_idempotency`` on the table, nothing more;
+      queue uses a customer-managed key), ``table.grant_idempotency`` on the table and, to send permanent
+      failures to the dead-letter queue on first sight, ``sqs:SendMessage`` on that DLQ only (plus
+      ``kms:GenerateDataKey`` and ``kms:Decrypt`` when it uses a customer-managed key; SQS-managed SSE needs
+      none), nothing more;
     - sets ``IDEMPOTENCY_TABLE_NAME`` (always the table's **ARN**, never its bare name, which would address
       the function's own account and Region; DynamoDB's ``TableName`` takes either), ``IDEMPOTENCY_EXPIRY_SECONDS``
       and, when given, ``IDEMPOTENCY_KEY_PREFIX`` (``key_prefix``), ``POWERTOOLS_METRICS_NAMESPACE``
-      (``metrics_namespace``) and ``POWERTOOLS_SERVICE_NAME`` (``service_name``) on the function;
+      (``metrics_namespace``) and ``POWERTOOLS_SERVICE_NAME`` (``service_name``) on the function, and
+      ``DEAD_LETTER_QUEUE_URL`` (the queue's DLQ) while ``dead_letter_on_first_sight`` is on;
     - when a ``ProcessingQueue``'s visibility timeout was left open, fills it in as
       ``6 x function timeout + max_batching_window`` (capped at 12 hours) by writing the queue's L1
       ``VisibilityTimeout`` (:meth:`ProcessingQueue.fill_visibility_timeout`). An ``ExistingQueue`` is never
@@ -114,6 +127,12 @@ class IdempotentQueueConsumer(Construct):
     :param async_invocation: configure the function's asynchronous invocation path (event invoke config and a
         standard on-failure queue). :default: ``None``: left to Lambda's defaults (2 retries, 6 hours, no
         destination).
+    :param dead_letter_on_first_sight: let the runtime send a permanent failure (``PermanentError``, a body that
+        is not JSON, a missing idempotency key, a key reused with another payload) straight to the queue's
+        dead-letter queue and report it done: sets ``DEAD_LETTER_QUEUE_URL`` and grants the send above. Without a
+        known DLQ (an ``ExistingQueue`` without one: a warning) neither is done.
+        :default: ``True``. Turn it off to let SQS count receives instead: a permanent failure then returns to
+        the queue ``max_receive_count`` times before SQS moves it (no environment variable, no grant).
     :param removal_policy: what happens to the on-failure queue created for ``async_invocation`` when it leaves
         the stack (a given ``on_failure`` queue keeps its own).
         :default: ``RemovalPolicy.RETAIN``: it holds the only record of events that failed every attempt.
@@ -184,6 +203,7 @@ class IdempotentQueueConsumer(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         metrics_namespace: str | None = None,
         service_name: str | None = None,
+        dead_letter_on_first_sight: bool = True,
     ) -> None:
         super().__init__(scope, id)
         if isinstance(queue, ExistingQueue):
@@ -245,19 +265,30 @@ class IdempotentQueueConsumer(Construct):
             "return to the queue through ReportBatchItemFailures and move to its dead-letter queue after "
             "max_receive_count receives.",
         )
+        # Permanent failures go to the DLQ on first sight only where one is known.
+        dead_letter_target = self.dead_letter_queue if dead_letter_on_first_sight else None
         if function.role is None:
             # An imported function without its role: there is no policy to add to.
             Annotations.of(self).add_warning_v2(
                 "effectively-once:consumerImportedFunctionWithoutRole",
                 "function was imported without its role: grant it consume on the queue (and kms:Decrypt on a "
                 "customer-managed key) and dynamodb:GetItem/PutItem/UpdateItem/DeleteItem on the idempotency "
-                "table yourself, or import it with lambda.Function.from_function_attributes(role=...)",
+                "table yourself"
+                + (
+                    ", and sqs:SendMessage on the dead-letter queue (kms:GenerateDataKey/Decrypt on its "
+                    "customer-managed key)"
+                    if dead_letter_target is not None
+                    else ""
+                )
+                + ", or import it with lambda.Function.from_function_attributes(role=...)",
             )
         else:
             # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
             grant = self.queue.grant_consume_messages(function)
             grant.apply_before(self.event_source_mapping)
             table.grant_idempotency(function)
+            if dead_letter_target is not None:
+                _grant_dead_letter_send(function, dead_letter_target).apply_before(self.event_source_mapping)
 
         # An existing queue of unknown retention: 14 days, the SQS maximum, covers any retention it can have.
         self.idempotency_expiry = (
@@ -278,6 +309,8 @@ class IdempotentQueueConsumer(Construct):
             ):
                 if value is not None:
                     function.add_environment(name, value)
+            if dead_letter_target is not None:
+                function.add_environment(ENV_DEAD_LETTER_QUEUE_URL, dead_letter_target.queue_url)
 
         self.dlq_depth_alarm = self.oldest_message_age_alarm = self.errors_alarm = self.throttles_alarm = None
         self.failed_records_alarm = None
@@ -315,6 +348,20 @@ class IdempotentQueueConsumer(Construct):
             self.event_invoke_config, self.on_failure_queue = build_async_invocation(
                 self, function, async_invocation, removal_policy
             )
+
+
+def _grant_dead_letter_send(function: lambda_.IFunction, dead_letter_queue: sqs.IQueue) -> iam.Grant:
+    """``sqs:SendMessage`` on the DLQ, and the key actions a sender needs on its customer-managed key."""
+    grant = iam.Grant.add_to_principal_or_resource(
+        grantee=function,
+        actions=list(DEAD_LETTER_SEND_ACTIONS),
+        resource_arns=[dead_letter_queue.queue_arn],
+        resource=dead_letter_queue,
+    )
+    key = dead_letter_queue.encryption_master_key
+    if key is not None:
+        grant = grant.combine(key.grant(function, *DEAD_LETTER_KEY_ACTIONS))
+    return grant
 
 
 def _expiry_value(expiry: Duration) -> str:

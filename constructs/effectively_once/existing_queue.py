@@ -37,7 +37,9 @@ class ExistingQueue:
         :default: ``None``: read from an ``sqs.Queue`` of this app; for an imported queue, unknown and not checked
         (a warning).
     :param dead_letter_queue: the queue's dead-letter queue (its redrive policy's target); it must be of the
-        same type (FIFO or standard) as ``queue``. It gets the DLQ-depth alarm.
+        same type (FIFO or standard) as ``queue``. It gets the DLQ-depth alarm, and the consumer's permanent
+        failures (``sqs:SendMessage`` on it, plus ``kms:GenerateDataKey``/``Decrypt`` on its
+        ``encryption_master_key``: import a DLQ encrypted with a customer-managed key with ``key_arn=``).
         :default: ``None``: read from an ``sqs.Queue`` of this app; otherwise the queue has none (a warning: a
         poison message is retried until retention expires, and there is no DLQ-depth alarm).
     :param max_receive_count: receives before SQS moves a message to the DLQ (1..1000; warning below 5).

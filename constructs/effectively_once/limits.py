@@ -88,6 +88,9 @@ SQS_QUEUE_NAME_PATTERN: Final = r"[A-Za-z0-9_-]+"
 #: (RedrivePolicy ``maxReceiveCount``, 1 to 1,000).
 SQS_MIN_MAX_RECEIVE_COUNT: Final = 1
 SQS_MAX_MAX_RECEIVE_COUNT: Final = 1000
+#: Highest message movement rate of a DLQ redrive (``MaxNumberOfMessagesPerSecond``). Source: Amazon SQS API
+#: Reference, StartMessageMoveTask ("The maximum value for messages per second is 500").
+SQS_MAX_MESSAGE_MOVE_RATE: Final = 500
 #: Receives before a message moves to the DLQ that AWS recommends for a queue consumed by Lambda: at
 #: least 5, so throttling alone does not move a valid message. Source: AWS Lambda Developer Guide,
 #: "Using Lambda with Amazon SQS" (configuring a dead-letter queue). Default of ``max_receive_count``.

@@ -47,6 +47,11 @@ def synth() -> dict:
     given_queue = ProcessingQueue(stack, "GivenQueue", visibility_timeout=Duration.minutes(15))
     imported = lambda_.Function.from_function_arn(stack, "Imported", IMPORTED_ARN)
     wired["imported"] = IdempotentQueueConsumer(stack, "ImportedConsumer", queue=given_queue, function=imported, table=table)
+    # permanent failures left to SQS's receive count: no DLQ environment, no send grant
+    wired["counting"] = IdempotentQueueConsumer(
+        stack, "CountingConsumer", queue=ProcessingQueue(stack, "CountingQueue"),
+        function=inline_function(stack, "CountingFunction"), table=table, dead_letter_on_first_sight=False,
+    )
     template = Template.from_stack(stack)
     return {"stack": stack, "template": template, "wired": wired, "key": key, "table": table}
 
@@ -78,7 +83,7 @@ def _environment(synth: dict, name: str) -> dict:
 
 
 def test_one_mapping_per_consumer_with_report_batch_item_failures(synth: dict) -> None:
-    synth["template"].resource_count_is("AWS::Lambda::EventSourceMapping", 3)
+    synth["template"].resource_count_is("AWS::Lambda::EventSourceMapping", 4)
     for name in synth["wired"]:
         assert _mapping(synth, name)["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
@@ -124,7 +129,14 @@ def test_environment_carries_table_and_expiry(synth: dict) -> None:
         # The ARN, never the bare name (which would address the function's own account and Region).
         "IDEMPOTENCY_TABLE_NAME": stack.resolve(synth["table"].table.table_arn),
         "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
+        # where the runtime sends a permanent failure on first sight: the queue's own DLQ
+        "DEAD_LETTER_QUEUE_URL": stack.resolve(synth["wired"]["standard"].dead_letter_queue.queue_url),
     }
+
+
+def test_dead_letter_on_first_sight_off_sets_no_dead_letter_queue_url(synth: dict) -> None:
+    assert "DEAD_LETTER_QUEUE_URL" not in _environment(synth, "counting")
+    assert "IDEMPOTENCY_TABLE_NAME" in _environment(synth, "counting")
 
 
 def test_idempotency_expiry_and_key_prefix_are_props(synth: dict) -> None:
@@ -133,8 +145,8 @@ def test_idempotency_expiry_and_key_prefix_are_props(synth: dict) -> None:
     assert env["IDEMPOTENCY_KEY_PREFIX"] == "shop/payments"
 
 
-def _expected_and_granted(synth: dict, name: str) -> tuple[dict, dict]:
-    """(consume + idempotency actions per resource, what the role's statements grant)."""
+def _expected_and_granted(synth: dict, name: str, *, send_to_dlq: bool = True) -> tuple[dict, dict]:
+    """(consume + idempotency (+ send on the DLQ) actions per resource, what the role's statements grant)."""
     stack: Stack = synth["stack"]
     template: Template = synth["template"]
     consumer = synth["wired"][name]
@@ -143,17 +155,29 @@ def _expected_and_granted(synth: dict, name: str) -> tuple[dict, dict]:
         _logical_id(stack, consumer.queue.queue_arn): CONSUME,
         _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
     }
+    if send_to_dlq:
+        # SendMessage only: not GetQueueAttributes/GetQueueUrl, which CDK's grant_send_messages adds
+        expected[_logical_id(stack, consumer.dead_letter_queue.queue_arn)] = {"sqs:SendMessage"}
     return expected, actions_by_resource(role_statements(template, role))
 
 
-def test_role_gets_exactly_consume_and_idempotency(synth: dict) -> None:
+def test_role_gets_exactly_consume_idempotency_and_send_on_the_dead_letter_queue(synth: dict) -> None:
     expected, granted = _expected_and_granted(synth, "standard")
     assert granted == expected
 
 
-def test_customer_managed_key_adds_only_decrypt(synth: dict) -> None:
+def test_dead_letter_on_first_sight_off_grants_nothing_on_the_dead_letter_queue(synth: dict) -> None:
+    expected, granted = _expected_and_granted(synth, "counting", send_to_dlq=False)
+    assert granted == expected
+
+
+def test_customer_managed_key_adds_decrypt_and_generate_data_key(synth: dict) -> None:
+    # kms:Decrypt to receive; kms:GenerateDataKey (and Decrypt) to send to the DLQ encrypted with the same key
     expected, granted = _expected_and_granted(synth, "fifo")
-    assert granted == {**expected, _logical_id(synth["stack"], synth["key"].key_arn): {"kms:Decrypt"}}
+    assert granted == {
+        **expected,
+        _logical_id(synth["stack"], synth["key"].key_arn): {"kms:Decrypt", "kms:GenerateDataKey"},
+    }
 
 
 def test_mapping_waits_for_the_role_policy(synth: dict) -> None:

@@ -181,6 +181,7 @@ def test_imported_queue_with_its_key_grants_consume_and_decrypt(synth: dict) -> 
     assert _granted(synth, "imported") == {
         ARN + "orders": CONSUME,
         KEY_ARN: {"kms:Decrypt"},
+        ARN + "orders-dlq": {"sqs:SendMessage"},  # its DLQ, imported without a key: no KMS action for it
         _logical_id(stack, synth["table"].table.table_arn): set(IDEMPOTENCY_TABLE_ACTIONS),
     }
 
@@ -191,11 +192,24 @@ def test_imported_queue_without_a_key_grants_no_decrypt(synth: dict) -> None:
     assert not any("kms:Decrypt" in actions for actions in granted.values())
 
 
+def test_no_dead_letter_queue_means_no_send_grant_and_no_dead_letter_queue_url(synth: dict) -> None:
+    assert not any("sqs:SendMessage" in actions for actions in _granted(synth, "bare_fifo").values())
+    assert "DEAD_LETTER_QUEUE_URL" not in _environment(synth, "bare_fifo")
+    assert "DEAD_LETTER_QUEUE_URL" not in _environment(synth, "plain_standard")
+
+
+def test_given_dead_letter_queue_is_where_permanent_failures_go(synth: dict) -> None:
+    stack: Stack = synth["stack"]
+    dlq = synth["wired"]["imported"].dead_letter_queue
+    assert _environment(synth, "imported")["DEAD_LETTER_QUEUE_URL"] == stack.resolve(dlq.queue_url)
+
+
 def test_plain_queue_with_a_customer_managed_key_grants_decrypt_on_it(synth: dict) -> None:
     stack: Stack = synth["stack"]
     granted = _granted(synth, "plain_fifo")
     assert granted[_logical_id(stack, synth["plain_fifo"].queue_arn)] == CONSUME
-    assert granted[_logical_id(stack, synth["key"].key_arn)] == {"kms:Decrypt"}
+    assert granted[_logical_id(stack, synth["key"].key_arn)] == {"kms:Decrypt", "kms:GenerateDataKey"}
+    assert granted[_logical_id(stack, synth["fifo_dlq"].queue_arn)] == {"sqs:SendMessage"}
 
 
 def test_queue_of_another_stack_grants_consume(synth: dict) -> None:
@@ -208,7 +222,8 @@ def test_fifo_queue_of_another_stack_grants_consume_and_decrypt_on_that_stacks_k
     granted = _granted(synth, "cross_stack_fifo")
     outputs = {json.loads(resource)["Fn::GetStackOutput"]["OutputName"]: actions for resource, actions in granted.items()
                if "Fn::GetStackOutput" in resource}
-    assert sorted(outputs.values(), key=len) == [{"kms:Decrypt"}, CONSUME]
+    # consume on the queue, send on its DLQ, and on that stack's key Decrypt (receive) and GenerateDataKey (send)
+    assert sorted(outputs.values(), key=len) == [{"sqs:SendMessage"}, {"kms:Decrypt", "kms:GenerateDataKey"}, CONSUME]
     assert next(name for name, actions in outputs.items() if actions == CONSUME) in json.dumps(
         _mapping(synth, "cross_stack_fifo")["EventSourceArn"]
     )

@@ -48,11 +48,12 @@ def _policy_actions(synth: dict, role_logical_id: str) -> dict[str, set[str]]:
     return actions_by_resource(role_statements(synth["template"], role_logical_id))
 
 
-def test_two_fifo_processors_get_distinct_queue_names(synth: dict) -> None:
+def test_every_processing_queue_gets_a_distinct_queue_name(synth: dict) -> None:
+    # Two FIFO processors (source + DLQ each) and two standard source queues (their DLQs keep generated names).
     names = [q["Properties"]["QueueName"] for q in synth["template"].find_resources("AWS::SQS::Queue").values()
              if "QueueName" in q["Properties"]]
-    assert len(names) == 4
-    assert len(set(names)) == 4
+    assert len(names) == 6
+    assert len(set(names)) == 6
 
 
 def test_two_processors_each_use_their_own_table_and_queue(synth: dict) -> None:
@@ -63,6 +64,7 @@ def test_two_processors_each_use_their_own_table_and_queue(synth: dict) -> None:
         role = function_role(synth["template"], _ref(synth, processor.function.function_name))
         assert set(_policy_actions(synth, role)) == {
             _ref(synth, processor.queue.queue.queue_arn),
+            _ref(synth, processor.queue.dead_letter_queue.queue_arn),  # its own DLQ (permanent failures)
             _ref(synth, processor.table.table.table_arn),
             _ref(synth, processor.ledger.table_arn),
             _ref(synth, processor.log_group.log_group_arn),  # its own log group only (no managed policy)
@@ -89,3 +91,17 @@ def test_table_imported_by_name_is_granted_the_four_actions(synth: dict) -> None
 
 def test_imported_function_role_is_granted_the_four_actions_on_the_table_arn(synth: dict) -> None:
     assert _policy_actions(synth, "orders-consumer")[TABLE_ARN] == set(IDEMPOTENCY_TABLE_ACTIONS)
+
+
+def test_users_function_gets_its_queues_dead_letter_queue_url(synth: dict) -> None:
+    function = synth["template"].to_json()["Resources"][_ref(synth, synth["own"].function_name)]
+    own_queue = synth["stack"].node.find_child("OwnQueue")
+    assert function["Properties"]["Environment"]["Variables"]["DEAD_LETTER_QUEUE_URL"] == synth["stack"].resolve(
+        own_queue.dead_letter_queue.queue_url
+    )
+
+
+def test_imported_function_role_is_granted_send_on_the_dead_letter_queue(synth: dict) -> None:
+    # An imported function's environment is the caller's to set; its role still gets the send grant.
+    given = synth["stack"].node.find_child("GivenQueue")
+    assert _policy_actions(synth, "orders-consumer")[_ref(synth, given.dead_letter_queue.queue_arn)] == {"sqs:SendMessage"}

@@ -114,6 +114,8 @@ def test_payment_function_gets_exactly_the_expected_actions_per_resource(synth: 
         },
         _id(stack, processor.ledger.table_arn): {"dynamodb:PutItem", "dynamodb:GetItem"},
         _id(stack, processor.log_group.log_group_arn): {"logs:CreateLogStream", "logs:PutLogEvents"},
+        # permanent failures sent to the DLQ on first sight: SendMessage only (SQS-managed SSE: no KMS action)
+        _id(stack, processor.queue.dead_letter_queue.queue_arn): {"sqs:SendMessage"},
         **(
             # The sandbox turns the async path on for Standard: its on-failure destination (SqsDestination's grant).
             {_id(stack, processor.consumer.on_failure_queue.queue_arn): {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}}
@@ -124,12 +126,21 @@ def test_payment_function_gets_exactly_the_expected_actions_per_resource(synth: 
 
 
 # --- KMS -----------------------------------------------------------------------------------------------
-def test_consumer_gets_only_decrypt_on_the_customer_managed_key(synth: dict) -> None:
+def test_consumer_gets_only_decrypt_and_generate_data_key_on_the_customer_managed_key(synth: dict) -> None:
+    # kms:Decrypt to receive from the queue; kms:GenerateDataKey (with Decrypt) to send to its DLQ under the same
+    # key (Amazon SQS Developer Guide, "Key management"); not CDK's grantEncryptDecrypt (Encrypt, ReEncrypt*).
     built = synth["built"]
     stack = built["stack"]
     granted = _granted(synth["templates"]["Constructs"], stack, built["function"].function_name, function=True)
     kms = {resource: actions for resource, actions in granted.items() if any(a.startswith("kms:") for a in actions)}
-    assert kms == {_id(stack, built["key"].key_arn): {"kms:Decrypt"}}
+    assert kms == {_id(stack, built["key"].key_arn): {"kms:Decrypt", "kms:GenerateDataKey"}}
+
+
+def test_consumer_gets_only_send_message_on_its_dead_letter_queue(synth: dict) -> None:
+    built = synth["built"]
+    stack = built["stack"]
+    granted = _granted(synth["templates"]["Constructs"], stack, built["function"].function_name, function=True)
+    assert granted[_id(stack, built["queue"].dead_letter_queue.queue_arn)] == {"sqs:SendMessage"}
 
 
 def test_grant_send_on_a_customer_managed_key_queue_gets_what_sending_needs(synth: dict) -> None:

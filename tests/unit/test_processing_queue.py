@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk import CfnParameter, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -134,6 +136,51 @@ def test_generated_fifo_names_stay_within_eighty_characters() -> None:
     assert names[0] != names[1]
 
 
+def test_standard_source_names_are_generated_deterministically(synth: dict) -> None:
+    # The same naming as FIFO (construct path, stack name included), so the DLQ's redrive allow policy can name
+    # the source's ARN without referring to the resource (which would be a CloudFormation cycle).
+    assert _source(synth, "standard")["Properties"]["QueueName"] == "TestStandard0C585EF4"
+    assert "QueueName" not in _dlq(synth, "standard")["Properties"]
+
+
+def test_generated_standard_names_stay_within_eighty_characters_and_differ_per_construct() -> None:
+    stack = new_stack(id="S" * 120)
+    names = [ProcessingQueue(stack, f"{'Q' * 120}{i}").queue.node.default_child.queue_name for i in range(2)]  # type: ignore[union-attr]
+    assert all(len(n) <= 80 and not n.endswith(".fifo") for n in names), names
+    assert names[0] != names[1]
+
+
+def _arn_of(name: str) -> dict:
+    # The stack's env is known (us-east-1, account 123456789012), and so is the partition: a literal ARN.
+    return f"arn:aws:sqs:us-east-1:123456789012:{name}"
+
+
+@pytest.mark.parametrize("name", ["standard", "fifo", "named", "kms"])
+def test_each_created_dead_letter_queue_allows_redrive_only_from_its_own_source(synth: dict, name: str) -> None:
+    source_name = _source(synth, name)["Properties"]["QueueName"]
+    assert _dlq(synth, name)["Properties"]["RedriveAllowPolicy"] == {
+        "redrivePermission": "byQueue",
+        "sourceQueueArns": [_arn_of(source_name)],
+    }
+
+
+def test_redrive_allow_policy_does_not_refer_to_the_source_resource(synth: dict) -> None:
+    # A Ref/GetAtt of the source from its DLQ is a cycle (cfn-lint E3004): the source already refers to the DLQ.
+    stack: Stack = synth["stack"]
+    for name in ("standard", "fifo"):
+        source_id = stack.resolve(synth["queues"][name].queue.queue_arn)["Fn::GetAtt"][0]
+        assert source_id not in json.dumps(_dlq(synth, name))
+
+
+def test_redrive_allow_policy_follows_a_queue_name_parameter() -> None:
+    stack = new_stack()
+    queue = ProcessingQueue(stack, "Q", queue_name=CfnParameter(stack, "QueueName").value_as_string)
+    policy = stack.resolve(queue.dead_letter_queue.node.default_child.redrive_allow_policy)  # type: ignore[union-attr]
+    assert policy["sourceQueueArns"] == [
+        {"Fn::Join": ["", ["arn:aws:sqs:us-east-1:123456789012:", {"Ref": "QueueName"}]]}
+    ]
+
+
 def test_given_fifo_name_is_kept_and_names_the_dead_letter_queue(synth: dict) -> None:
     assert _source(synth, "named")["Properties"]["QueueName"] == "payments.fifo"
     assert _dlq(synth, "named")["Properties"]["QueueName"] == "payments-dlq.fifo"
@@ -208,6 +255,8 @@ def test_existing_dead_letter_queue_is_used() -> None:
     resources = template.to_json()["Resources"]
     assert resources[stack.resolve(queue.queue.queue_name)["Fn::GetAtt"][0]]["DeletionPolicy"] == "Retain"
     assert resources[stack.resolve(dlq.queue_name)["Fn::GetAtt"][0]]["DeletionPolicy"] == "Delete"
+    # Its policy is its owner's too: no redrive allow policy is written on it.
+    assert "RedriveAllowPolicy" not in resources[stack.resolve(dlq.queue_name)["Fn::GetAtt"][0]].get("Properties", {})
 
 
 def test_fill_visibility_timeout_refuses_a_given_timeout(synth: dict) -> None:

@@ -99,6 +99,8 @@ def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> 
         "LEDGER_TABLE_NAME": resolve(processor.ledger.table_name),
         "POWERTOOLS_SERVICE_NAME": "payments",
         "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnce",
+        # issue 14: permanent failures go to the queue's DLQ on first sight (read by the runtime, not by settings)
+        "DEAD_LETTER_QUEUE_URL": resolve(processor.queue.dead_letter_queue.queue_url),
     }
 
 

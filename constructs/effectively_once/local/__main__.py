@@ -29,6 +29,7 @@ from ..limits import (
 from .chaos import ChaosConfig
 from .deploy import DeployError, cdk_command
 from .producer import PaymentsFileError, SendError, generate_sample, load_payments
+from .redrive import MAX_MESSAGES_PER_SECOND, RedriveError
 from .report import DlqReadError
 from .remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
 from .server import LocalAwsError
@@ -37,6 +38,7 @@ from .server import LocalAwsError
 # (report, run folder, sample) that cannot be written after all, e.g. a full disk.
 _ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
     PaymentsFileError, LocalAwsError, DeployError, SendError, DlqReadError, BotoCoreError, ClientError, OSError,
+    RedriveError,
 )
 
 
@@ -170,7 +172,7 @@ def _check_payments(parser: _Parser, path: Path, is_valid: Callable[[str], bool]
 
 
 def _check(parser: _Parser, args: argparse.Namespace) -> None:
-    if args.command == "sample":
+    if args.command in ("sample", "redrive"):
         return
     if args.command == "demo":
         chaos = args.crash_after_charge + args.crash_after_complete + args.timeouts
@@ -257,6 +259,19 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                 "--settle", type=_integer(0), default=SETTLE_SECONDS, help="seconds the queues must stay empty (SQS counts are approximate)"
             )
             cmd.add_argument("--report", type=_output_file, default="reports/aws-report.json")
+    redrive = sub.add_parser(
+        "redrive",
+        help="move a deployed stack's dead-letter queues back to their source queues (AWS: SQS's message move "
+        "task; a local AWS on loopback: receive, send, then delete; see effectively_once.local.redrive)",
+    )
+    redrive.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
+    redrive.add_argument("--queue", choices=("standard", "fifo"), default=None, help="only this queue's DLQ (default: all)")
+    redrive.add_argument(
+        "--max-per-second",
+        type=_integer(1, MAX_MESSAGES_PER_SECOND),
+        default=None,
+        help="messages moved per second (default: SQS picks the rate; locally, as fast as it goes)",
+    )
     return parser, {name: p for name, p in sub.choices.items()}
 
 
@@ -269,6 +284,10 @@ def _run(args: argparse.Namespace) -> int:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         print(f"wrote {len(rows)} lines to {args.out}")
         return 0
+    if args.command == "redrive":
+        from . import redrive
+
+        return redrive.redrive(args.stack, args.queue, args.max_per_second)
     if args.command in ("produce", "report"):
         from .remote import produce, report
 
