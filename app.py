@@ -7,7 +7,8 @@ Context (``cdk synth -c name=value``):
   function_timeout_seconds  the payment function's timeout (default 30)
   max_receive_count         receives before the DLQ (default 5)
 
-Outputs (ids are stable; for people and scripts: the local deploy tooling reads the deployed resources themselves): ``<Kind>QueueUrl``, ``<Kind>DeadLetterQueueUrl``,
+Outputs (ids are stable; for people and scripts: the local deploy tooling reads the deployed resources
+themselves): ``<Kind>QueueUrl``, ``<Kind>DeadLetterQueueUrl``,
 ``<Kind>IdempotencyTableName``, ``<Kind>LedgerTableName``, ``<Kind>FunctionName`` for Kind = Standard, Fifo;
 ``StandardOnFailureQueueUrl`` (the standard processor's asynchronous-invocation on-failure queue).
 """

@@ -116,7 +116,9 @@ class BaselineStack(Stack):
             log_group=log_group,
             layers=[
                 lambda_.LayerVersion.from_layer_version_arn(
-                    self, f"{kind}PowertoolsLayer", ssm.StringParameter.value_for_string_parameter(self, LAYER_PARAMETER)
+                    self,
+                    f"{kind}PowertoolsLayer",
+                    ssm.StringParameter.value_for_string_parameter(self, LAYER_PARAMETER),
                 ),
                 # The sandbox's runtime layer: the same staged folder (staging is not a construct).
                 lambda_.LayerVersion(
@@ -124,8 +126,12 @@ class BaselineStack(Stack):
                     f"{kind}RuntimeLayer",
                     code=lambda_.Code.from_asset(str(stage_runtime_layer())),
                     compatible_architectures=[lambda_.Architecture.X86_64, lambda_.Architecture.ARM_64],
-                    compatible_runtimes=[lambda_.Runtime.PYTHON_3_11, lambda_.Runtime.PYTHON_3_12,
-                                         lambda_.Runtime.PYTHON_3_13, lambda_.Runtime.PYTHON_3_14],
+                    compatible_runtimes=[
+                        lambda_.Runtime.PYTHON_3_11,
+                        lambda_.Runtime.PYTHON_3_12,
+                        lambda_.Runtime.PYTHON_3_13,
+                        lambda_.Runtime.PYTHON_3_14,
+                    ],
                 ),
             ],
             environment={

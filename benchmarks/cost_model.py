@@ -57,7 +57,9 @@ def request_units(operations: dict[str, int]) -> tuple[float, float]:
     """
     unknown = set(operations) - WRITE_OPERATIONS - READ_OPERATIONS
     if unknown:
-        raise ValueError(f"operations {sorted(unknown)}: the cost model prices only {sorted(WRITE_OPERATIONS | READ_OPERATIONS)}")
+        raise ValueError(
+            f"operations {sorted(unknown)}: the cost model prices only {sorted(WRITE_OPERATIONS | READ_OPERATIONS)}"
+        )
     writes = sum(n for op, n in operations.items() if op in WRITE_OPERATIONS)
     reads = sum(n for op, n in operations.items() if op in READ_OPERATIONS)
     return float(writes), float(reads)

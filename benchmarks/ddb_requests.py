@@ -24,8 +24,9 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "lambda_src"), str(ROOT)]

@@ -12,12 +12,27 @@ from typing import Any
 ROWS: list[tuple[str, str, str, str]] = [
     ("synth_ratio", "synth time, `PaymentsSandbox` / plain-L2 baseline (validation on)", "<= 1.10", "{:.3f}"),
     ("synth_ratio_no_validation", "the same, `CDK_VALIDATION=false`", "<= 1.10", "{:.3f}"),
-    ("synth_ratio_of_fastest", "synth ratio of the fastest runs (validation on; least disturbed by other jobs)", "", "{:.3f}"),
+    (
+        "synth_ratio_of_fastest",
+        "synth ratio of the fastest runs (validation on; least disturbed by other jobs)",
+        "",
+        "{:.3f}",
+    ),
     ("synth_ratio_no_validation_of_fastest", "synth ratio of the fastest runs, `CDK_VALIDATION=false`", "", "{:.3f}"),
     ("ddb_requests_first_delivery", "DynamoDB requests, first delivery", "<= 3", "{}"),
     ("ddb_requests_duplicate", "DynamoDB requests, duplicate of a completed payment", "<= 1", "{}"),
-    ("ddb_requests_crash_replay", "DynamoDB requests, redelivery after a crash between charge and completion", "", "{}"),
-    ("lambda_invocations_per_payment", "Lambda invocations per payment (clean local run, batch size 10)", "<= 0.12", "{:.3f}"),
+    (
+        "ddb_requests_crash_replay",
+        "DynamoDB requests, redelivery after a crash between charge and completion",
+        "",
+        "{}",
+    ),
+    (
+        "lambda_invocations_per_payment",
+        "Lambda invocations per payment (clean local run, batch size 10)",
+        "<= 0.12",
+        "{:.3f}",
+    ),
     ("sqs_requests_per_payment", "SQS requests per payment (same run: send, receive, delete)", "<= 1.3", "{:.3f}"),
     ("ddb_requests_per_payment_whole_run", "DynamoDB requests per payment (same run)", "", "{:.3f}"),
     ("handler_batch10_ms_inprocess", "one 10-payment invocation in process against moto (ms)", "", "{:.0f}"),
@@ -49,9 +64,7 @@ def table(r: dict[str, Any]) -> str:
     lines.append(
         f"Measured {m.get('measured_at', '?')} on {m.get('cpus', '?')} CPUs (load average at the end "
         f"{m.get('load_average_1m_at_end', '?')}; {m.get('note', '')}). Synth medians of {r.get('synth_runs', '?')} "
-        "interleaved whole processes (s): "
-        + ", ".join(f"{k} {v}" for k, v in s.items())
-        + "."
+        "interleaved whole processes (s): " + ", ".join(f"{k} {v}" for k, v in s.items()) + "."
     )
     if "unit_tests_summary" in r:
         lines.append(f"Unit tests: {r['unit_tests_summary']}.")

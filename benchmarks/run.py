@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,10 +109,7 @@ def bench_asset(outdir: Path) -> dict[str, Any]:
 
 
 def bench_import() -> dict[str, Any]:
-    code = (
-        "import time; t = time.perf_counter(); import payments.handler; "
-        "print((time.perf_counter() - t) * 1000)"
-    )
+    code = "import time; t = time.perf_counter(); import payments.handler; print((time.perf_counter() - t) * 1000)"
     env = _env(PYTHONPATH=str(ROOT / "lambda_src"))
     samples = []
     for _ in range(max(RUNS, 7)):
@@ -224,7 +221,7 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "note": "shared 2-core machine; other CPU-heavy jobs may have run concurrently",
     }
     out = ROOT / "reports" / "bench.json"

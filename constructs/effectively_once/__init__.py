@@ -16,10 +16,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .observability import AlarmThresholds, AsyncInvocationOptions
     from .consumer import IdempotentQueueConsumer
     from .existing_queue import ExistingQueue
     from .idempotency_table import IdempotencyTable
+    from .observability import AlarmThresholds, AsyncInvocationOptions
     from .payment_processor import PaymentProcessor
     from .processing_queue import ProcessingQueue
     from .runtime_layer import RuntimeLayer

@@ -30,7 +30,9 @@ def check_mapping(
     if max_batching_window is not None and not is_unresolved(max_batching_window):
         if fifo and max_batching_window.to_seconds() > 0:
             raise fail(
-                "max_batching_window", max_batching_window, "is not allowed on a FIFO source queue",
+                "max_batching_window",
+                max_batching_window,
+                "is not allowed on a FIFO source queue",
                 f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
             )
         check_range(
@@ -50,7 +52,10 @@ def check_mapping(
         and not has_window
     ):
         raise fail(
-            "batch_size", batch_size, "above 10 needs a max_batching_window on a standard queue", f"{limits.ESM_DOC} BatchSize"
+            "batch_size",
+            batch_size,
+            "above 10 needs a max_batching_window on a standard queue",
+            f"{limits.ESM_DOC} BatchSize",
         )
 
 
@@ -79,7 +84,9 @@ def check_given_visibility_timeout(
         return
     timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
     visibility, timeout_s, window_s = (
-        seconds(visibility_timeout), seconds(timeout), seconds(max_batching_window or Duration.seconds(0))
+        seconds(visibility_timeout),
+        seconds(timeout),
+        seconds(max_batching_window or Duration.seconds(0)),
     )
     if visibility is None or timeout_s is None or window_s is None:
         return
@@ -102,7 +109,8 @@ def check_given_visibility_timeout(
             f"({timeout.to_human_string()}) + max_batching_window ({window_s:g} seconds) = {guidance} seconds, "
             "so Lambda can retry a throttled batch before the message is received again "
             + (
-                "(leave it unset to have it filled in)" if owned
+                "(leave it unset to have it filled in)"
+                if owned
                 else "(raise the queue's own: it cannot be filled in on a queue this consumer does not own)"
             ),
             limits.LAMBDA_SQS_VISIBILITY_DOC,
@@ -190,8 +198,8 @@ def _mapping_max_concurrencies(function: lambda_.Function) -> list[float]:
 
 def visibility_timeout_needed(timeout: Duration, window: Duration) -> ValueError:
     """The error for a queue whose visibility timeout cannot be filled in: a token timeout or batching window."""
-    token = f"function timeout ({shown(timeout)})" if is_unresolved(timeout) else (
-        f"max_batching_window ({shown(window)})"
+    token = (
+        f"function timeout ({shown(timeout)})" if is_unresolved(timeout) else (f"max_batching_window ({shown(window)})")
     )
     return fail(
         "visibility_timeout",

@@ -117,7 +117,9 @@ def _check(facts: ExistingQueue) -> None:
     dlq = facts.dead_letter_queue
     if dlq is not None and bool(dlq.fifo) != bool(facts.queue.fifo):
         kind = "a FIFO queue" if facts.queue.fifo else "a standard queue"
-        raise fail("queue dead_letter_queue", dlq.node.path, f"must be {kind} like the source queue", limits.SQS_DLQ_DOC)
+        raise fail(
+            "queue dead_letter_queue", dlq.node.path, f"must be {kind} like the source queue", limits.SQS_DLQ_DOC
+        )
 
 
 def warn_unknown(
@@ -141,8 +143,8 @@ def warn_unknown(
             None,
             "should be given: without a dead-letter queue, a poison message is retried until retention expires "
             "(and is then lost). Not checked: the dead-letter queue's type against the queue's, and "
-            f"max_receive_count against the guidance of at least {limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT}; "
-            "and there is no DLQ-depth alarm",
+            "max_receive_count against the guidance of at least "
+            f"{limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT}; and there is no DLQ-depth alarm",
             limits.LAMBDA_SQS_DLQ_DOC,
         )
     elif facts.max_receive_count is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct

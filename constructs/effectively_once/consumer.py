@@ -10,6 +10,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
 from effectively_once_runtime import names
 
 from . import limits
@@ -37,7 +38,6 @@ from .observability import (
     check_async_invocation,
 )
 from .processing_queue import ProcessingQueue
-
 
 #: Environment variables set on the function (the runtime's contract: effectively_once_runtime.names / .settings).
 ENV_TABLE_NAME = names.ENV_TABLE_NAME
@@ -141,10 +141,10 @@ class IdempotentQueueConsumer(Construct):
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
         given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a batching window
         on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
-        ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a negative alarm
-        threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside 60 s..6 h, or a
-        FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations); the queue's
-        visibility timeout left open while the function timeout or ``max_batching_window`` is a deploy-time
+        ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a
+        negative alarm threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside
+        60 s..6 h, or a FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations);
+        the queue's visibility timeout left open while the function timeout or ``max_batching_window`` is a deploy-time
         token (it cannot be filled in, and SQS's 30-second default can be below the function timeout); an
         ``idempotency_expiry`` or ``oldest_message_age`` threshold that is a token in a unit other than seconds;
         an ``ExistingQueue`` whose ``dead_letter_queue`` is of the other type (FIFO or standard), whose
@@ -378,4 +378,3 @@ def _own_log_group(function: lambda_.Function) -> logs.ILogGroup | None:
     config = function.node.default_child
     logging = getattr(config, "logging_config", None)
     return function.log_group if getattr(logging, "log_group", None) is not None else None
-

@@ -63,9 +63,7 @@ class IdempotencyTable(Construct):
             self,
             "Resource",
             table_name=table_name,
-            partition_key=dynamodb.Attribute(
-                name=limits.IDEMPOTENCY_PARTITION_KEY, type=dynamodb.AttributeType.STRING
-            ),
+            partition_key=dynamodb.Attribute(name=limits.IDEMPOTENCY_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
             time_to_live_attribute=time_to_live_attribute,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
@@ -90,7 +88,9 @@ class IdempotencyTable(Construct):
         """
         from ._imported_table import ImportedIdempotencyTable
 
-        return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name))
+        return ImportedIdempotencyTable(
+            scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name)
+        )
 
     @classmethod
     def from_table_arn(cls, scope: Construct, id: str, table_arn: str) -> IdempotencyTable:
@@ -111,7 +111,9 @@ class IdempotencyTable(Construct):
 
         _check_table_arn(table_arn)
 
-        return ImportedIdempotencyTable(scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn))
+        return ImportedIdempotencyTable(
+            scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn)
+        )
 
     @property
     def table_name(self) -> str:

@@ -159,6 +159,7 @@ def visibility_timeout_guidance_seconds(function_timeout_seconds: float, batchin
     wanted = LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds + batching_window_seconds
     return int(min(wanted, SQS_MAX_VISIBILITY_TIMEOUT_SECONDS))
 
+
 # --- AWS Lambda asynchronous invocation -------------------------------------------------------------
 #: Retry attempts of an asynchronous invocation: 0 to 2 (Lambda's default is 2).
 #: Source: CloudFormation AWS::Lambda::EventInvokeConfig ``MaximumRetryAttempts``; AWS Lambda Developer Guide,
@@ -188,10 +189,37 @@ POWERTOOLS_LAYER_DOC: Final = (
 #: ``aws-us-gov``: their layers are copies published without parameters. Source: aws-powertools/
 #: powertools-lambda-python ``.github/workflows/update_ssm.yml`` (the region matrix of the python3.14 era; the
 #: earlier matrix also listed me-central-1 and me-south-1, dropped since) and ``layers_partitions.yml``.
-POWERTOOLS_SSM_REGIONS: Final = frozenset({
-    "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1", "ap-south-2",
-    "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5", "ap-southeast-7",
-    "ca-central-1", "ca-west-1", "eu-central-1", "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2",
-    "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2",
-    "us-west-1", "us-west-2",
-})
+POWERTOOLS_SSM_REGIONS: Final = frozenset(
+    {
+        "af-south-1",
+        "ap-east-1",
+        "ap-northeast-1",
+        "ap-northeast-2",
+        "ap-northeast-3",
+        "ap-south-1",
+        "ap-south-2",
+        "ap-southeast-1",
+        "ap-southeast-2",
+        "ap-southeast-3",
+        "ap-southeast-4",
+        "ap-southeast-5",
+        "ap-southeast-7",
+        "ca-central-1",
+        "ca-west-1",
+        "eu-central-1",
+        "eu-central-2",
+        "eu-north-1",
+        "eu-south-1",
+        "eu-south-2",
+        "eu-west-1",
+        "eu-west-2",
+        "eu-west-3",
+        "il-central-1",
+        "mx-central-1",
+        "sa-east-1",
+        "us-east-1",
+        "us-east-2",
+        "us-west-1",
+        "us-west-2",
+    }
+)

@@ -13,8 +13,8 @@ see docs/observability.md): ``correlation_id`` (= idempotency key), ``idempotenc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -23,6 +23,7 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
 from effectively_once_runtime import names
 
 from . import limits
@@ -36,7 +37,8 @@ REJECTION_MESSAGES = names.REJECTION_MESSAGES
 #: Correlation ids seen in more than one delivery outcome: duplicate deliveries (redeliveries share a message id
 #: with a growing receive count; producer resends bring a new message id).
 DUPLICATE_DELIVERIES_QUERY = (
-    f"fields @timestamp, {names.FIELD_CORRELATION_ID}, {names.FIELD_MESSAGE_ID}, {names.FIELD_RECEIVE_COUNT}, {names.FIELD_MESSAGE}\n"
+    f"fields @timestamp, {names.FIELD_CORRELATION_ID}, {names.FIELD_MESSAGE_ID}, {names.FIELD_RECEIVE_COUNT}, "
+    f"{names.FIELD_MESSAGE}\n"
     f"| filter ispresent({names.FIELD_CORRELATION_ID}) and {names.FIELD_MESSAGE} in "
     + str(list(OUTCOME_MESSAGES)).replace("'", '"')
     + "\n"
@@ -50,7 +52,8 @@ DUPLICATE_DELIVERIES_QUERY = (
 #: from the stored result (duplicate suppressed).
 IDEMPOTENCY_REJECTIONS_QUERY = (
     f"fields @timestamp, {names.FIELD_CORRELATION_ID}, {names.FIELD_IDEMPOTENCY_KEY}, {names.FIELD_MESSAGE_ID}, "
-    f"{names.FIELD_RECEIVE_COUNT}, {names.FIELD_MESSAGE}, {names.FIELD_IDEMPOTENCY_ERROR}, {names.FIELD_IDEMPOTENCY_STATUS}\n"
+    f"{names.FIELD_RECEIVE_COUNT}, {names.FIELD_MESSAGE}, {names.FIELD_IDEMPOTENCY_ERROR}, "
+    f"{names.FIELD_IDEMPOTENCY_STATUS}\n"
     f"| filter {names.FIELD_MESSAGE} in " + str(list(REJECTION_MESSAGES)).replace("'", '"') + "\n"
     "| sort @timestamp desc\n"
     "| limit 1000"
@@ -205,14 +208,18 @@ def build_alarms(
     records); no DLQ-depth alarm (``None``) without a dead-letter queue. ``namespace`` and ``service`` locate the
     handler's EMF ``FailedRecords``."""
     maximum = cloudwatch.Stats.MAXIMUM
-    dlq_depth = () if dead_letter_queue is None else (
-        (
-            "DlqDepthAlarm",
-            dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
-            thresholds.dlq_depth,
-            1,
-            "messages in the dead-letter queue: payments that failed max_receive_count times",
-        ),
+    dlq_depth = (
+        ()
+        if dead_letter_queue is None
+        else (
+            (
+                "DlqDepthAlarm",
+                dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
+                thresholds.dlq_depth,
+                1,
+                "messages in the dead-letter queue: payments that failed max_receive_count times",
+            ),
+        )
     )
     specs = (
         *dlq_depth,
@@ -335,9 +342,11 @@ def build_dashboard(
     emf = [emf_metric(name, namespace=namespace, service=service) for name in metric_names]
     maximum = cloudwatch.Stats.MAXIMUM
     depth = queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
-    dlq_depth = [] if dead_letter_queue is None else [
-        dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
-    ]
+    dlq_depth = (
+        []
+        if dead_letter_queue is None
+        else [dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)]
+    )
     oldest = queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum)
     dashboard = cloudwatch.Dashboard(scope, "Dashboard")
     dashboard.add_widgets(

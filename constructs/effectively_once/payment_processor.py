@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
 from effectively_once_runtime import names
 
 from ._assets import payment_function_code
@@ -27,6 +28,8 @@ PAYMENT_RUNTIME = POWERTOOLS_RUNTIME
 #: The function's architecture; the Powertools layer is resolved for the same one.
 PAYMENT_ARCHITECTURE = lambda_.Architecture.X86_64
 PAYMENT_HANDLER = "payments.handler.lambda_handler"
+#: The function timeout when ``function_timeout`` is not given, in seconds.
+DEFAULT_FUNCTION_TIMEOUT_SECONDS = 30
 
 LEDGER_PARTITION_KEY = "charge_id"
 #: The only ledger calls the handler makes: single-item write and read (no Query, Scan or Batch*).
@@ -37,9 +40,9 @@ class PaymentProcessor(Construct):
     """The sample effectively-once payment pipeline, composed from the library's constructs.
 
     Children (ids are stable): ``Queue`` (:class:`ProcessingQueue`), ``IdempotencyTable``, ``Ledger``,
-    ``LogGroup``, ``Runtime`` (:class:`RuntimeLayer`), ``FunctionRole``, ``Function``, ``Consumer`` (:class:`IdempotentQueueConsumer`: alarms, query definitions on
-    ``LogGroup``, async path), ``Dashboard``. The function's
-    role has no managed policy: it may write only to its own log group (``logs:CreateLogStream``,
+    ``LogGroup``, ``Runtime`` (:class:`RuntimeLayer`), ``FunctionRole``, ``Function``, ``Consumer``
+    (:class:`IdempotentQueueConsumer`: alarms, query definitions on ``LogGroup``, async path), ``Dashboard``.
+    The function's role has no managed policy: it may write only to its own log group (``logs:CreateLogStream``,
     ``logs:PutLogEvents`` on that group's ARN, instead of AWSLambdaBasicExecutionRole's ``Resource: "*"``),
     plus the queue, table and ledger grants. The function runs
     ``payments.handler.lambda_handler`` from ``lambda_src/payments`` (shipped in the wheel; the asset holds that
@@ -49,7 +52,7 @@ class PaymentProcessor(Construct):
     (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
 
     :param fifo: FIFO queues instead of standard ones. :default: ``False``.
-    :param function_timeout: the function's timeout. :default: ``Duration.seconds(30)``.
+    :param function_timeout: the function's timeout. :default: ``None``: 30 seconds (``DEFAULT_FUNCTION_TIMEOUT``).
     :param memory_size: the function's memory, in MiB. :default: ``256``.
     :param max_receive_count: receives before a message moves to the DLQ. :default: ``5``.
     :param removal_policy: for every stateful resource: the idempotency table, the ledger, the log group, the
@@ -61,7 +64,7 @@ class PaymentProcessor(Construct):
     :param visibility_timeout: the source queue's visibility timeout.
         :default: ``None``: 6 x ``function_timeout`` + batching window (180 s with the defaults); required when
         ``function_timeout`` or ``max_batching_window`` is a deploy-time token (a ``ValueError`` otherwise).
-    :param retention_period: source queue retention. :default: ``Duration.days(4)``.
+    :param retention_period: source queue retention. :default: ``None``: 4 days, as :class:`ProcessingQueue`.
     :param content_based_deduplication: FIFO only. :default: ``False``.
     :param high_throughput: FIFO only. :default: ``False``.
     :param idempotency_expiry: :default: ``None``: the source queue's retention period.
@@ -85,7 +88,8 @@ class PaymentProcessor(Construct):
 
     Attributes:
         queue (ProcessingQueue), table (IdempotencyTable), ledger (dynamodb.Table), function (lambda.Function),
-        consumer (IdempotentQueueConsumer; its alarms, queries and async path), log_group (logs.LogGroup), role (iam.Role),
+        consumer (IdempotentQueueConsumer; its alarms, queries and async path), log_group (logs.LogGroup),
+        role (iam.Role),
         runtime_layer (RuntimeLayer: the runtime and Powertools layers of the function),
         dashboard (cloudwatch.Dashboard): the handler's EMF counts (namespace ``metrics_namespace``, dimension
         ``service`` = ``service_name``) beside queue depth, DLQ depth, oldest message age, Lambda errors.
@@ -97,7 +101,7 @@ class PaymentProcessor(Construct):
         id: str,
         *,
         fifo: bool = False,
-        function_timeout: Duration = Duration.seconds(30),
+        function_timeout: Duration | None = None,
         memory_size: int = 256,
         max_receive_count: int = 5,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
@@ -105,7 +109,7 @@ class PaymentProcessor(Construct):
         max_batching_window: Duration | None = None,
         max_concurrency: int | None = None,
         visibility_timeout: Duration | None = None,
-        retention_period: Duration = Duration.days(4),
+        retention_period: Duration | None = None,
         content_based_deduplication: bool = False,
         high_throughput: bool = False,
         idempotency_expiry: Duration | None = None,
@@ -120,6 +124,8 @@ class PaymentProcessor(Construct):
         async_invocation: AsyncInvocationOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if function_timeout is None:
+            function_timeout = Duration.seconds(DEFAULT_FUNCTION_TIMEOUT_SECONDS)
         self.queue = ProcessingQueue(
             self,
             "Queue",
@@ -145,7 +151,11 @@ class PaymentProcessor(Construct):
         )
         self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention, removal_policy=removal_policy)
         self.runtime_layer = RuntimeLayer(
-            self, "Runtime", architecture=PAYMENT_ARCHITECTURE, runtime=PAYMENT_RUNTIME, powertools_layer=powertools_layer
+            self,
+            "Runtime",
+            architecture=PAYMENT_ARCHITECTURE,
+            runtime=PAYMENT_RUNTIME,
+            powertools_layer=powertools_layer,
         )
         self.role = iam.Role(
             self,

@@ -32,7 +32,8 @@ class ProcessingQueue(Construct):
         6 x function timeout + batching window (see :meth:`fill_visibility_timeout`; a consumer whose function
         timeout is a deploy-time token raises instead); without a consumer, SQS's own default of 30 seconds applies.
     :param retention_period: how long the source queue keeps a message.
-        :default: ``Duration.days(4)`` (SQS's default, stated explicitly).
+        :default: ``None``: 4 days, SQS's default (``limits.SQS_DEFAULT_RETENTION_SECONDS``), stated explicitly
+        in the template.
     :param max_receive_count: receives before SQS moves a message to the DLQ (1..1000).
         :default: ``5`` (AWS guidance for Lambda consumers: ``limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT``).
     :param dead_letter_queue: an existing queue to use as the DLQ; it must be of the same type. Its policies are
@@ -88,7 +89,7 @@ class ProcessingQueue(Construct):
         *,
         fifo: bool = False,
         visibility_timeout: Duration | None = None,
-        retention_period: Duration = Duration.days(4),
+        retention_period: Duration | None = None,
         max_receive_count: int = limits.LAMBDA_SQS_RECOMMENDED_MIN_MAX_RECEIVE_COUNT,
         dead_letter_queue: sqs.IQueue | None = None,
         content_based_deduplication: bool = False,
@@ -98,6 +99,8 @@ class ProcessingQueue(Construct):
         queue_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if retention_period is None:
+            retention_period = Duration.seconds(limits.SQS_DEFAULT_RETENTION_SECONDS)
         _check_props(
             fifo=fifo,
             queue_name=queue_name,
@@ -243,7 +246,9 @@ class ProcessingQueue(Construct):
             compared with another consumer's), or exceeds the SQS maximum.
         """
         if self.visibility_timeout_given:
-            raise fail("visibility_timeout", self._given_visibility_timeout, "was given at construction and is not filled in")
+            raise fail(
+                "visibility_timeout", self._given_visibility_timeout, "was given at construction and is not filled in"
+            )
         if is_unresolved(timeout):
             raise fail(
                 "visibility_timeout",
@@ -319,7 +324,9 @@ def _check_name(fifo: bool, queue_name: str | None) -> None:
         raise fail("queue_name", queue_name, "must end in '.fifo' for a FIFO queue", limits.SQS_FIFO_DOC)
     if not fifo and fifo_name:
         # sqs.Queue would silently make it a FIFO queue (with a standard DLQ).
-        raise fail("queue_name", queue_name, "must not end in '.fifo' for a standard queue (fifo=False)", limits.SQS_FIFO_DOC)
+        raise fail(
+            "queue_name", queue_name, "must not end in '.fifo' for a standard queue (fifo=False)", limits.SQS_FIFO_DOC
+        )
     if is_unresolved(queue_name):
         return
     base = queue_name[: -len(limits.SQS_FIFO_SUFFIX)] if fifo else queue_name
@@ -346,12 +353,19 @@ def _check_props(
 ) -> None:
     _check_name(fifo, queue_name)
     if not fifo and content_based_deduplication:
-        raise fail("content_based_deduplication", True, "is only allowed on a FIFO queue (fifo=True)", limits.SQS_FIFO_DOC)
+        raise fail(
+            "content_based_deduplication", True, "is only allowed on a FIFO queue (fifo=True)", limits.SQS_FIFO_DOC
+        )
     if not fifo and high_throughput:
         raise fail("high_throughput", True, "is only allowed on a FIFO queue (fifo=True)", limits.SQS_FIFO_DOC)
     if dead_letter_queue is not None and bool(dead_letter_queue.fifo) != fifo:
         kind = "a FIFO queue" if fifo else "a standard queue"
-        raise fail("dead_letter_queue", dead_letter_queue.node.path, f"must be {kind} like the source queue", limits.SQS_DLQ_DOC)
+        raise fail(
+            "dead_letter_queue",
+            dead_letter_queue.node.path,
+            f"must be {kind} like the source queue",
+            limits.SQS_DLQ_DOC,
+        )
     check_range(
         "max_receive_count",
         max_receive_count,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from aws_cdk import Acknowledgment, App, Duration, Environment, Stack, Validations
 from aws_cdk import aws_iam as iam

@@ -14,11 +14,10 @@ from typing import Any
 
 import cfnlint.api
 import pytest
+from app import PaymentsSandboxStack
 from aws_cdk import App, Stack, Validations
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
-
-from app import PaymentsSandboxStack
 
 from .helpers import CONTEXT, ENV, acknowledged_rules, acknowledgement_reasons, constructs_stack
 

@@ -32,7 +32,12 @@ def synth() -> dict:
     queue = ProcessingQueue(stack, "Queue")
     function = inline_function(stack, "Function", timeout=Duration.seconds(20))
     wired["standard"] = IdempotentQueueConsumer(
-        stack, "Consumer", queue=queue, function=function, table=table, max_batching_window=Duration.seconds(10),
+        stack,
+        "Consumer",
+        queue=queue,
+        function=function,
+        table=table,
+        max_batching_window=Duration.seconds(10),
         max_concurrency=5,
     )
     # FIFO with a customer-managed key, Lambda's default timeout, a key prefix
@@ -40,17 +45,28 @@ def synth() -> dict:
     fifo_queue = ProcessingQueue(stack, "FifoQueue", fifo=True, encryption_key=key)
     fifo_function = inline_function(stack, "FifoFunction")
     wired["fifo"] = IdempotentQueueConsumer(
-        stack, "FifoConsumer", queue=fifo_queue, function=fifo_function, table=table,
-        idempotency_expiry=Duration.hours(1), key_prefix="shop/payments",
+        stack,
+        "FifoConsumer",
+        queue=fifo_queue,
+        function=fifo_function,
+        table=table,
+        idempotency_expiry=Duration.hours(1),
+        key_prefix="shop/payments",
     )
     # imported function: accepted because the visibility timeout is given
     given_queue = ProcessingQueue(stack, "GivenQueue", visibility_timeout=Duration.minutes(15))
     imported = lambda_.Function.from_function_arn(stack, "Imported", IMPORTED_ARN)
-    wired["imported"] = IdempotentQueueConsumer(stack, "ImportedConsumer", queue=given_queue, function=imported, table=table)
+    wired["imported"] = IdempotentQueueConsumer(
+        stack, "ImportedConsumer", queue=given_queue, function=imported, table=table
+    )
     # permanent failures left to SQS's receive count: no DLQ environment, no send grant
     wired["counting"] = IdempotentQueueConsumer(
-        stack, "CountingConsumer", queue=ProcessingQueue(stack, "CountingQueue"),
-        function=inline_function(stack, "CountingFunction"), table=table, dead_letter_on_first_sight=False,
+        stack,
+        "CountingConsumer",
+        queue=ProcessingQueue(stack, "CountingQueue"),
+        function=inline_function(stack, "CountingFunction"),
+        table=table,
+        dead_letter_on_first_sight=False,
     )
     template = Template.from_stack(stack)
     return {"stack": stack, "template": template, "wired": wired, "key": key, "table": table}
@@ -65,7 +81,9 @@ def _mapping(synth: dict, name: str) -> dict:
     stack: Stack = synth["stack"]
     consumer = synth["wired"][name]
     mappings = synth["template"].find_resources("AWS::Lambda::EventSourceMapping")
-    found = [m for m in mappings.values() if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue_arn)]
+    found = [
+        m for m in mappings.values() if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue_arn)
+    ]
     assert len(found) == 1
     return found[0]["Properties"]
 
@@ -184,7 +202,8 @@ def test_mapping_waits_for_the_role_policy(synth: dict) -> None:
     stack: Stack = synth["stack"]
     template: Template = synth["template"]
     mapping = [
-        m for m in template.find_resources("AWS::Lambda::EventSourceMapping").values()
+        m
+        for m in template.find_resources("AWS::Lambda::EventSourceMapping").values()
         if m["Properties"]["EventSourceArn"] == stack.resolve(synth["wired"]["standard"].queue.queue_arn)
     ][0]
     policy_ids = set(template.find_resources("AWS::IAM::Policy"))
@@ -204,9 +223,14 @@ def test_imported_function_without_role_gets_a_warning_instead_of_grants(synth: 
 # --- imported functions (the configuration rules: test_validation.py) --------------------------------
 def test_fails_imported_function_without_visibility_timeout() -> None:
     stack = new_stack()
-    with pytest.raises(ValueError, match=r"function must be a lambda\.Function when the queue's visibility_timeout is not given"):
+    with pytest.raises(
+        ValueError, match=r"function must be a lambda\.Function when the queue's visibility_timeout is not given"
+    ):
         IdempotentQueueConsumer(
-            stack, "C", queue=ProcessingQueue(stack, "Q"), table=IdempotencyTable(stack, "T"),
+            stack,
+            "C",
+            queue=ProcessingQueue(stack, "Q"),
+            table=IdempotencyTable(stack, "T"),
             function=lambda_.Function.from_function_arn(stack, "F", IMPORTED_ARN),
         )
 
@@ -221,12 +245,19 @@ def parameters() -> dict:
     expiry = CfnParameter(stack, "ExpirySeconds", type="Number", default=86400)
     wired = {
         "retention": IdempotentQueueConsumer(
-            stack, "Retention", queue=ProcessingQueue(stack, "Queue", retention_period=Duration.seconds(retention.value_as_number)),
-            function=inline_function(stack, "Function"), table=table,
+            stack,
+            "Retention",
+            queue=ProcessingQueue(stack, "Queue", retention_period=Duration.seconds(retention.value_as_number)),
+            function=inline_function(stack, "Function"),
+            table=table,
         ),
         "expiry": IdempotentQueueConsumer(
-            stack, "Expiry", queue=ProcessingQueue(stack, "Queue2"), function=inline_function(stack, "Function2"),
-            table=table, idempotency_expiry=Duration.seconds(expiry.value_as_number),
+            stack,
+            "Expiry",
+            queue=ProcessingQueue(stack, "Queue2"),
+            function=inline_function(stack, "Function2"),
+            table=table,
+            idempotency_expiry=Duration.seconds(expiry.value_as_number),
         ),
     }
     return {"stack": stack, "template": Template.from_stack(stack), "wired": wired}

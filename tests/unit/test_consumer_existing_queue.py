@@ -46,13 +46,19 @@ def synth() -> dict:
     shared = Stack(app, "Shared", env=ENV)
     shared_dlq = sqs.Queue(shared, "OrdersDlq", retention_period=Duration.days(14))
     shared_queue = sqs.Queue(
-        shared, "Orders", visibility_timeout=Duration.seconds(180),
+        shared,
+        "Orders",
+        visibility_timeout=Duration.seconds(180),
         dead_letter_queue=sqs.DeadLetterQueue(queue=shared_dlq, max_receive_count=5),
     )
     shared_key = kms.Key(shared, "Key")
     shared_fifo_dlq = sqs.Queue(shared, "OrdersFifoDlq", fifo=True, encryption_master_key=shared_key)
     shared_fifo = sqs.Queue(
-        shared, "OrdersFifo", fifo=True, encryption_master_key=shared_key, visibility_timeout=Duration.minutes(2),
+        shared,
+        "OrdersFifo",
+        fifo=True,
+        encryption_master_key=shared_key,
+        visibility_timeout=Duration.minutes(2),
         dead_letter_queue=sqs.DeadLetterQueue(queue=shared_fifo_dlq, max_receive_count=5),
     )
     stack = Stack(app, "Test", env=ENV)
@@ -60,27 +66,40 @@ def synth() -> dict:
     wired = {}
     # imported standard queue with every fact and its customer-managed key
     wired["imported"] = IdempotentQueueConsumer(
-        stack, "Imported", table=table, function=inline_function(stack, "ImportedFunction", timeout=Duration.seconds(30)),
+        stack,
+        "Imported",
+        table=table,
+        function=inline_function(stack, "ImportedFunction", timeout=Duration.seconds(30)),
         queue=ExistingQueue(
             queue=_imported(stack, "ImportedQueue", "orders", key_arn=KEY_ARN),
-            visibility_timeout=Duration.seconds(180), dead_letter_queue=_imported(stack, "ImportedDlq", "orders-dlq"),
-            max_receive_count=5, retention_period=Duration.days(4),
+            visibility_timeout=Duration.seconds(180),
+            dead_letter_queue=_imported(stack, "ImportedDlq", "orders-dlq"),
+            max_receive_count=5,
+            retention_period=Duration.days(4),
         ),
     )
     # imported FIFO queue, no facts at all
     wired["bare_fifo"] = IdempotentQueueConsumer(
-        stack, "BareFifo", table=table, function=inline_function(stack, "BareFifoFunction"),
+        stack,
+        "BareFifo",
+        table=table,
+        function=inline_function(stack, "BareFifoFunction"),
         queue=ExistingQueue(queue=sqs.Queue.from_queue_arn(stack, "BareFifoQueue", ARN + "orders.fifo")),
     )
     # a queue of another stack: its facts are read from it
     wired["cross_stack"] = IdempotentQueueConsumer(
-        stack, "CrossStack", table=table, function=inline_function(stack, "CrossStackFunction", timeout=Duration.seconds(30)),
+        stack,
+        "CrossStack",
+        table=table,
+        function=inline_function(stack, "CrossStackFunction", timeout=Duration.seconds(30)),
         queue=ExistingQueue(queue=shared_queue),
     )
     # a FIFO queue of another stack, encrypted with that stack's key; the function timeout leaves the 2-minute
     # visibility timeout below the 6x guidance, and the warning must not suggest it could be filled in
     wired["cross_stack_fifo"] = IdempotentQueueConsumer(
-        stack, "CrossStackFifo", table=table,
+        stack,
+        "CrossStackFifo",
+        table=table,
         function=inline_function(stack, "CrossStackFifoFunction", timeout=Duration.seconds(30)),
         queue=ExistingQueue(queue=shared_fifo),
     )
@@ -88,36 +107,63 @@ def synth() -> dict:
     key = kms.Key(stack, "Key")
     fifo_dlq = sqs.Queue(stack, "PlainFifoDlq", fifo=True, encryption_master_key=key)
     plain_fifo = sqs.Queue(
-        stack, "PlainFifo", fifo=True, encryption_master_key=key, retention_period=Duration.days(2),
+        stack,
+        "PlainFifo",
+        fifo=True,
+        encryption_master_key=key,
+        retention_period=Duration.days(2),
         dead_letter_queue=sqs.DeadLetterQueue(queue=fifo_dlq, max_receive_count=3),
     )
     wired["plain_fifo"] = IdempotentQueueConsumer(
-        stack, "PlainFifoConsumer", table=table,
+        stack,
+        "PlainFifoConsumer",
+        table=table,
         function=inline_function(stack, "PlainFifoFunction", timeout=Duration.seconds(10)),
-        queue=ExistingQueue(queue=plain_fifo), idempotency_expiry=Duration.hours(1),
+        queue=ExistingQueue(queue=plain_fifo),
+        idempotency_expiry=Duration.hours(1),
     )
     # the user's own standard sqs.Queue without a dead-letter queue, visibility timeout exactly 6 x Lambda's 3 s
     wired["plain_standard"] = IdempotentQueueConsumer(
-        stack, "PlainStandardConsumer", table=table, function=inline_function(stack, "PlainStandardFunction"),
+        stack,
+        "PlainStandardConsumer",
+        table=table,
+        function=inline_function(stack, "PlainStandardFunction"),
         queue=ExistingQueue(queue=sqs.Queue(stack, "PlainStandard", visibility_timeout=Duration.seconds(18))),
     )
     # an imported function on an existing queue without a visibility timeout: nothing to fill in, accepted
     wired["imported_function"] = IdempotentQueueConsumer(
-        stack, "ImportedFunctionConsumer", table=table,
+        stack,
+        "ImportedFunctionConsumer",
+        table=table,
         function=lambda_.Function.from_function_arn(stack, "F", "arn:aws:lambda:us-east-1:123456789012:function:f"),
-        queue=ExistingQueue(queue=_imported(stack, "Q5", "five", key_arn=KEY_ARN), dead_letter_queue=_imported(stack, "D5", "five-dlq"),
-                            max_receive_count=5, retention_period=Duration.days(4)),
+        queue=ExistingQueue(
+            queue=_imported(stack, "Q5", "five", key_arn=KEY_ARN),
+            dead_letter_queue=_imported(stack, "D5", "five-dlq"),
+            max_receive_count=5,
+            retention_period=Duration.days(4),
+        ),
         idempotency_expiry=Duration.days(1),
     )
     # a ProcessingQueue, for the uniform attributes
     wired["processing"] = IdempotentQueueConsumer(
-        stack, "Processing", table=table, function=inline_function(stack, "ProcessingFunction"),
+        stack,
+        "Processing",
+        table=table,
+        function=inline_function(stack, "ProcessingFunction"),
         queue=ProcessingQueue(stack, "ProcessingQueue"),
     )
     return {
-        "stack": stack, "template": Template.from_stack(stack), "wired": wired, "table": table, "key": key,
-        "annotations": Annotations.from_stack(stack), "shared_queue": shared_queue, "shared_dlq": shared_dlq,
-        "plain_fifo": plain_fifo, "fifo_dlq": fifo_dlq, "shared_fifo_dlq": shared_fifo_dlq,
+        "stack": stack,
+        "template": Template.from_stack(stack),
+        "wired": wired,
+        "table": table,
+        "key": key,
+        "annotations": Annotations.from_stack(stack),
+        "shared_queue": shared_queue,
+        "shared_dlq": shared_dlq,
+        "plain_fifo": plain_fifo,
+        "fifo_dlq": fifo_dlq,
+        "shared_fifo_dlq": shared_fifo_dlq,
     }
 
 
@@ -125,7 +171,11 @@ def _mapping(synth: dict, name: str) -> dict:
     stack: Stack = synth["stack"]
     consumer = synth["wired"][name]
     found = synth["template"].find_resources("AWS::Lambda::EventSourceMapping")
-    props = [m["Properties"] for m in found.values() if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue_arn)]
+    props = [
+        m["Properties"]
+        for m in found.values()
+        if m["Properties"]["EventSourceArn"] == stack.resolve(consumer.queue.queue_arn)
+    ]
     assert len(props) == 1
     return props[0]
 
@@ -220,8 +270,11 @@ def test_queue_of_another_stack_grants_consume(synth: dict) -> None:
 
 def test_fifo_queue_of_another_stack_grants_consume_and_decrypt_on_that_stacks_key(synth: dict) -> None:
     granted = _granted(synth, "cross_stack_fifo")
-    outputs = {json.loads(resource)["Fn::GetStackOutput"]["OutputName"]: actions for resource, actions in granted.items()
-               if "Fn::GetStackOutput" in resource}
+    outputs = {
+        json.loads(resource)["Fn::GetStackOutput"]["OutputName"]: actions
+        for resource, actions in granted.items()
+        if "Fn::GetStackOutput" in resource
+    }
     # consume on the queue, send on its DLQ, and on that stack's key Decrypt (receive) and GenerateDataKey (send)
     assert sorted(outputs.values(), key=len) == [{"sqs:SendMessage"}, {"kms:Decrypt", "kms:GenerateDataKey"}, CONSUME]
     assert next(name for name, actions in outputs.items() if actions == CONSUME) in json.dumps(
@@ -251,7 +304,9 @@ def test_environment_carries_the_table_arn(synth: dict) -> None:
 
 def test_visibility_timeout_of_a_queue_it_does_not_own_is_never_written(synth: dict) -> None:
     resources = synth["template"].to_json()["Resources"]
-    assert "VisibilityTimeout" not in resources[_logical_id(synth["stack"], synth["plain_fifo"].queue_arn)]["Properties"]
+    assert (
+        "VisibilityTimeout" not in resources[_logical_id(synth["stack"], synth["plain_fifo"].queue_arn)]["Properties"]
+    )
     assert synth["wired"]["plain_fifo"].visibility_timeout.to_seconds() == 30  # SQS's default, read as a fact
 
 
@@ -346,9 +401,16 @@ def test_expiry_without_retention_warns_that_it_was_not_checked(synth: dict) -> 
     # retention unknown, expiry 1 day: below what a queue may keep
     stack = new_stack()
     consumer = IdempotentQueueConsumer(
-        stack, "C", table=IdempotencyTable(stack, "T"), function=inline_function(stack, "F"),
-        queue=ExistingQueue(queue=_imported(stack, "Q", "q", key_arn=KEY_ARN), visibility_timeout=Duration.minutes(1),
-                            dead_letter_queue=_imported(stack, "D", "q-dlq"), max_receive_count=5),
+        stack,
+        "C",
+        table=IdempotencyTable(stack, "T"),
+        function=inline_function(stack, "F"),
+        queue=ExistingQueue(
+            queue=_imported(stack, "Q", "q", key_arn=KEY_ARN),
+            visibility_timeout=Duration.minutes(1),
+            dead_letter_queue=_imported(stack, "D", "q-dlq"),
+            max_receive_count=5,
+        ),
         idempotency_expiry=Duration.days(1),
     )
     warnings = Annotations.from_stack(stack).find_warning("/Test/C", Match.any_value())
@@ -364,20 +426,31 @@ def test_imported_function_is_accepted_on_an_existing_queue(synth: dict) -> None
 
 
 # --- errors -----------------------------------------------------------------------------------------
-def _consumer(queue: Any = None, *, stack: Stack | None = None, timeout: int = 30, **props: Any) -> IdempotentQueueConsumer:
+def _consumer(
+    queue: Any = None, *, stack: Stack | None = None, timeout: int = 30, **props: Any
+) -> IdempotentQueueConsumer:
     stack = stack or new_stack()
     return IdempotentQueueConsumer(
-        stack, "C", table=IdempotencyTable(stack, "T"),
+        stack,
+        "C",
+        table=IdempotencyTable(stack, "T"),
         function=inline_function(stack, "F", timeout=Duration.seconds(timeout)),
-        queue=queue(stack) if callable(queue) else queue, **props,
+        queue=queue(stack) if callable(queue) else queue,
+        **props,
     )
 
 
 def test_fails_fifo_queue_with_a_standard_dead_letter_queue() -> None:
-    with pytest.raises(ValueError, match=r"^queue dead_letter_queue must be a FIFO queue like the source queue, but "
-                       r"'Test/D' was given \(source: Amazon SQS Developer Guide, Using dead-letter queues\)\Z"):
-        _consumer(lambda s: ExistingQueue(queue=_imported(s, "Q", "q.fifo"), dead_letter_queue=_imported(s, "D", "d"),
-                                          max_receive_count=5))
+    with pytest.raises(
+        ValueError,
+        match=r"^queue dead_letter_queue must be a FIFO queue like the source queue, but "
+        r"'Test/D' was given \(source: Amazon SQS Developer Guide, Using dead-letter queues\)\Z",
+    ):
+        _consumer(
+            lambda s: ExistingQueue(
+                queue=_imported(s, "Q", "q.fifo"), dead_letter_queue=_imported(s, "D", "d"), max_receive_count=5
+            )
+        )
 
 
 def test_fails_standard_queue_with_a_fifo_dead_letter_queue() -> None:
@@ -386,26 +459,42 @@ def test_fails_standard_queue_with_a_fifo_dead_letter_queue() -> None:
 
 
 def test_fails_visibility_timeout_below_the_function_timeout() -> None:
-    with pytest.raises(ValueError, match=r"^queue visibility_timeout must be at least the function timeout \(2 minutes\)"
-                       r".*but 30 seconds was given \(source: AWS Lambda Developer Guide"):
-        _consumer(lambda s: ExistingQueue(queue=_imported(s, "Q", "q"), visibility_timeout=Duration.seconds(30)), timeout=120)
+    with pytest.raises(
+        ValueError,
+        match=r"^queue visibility_timeout must be at least the function timeout \(2 minutes\)"
+        r".*but 30 seconds was given \(source: AWS Lambda Developer Guide",
+    ):
+        _consumer(
+            lambda s: ExistingQueue(queue=_imported(s, "Q", "q"), visibility_timeout=Duration.seconds(30)), timeout=120
+        )
 
 
 def test_fails_plain_queue_whose_default_visibility_timeout_is_below_the_function_timeout() -> None:
-    with pytest.raises(ValueError, match=r"^queue visibility_timeout must be at least the function timeout \(1 minute\)"
-                       r".*but 30 seconds was given"):
+    with pytest.raises(
+        ValueError,
+        match=r"^queue visibility_timeout must be at least the function timeout \(1 minute\)"
+        r".*but 30 seconds was given",
+    ):
         _consumer(lambda s: ExistingQueue(queue=sqs.Queue(s, "Q")), timeout=60)
 
 
 def test_fails_fact_that_contradicts_the_queue() -> None:
-    with pytest.raises(ValueError, match=r"^queue visibility_timeout must be the queue's own \(3 minutes, from its "
-                       r"VisibilityTimeout\): leave it None to have it read from the sqs\.Queue, but 5 minutes was given"):
-        _consumer(lambda s: ExistingQueue(queue=sqs.Queue(s, "Q", visibility_timeout=Duration.minutes(3)),
-                                          visibility_timeout=Duration.minutes(5)))
+    with pytest.raises(
+        ValueError,
+        match=r"^queue visibility_timeout must be the queue's own \(3 minutes, from its "
+        r"VisibilityTimeout\): leave it None to have it read from the sqs\.Queue, but 5 minutes was given",
+    ):
+        _consumer(
+            lambda s: ExistingQueue(
+                queue=sqs.Queue(s, "Q", visibility_timeout=Duration.minutes(3)), visibility_timeout=Duration.minutes(5)
+            )
+        )
 
 
 def test_fails_max_receive_count_without_a_dead_letter_queue() -> None:
-    with pytest.raises(ValueError, match=r"^queue max_receive_count is only meaningful with a dead_letter_queue .*, but 5 was given"):
+    with pytest.raises(
+        ValueError, match=r"^queue max_receive_count is only meaningful with a dead_letter_queue .*, but 5 was given"
+    ):
         _consumer(lambda s: ExistingQueue(queue=_imported(s, "Q", "q"), max_receive_count=5))
 
 
@@ -419,7 +508,9 @@ def test_fails_max_receive_count_without_a_dead_letter_queue() -> None:
 )
 def test_fails_fact_out_of_range(facts: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _consumer(lambda s: ExistingQueue(queue=_imported(s, "Q", "q"), dead_letter_queue=_imported(s, "D", "d"), **facts))
+        _consumer(
+            lambda s: ExistingQueue(queue=_imported(s, "Q", "q"), dead_letter_queue=_imported(s, "D", "d"), **facts)
+        )
 
 
 def test_fails_batching_window_on_an_existing_fifo_queue() -> None:
@@ -432,5 +523,8 @@ def test_queue_imported_by_a_token_arn_is_fifo_when_imported_with_fifo() -> None
     stack = new_stack()
     arn = CfnParameter(stack, "QueueArn").value_as_string
     with pytest.raises(ValueError, match=r"^batch_size must be between 1 and 10"):
-        _consumer(ExistingQueue(queue=sqs.Queue.from_queue_attributes(stack, "Q", queue_arn=arn, fifo=True)),
-                  stack=stack, batch_size=11)
+        _consumer(
+            ExistingQueue(queue=sqs.Queue.from_queue_attributes(stack, "Q", queue_arn=arn, fifo=True)),
+            stack=stack,
+            batch_size=11,
+        )

@@ -35,8 +35,14 @@ def synth() -> dict:
     )
     given = ProcessingQueue(stack, "GivenQueue", visibility_timeout=Duration.minutes(5))
     IdempotentQueueConsumer(stack, "ImportedConsumer", queue=given, function=imported, table=by_arn)
-    return {"stack": stack, "template": Template.from_stack(stack), "processors": (first, second), "own": own,
-            "by_name": by_name, "by_arn": by_arn}
+    return {
+        "stack": stack,
+        "template": Template.from_stack(stack),
+        "processors": (first, second),
+        "own": own,
+        "by_name": by_name,
+        "by_arn": by_arn,
+    }
 
 
 def _ref(synth: dict, token: str) -> str:
@@ -50,8 +56,11 @@ def _policy_actions(synth: dict, role_logical_id: str) -> dict[str, set[str]]:
 
 def test_every_processing_queue_gets_a_distinct_queue_name(synth: dict) -> None:
     # Two FIFO processors (source + DLQ each) and two standard source queues (their DLQs keep generated names).
-    names = [q["Properties"]["QueueName"] for q in synth["template"].find_resources("AWS::SQS::Queue").values()
-             if "QueueName" in q["Properties"]]
+    names = [
+        q["Properties"]["QueueName"]
+        for q in synth["template"].find_resources("AWS::SQS::Queue").values()
+        if "QueueName" in q["Properties"]
+    ]
     assert len(names) == 6
     assert len(set(names)) == 6
 
@@ -104,4 +113,6 @@ def test_users_function_gets_its_queues_dead_letter_queue_url(synth: dict) -> No
 def test_imported_function_role_is_granted_send_on_the_dead_letter_queue(synth: dict) -> None:
     # An imported function's environment is the caller's to set; its role still gets the send grant.
     given = synth["stack"].node.find_child("GivenQueue")
-    assert _policy_actions(synth, "orders-consumer")[_ref(synth, given.dead_letter_queue.queue_arn)] == {"sqs:SendMessage"}
+    assert _policy_actions(synth, "orders-consumer")[_ref(synth, given.dead_letter_queue.queue_arn)] == {
+        "sqs:SendMessage"
+    }

@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from app import PaymentsSandboxStack
 from aws_cdk import Stack
 from aws_cdk.assertions import Template
-
-from app import PaymentsSandboxStack
 
 from .helpers import ENV, actions_by_resource, constructs_stack, function_role, new_app, role_statements
 
@@ -116,9 +115,15 @@ def test_payment_function_gets_exactly_the_expected_actions_per_resource(synth: 
         _id(stack, processor.log_group.log_group_arn): {"logs:CreateLogStream", "logs:PutLogEvents"},
         # permanent failures sent to the DLQ on first sight: SendMessage only (SQS-managed SSE: no KMS action)
         _id(stack, processor.queue.dead_letter_queue.queue_arn): {"sqs:SendMessage"},
+        # The sandbox turns the async path on for Standard: its on-failure destination (SqsDestination's grant).
         **(
-            # The sandbox turns the async path on for Standard: its on-failure destination (SqsDestination's grant).
-            {_id(stack, processor.consumer.on_failure_queue.queue_arn): {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}}
+            {
+                _id(stack, processor.consumer.on_failure_queue.queue_arn): {
+                    "sqs:SendMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:GetQueueUrl",
+                }
+            }
             if kind == "Standard"
             else {}
         ),
@@ -160,5 +165,7 @@ def test_grant_send_on_an_sqs_managed_queue_gets_no_kms_statement(synth: dict) -
 @pytest.mark.parametrize("kind", ["Standard", "Fifo"])
 def test_sqs_managed_encryption_gives_the_consumer_no_kms_statement(synth: dict, kind: str) -> None:
     stack = synth["sandbox"]
-    granted = _granted(synth["templates"]["PaymentsSandbox"], stack, stack.processors[kind].function.function_name, function=True)
+    granted = _granted(
+        synth["templates"]["PaymentsSandbox"], stack, stack.processors[kind].function.function_name, function=True
+    )
     assert not [a for actions in granted.values() for a in actions if a.startswith("kms:")]

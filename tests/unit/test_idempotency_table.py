@@ -21,7 +21,12 @@ def synth() -> dict:
     grant = default.grant_idempotency(function)
     template = Template.from_stack(stack)
     default_id = stack.resolve(default.table.table_name)["Ref"]
-    return {"template": template, "default_id": default_id, "function": stack.resolve(function.function_name)["Ref"], "grant": grant}
+    return {
+        "template": template,
+        "default_id": default_id,
+        "function": stack.resolve(function.function_name)["Ref"],
+        "grant": grant,
+    }
 
 
 def _default(synth: dict) -> dict:
@@ -105,7 +110,11 @@ def identity() -> dict:
     for name, table in tables.items():
         functions[name] = inline_function(stack, f"{name}Function")
         IdempotentQueueConsumer(
-            stack, f"{name}Consumer", queue=ProcessingQueue(stack, f"{name}Queue"), function=functions[name], table=table
+            stack,
+            f"{name}Consumer",
+            queue=ProcessingQueue(stack, f"{name}Queue"),
+            function=functions[name],
+            table=table,
         )
     resources = Template.from_stack(stack).to_json()["Resources"]
 
@@ -143,7 +152,9 @@ def test_table_arn_attribute_is_the_imported_arn(identity: dict) -> None:
 
 
 def test_table_in_another_region_is_a_warning_naming_the_region(identity: dict) -> None:
-    warnings = identity["annotations"].find_warning("*", Match.string_like_regexp("effectively-once:tableInOtherRegion"))
+    warnings = identity["annotations"].find_warning(
+        "*", Match.string_like_regexp("effectively-once:tableInOtherRegion")
+    )
     assert len(warnings) == 1
     (warning,) = warnings
     assert warning.id == "/Test/other_regionConsumer"
@@ -151,7 +162,9 @@ def test_table_in_another_region_is_a_warning_naming_the_region(identity: dict) 
 
 
 def test_table_in_another_account_is_a_warning_about_its_resource_policy(identity: dict) -> None:
-    warnings = identity["annotations"].find_warning("*", Match.string_like_regexp("effectively-once:tableInOtherAccount"))
+    warnings = identity["annotations"].find_warning(
+        "*", Match.string_like_regexp("effectively-once:tableInOtherAccount")
+    )
     assert [w.id for w in warnings] == ["/Test/foreignConsumer"]
     assert "999999999999" in warnings[0].entry.data and "resource-based policy" in warnings[0].entry.data
 
@@ -171,7 +184,9 @@ def test_tables_in_the_stacks_account_and_region_warn_nothing(identity: dict) ->
     ],
 )
 def test_fails_from_table_arn_without_a_table_arn(arn: str) -> None:
-    with pytest.raises(ValueError, match=r"table_arn must be a DynamoDB table ARN.*but '.*' was given \(source: Amazon DynamoDB"):
+    with pytest.raises(
+        ValueError, match=r"table_arn must be a DynamoDB table ARN.*but '.*' was given \(source: Amazon DynamoDB"
+    ):
         IdempotencyTable.from_table_arn(new_stack(), "Shared", arn)
 
 
@@ -179,7 +194,10 @@ def test_table_imported_by_name_in_an_environment_agnostic_stack_is_an_arn_of_th
     stack = Stack(new_app(), "Agnostic")
     function = inline_function(stack, "Function")
     IdempotentQueueConsumer(
-        stack, "Consumer", queue=ProcessingQueue(stack, "Queue"), function=function,
+        stack,
+        "Consumer",
+        queue=ProcessingQueue(stack, "Queue"),
+        function=function,
         table=IdempotencyTable.from_table_name(stack, "ByName", "mine"),
     )
     template = Template.from_stack(stack)
@@ -189,8 +207,15 @@ def test_table_imported_by_name_in_an_environment_agnostic_stack_is_an_arn_of_th
     assert variables["IDEMPOTENCY_TABLE_NAME"] == {
         "Fn::Join": [
             "",
-            ["arn:", {"Ref": "AWS::Partition"}, ":dynamodb:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
-             ":table/mine"],
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":dynamodb:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":table/mine",
+            ],
         ]
     }
     assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("tableInOther")) == []

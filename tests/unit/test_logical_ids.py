@@ -6,9 +6,8 @@ logical id, and CloudFormation then replaces the table or queue and loses its da
 
 from __future__ import annotations
 
-from aws_cdk.assertions import Template
-
 from app import PaymentsSandboxStack
+from aws_cdk.assertions import Template
 
 from .helpers import ENV, new_app
 

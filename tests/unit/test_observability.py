@@ -27,7 +27,6 @@ from effectively_once.observability import (
     FAILED_RECORDS_METRIC,
     IDEMPOTENCY_REJECTIONS_QUERY,
 )
-
 from effectively_once_runtime import names
 
 from .helpers import actions_by_resource, function_role, inline_function, new_stack, role_statements
@@ -41,30 +40,52 @@ def synth() -> dict[str, Any]:
     # defaults: alarms on, log group taken from the function, async path with a new on-failure queue
     log_group = logs.LogGroup(stack, "LogGroup")
     wired["defaults"] = IdempotentQueueConsumer(
-        stack, "Consumer", queue=ProcessingQueue(stack, "Queue"), table=table,
-        function=inline_function(stack, "Function", log_group=log_group), async_invocation=AsyncInvocationOptions(),
+        stack,
+        "Consumer",
+        queue=ProcessingQueue(stack, "Queue"),
+        table=table,
+        function=inline_function(stack, "Function", log_group=log_group),
+        async_invocation=AsyncInvocationOptions(),
     )
     # overrides: an SNS action, other thresholds, a log group given as a prop, a given on-failure queue
     topic = sns.Topic(stack, "Topic")
     explicit_group = logs.LogGroup(stack, "ExplicitLogGroup")
     given_queue = sqs.Queue(stack, "GivenOnFailure")
     wired["overrides"] = IdempotentQueueConsumer(
-        stack, "Overridden", queue=ProcessingQueue(stack, "Queue2"), table=table,
-        function=inline_function(stack, "Function2"), alarm_action=cloudwatch_actions.SnsAction(topic),
+        stack,
+        "Overridden",
+        queue=ProcessingQueue(stack, "Queue2"),
+        table=table,
+        function=inline_function(stack, "Function2"),
+        alarm_action=cloudwatch_actions.SnsAction(topic),
         alarm_thresholds=AlarmThresholds(
             dlq_depth=3, oldest_message_age=Duration.minutes(15), errors=2, throttles=4, failed_records=25
         ),
-        log_group=explicit_group, metrics_namespace="Orders", service_name="orders",
-        async_invocation=AsyncInvocationOptions(retry_attempts=0, max_event_age=Duration.seconds(60), on_failure=given_queue),
+        log_group=explicit_group,
+        metrics_namespace="Orders",
+        service_name="orders",
+        async_invocation=AsyncInvocationOptions(
+            retry_attempts=0, max_event_age=Duration.seconds(60), on_failure=given_queue
+        ),
     )
     # alarms off, a function without its own log group, no async path
     wired["bare"] = IdempotentQueueConsumer(
-        stack, "Bare", queue=ProcessingQueue(stack, "Queue3"), table=table,
-        function=inline_function(stack, "Function3"), alarms=False,
+        stack,
+        "Bare",
+        queue=ProcessingQueue(stack, "Queue3"),
+        table=table,
+        function=inline_function(stack, "Function3"),
+        alarms=False,
     )
     wired["processor"] = PaymentProcessor(stack, "Processor", service_name="shop", metrics_namespace="Shop")
-    return {"stack": stack, "template": Template.from_stack(stack), "wired": wired, "topic": topic,
-            "explicit_group": explicit_group, "given_queue": given_queue}
+    return {
+        "stack": stack,
+        "template": Template.from_stack(stack),
+        "wired": wired,
+        "topic": topic,
+        "explicit_group": explicit_group,
+        "given_queue": given_queue,
+    }
 
 
 def _ref(synth: dict, token: str) -> Any:
@@ -90,11 +111,17 @@ def _queue_name_dimension(synth: dict, queue: sqs.IQueue) -> list[dict[str, Any]
 
 # --- alarms ------------------------------------------------------------------------------------------------
 ALARMS = ("dlq_depth_alarm", "oldest_message_age_alarm", "errors_alarm", "throttles_alarm", "failed_records_alarm")
+
+
 def test_dlq_depth_alarm_fires_on_any_message_in_the_dead_letter_queue(synth: dict) -> None:
     alarm = _alarm(synth, "defaults", "dlq_depth_alarm")
     assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert alarm["Dimensions"] == _queue_name_dimension(synth, synth["wired"]["defaults"].dead_letter_queue)
-    assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["Statistic"]) == (0, "GreaterThanThreshold", "Maximum")
+    assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["Statistic"]) == (
+        0,
+        "GreaterThanThreshold",
+        "Maximum",
+    )
 
 
 def test_oldest_message_age_alarm_defaults_to_five_minutes_on_the_source_queue(synth: dict) -> None:
@@ -159,7 +186,10 @@ def test_alarm_action_is_added_to_every_alarm(synth: dict) -> None:
 def test_alarm_thresholds_can_be_overridden(synth: dict) -> None:
     thresholds = {attribute: _alarm(synth, "overrides", attribute)["Threshold"] for attribute in ALARMS}
     assert thresholds == {
-        "dlq_depth_alarm": 3, "oldest_message_age_alarm": 900, "errors_alarm": 2, "throttles_alarm": 4,
+        "dlq_depth_alarm": 3,
+        "oldest_message_age_alarm": 900,
+        "errors_alarm": 2,
+        "throttles_alarm": 4,
         "failed_records_alarm": 25,
     }
 
@@ -252,7 +282,9 @@ def test_dashboard_shows_queue_depth_dlq_depth_oldest_age_and_errors(synth: dict
         assert f'\\"{metric}\\"' in body
     for queue in (processor.queue.queue, processor.queue.dead_letter_queue):
         assert json.dumps(_ref(synth, queue.queue_name)) in body
-    assert _ref(synth, processor.dashboard.dashboard_name) == {"Ref": _logical_id(synth, processor.dashboard.dashboard_name)}
+    assert _ref(synth, processor.dashboard.dashboard_name) == {
+        "Ref": _logical_id(synth, processor.dashboard.dashboard_name)
+    }
 
 
 # --- asynchronous invocation -------------------------------------------------------------------------------
@@ -326,21 +358,29 @@ def test_no_async_invocation_option_means_no_event_invoke_config(synth: dict) ->
 # --- validation ----------------------------------------------------------------------------------------------
 def _consumer(stack: Stack, **props: Any) -> IdempotentQueueConsumer:
     return IdempotentQueueConsumer(
-        stack, "Consumer", queue=ProcessingQueue(stack, "Queue"), table=IdempotencyTable(stack, "Table"),
-        function=inline_function(stack, "Function"), **props,
+        stack,
+        "Consumer",
+        queue=ProcessingQueue(stack, "Queue"),
+        table=IdempotencyTable(stack, "Table"),
+        function=inline_function(stack, "Function"),
+        **props,
     )
 
 
 def test_fails_fifo_on_failure_queue() -> None:
     stack = new_stack()
     fifo = sqs.Queue(stack, "Fifo", fifo=True)
-    with pytest.raises(ValueError, match=r"async_invocation.on_failure must be a standard SQS queue .*asynchronous invocation"):
+    with pytest.raises(
+        ValueError, match=r"async_invocation.on_failure must be a standard SQS queue .*asynchronous invocation"
+    ):
         _consumer(stack, async_invocation=AsyncInvocationOptions(on_failure=fifo))
 
 
 @pytest.mark.parametrize("attempts", [-1, 3])
 def test_fails_retry_attempts_outside_zero_to_two(attempts: int) -> None:
-    with pytest.raises(ValueError, match=rf"async_invocation.retry_attempts must be between 0 and 2, but {attempts} was given"):
+    with pytest.raises(
+        ValueError, match=rf"async_invocation.retry_attempts must be between 0 and 2, but {attempts} was given"
+    ):
         _consumer(new_stack(), async_invocation=AsyncInvocationOptions(retry_attempts=attempts))
 
 

@@ -56,7 +56,10 @@ def test_sample_asset_holds_the_payments_package_only() -> None:
     app = new_app()
     stack = new_stack(app)
     function = lambda_.Function(
-        stack, "Sample", runtime=lambda_.Runtime.PYTHON_3_14, handler="payments.handler.lambda_handler",
+        stack,
+        "Sample",
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        handler="payments.handler.lambda_handler",
         code=_assets.payment_function_code(),
     )
     key = stack.resolve((function.node.default_child).code)["s3Key"]  # type: ignore[union-attr]
@@ -103,5 +106,7 @@ def test_normalize_template_replaces_hashes_and_drops_version_metadata() -> None
 
 def test_testing_helpers_import_without_aws_cdk() -> None:
     probe = "import sys, effectively_once.testing; print('aws_cdk' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO / "constructs")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO / "constructs"
+    )
     assert done.stdout.strip() == "False"

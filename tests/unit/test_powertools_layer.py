@@ -78,7 +78,9 @@ def test_us_east_1_layer_is_the_pinned_release_for_the_function_architecture_and
     assert props["Architectures"] == [PAYMENT_ARCHITECTURE.name] and props["Runtime"] == PAYMENT_RUNTIME.name
     assert _ssm_parameter(template, layer) == {
         "Type": "AWS::SSM::Parameter::Value<String>",
-        "Default": f"/aws/service/powertools/python/{PAYMENT_ARCHITECTURE.name}/{PAYMENT_RUNTIME.name}/{POWERTOOLS_VERSION}",
+        "Default": (
+            f"/aws/service/powertools/python/{PAYMENT_ARCHITECTURE.name}/{PAYMENT_RUNTIME.name}/{POWERTOOLS_VERSION}"
+        ),
     }
     assert "017000801446" not in json.dumps(template.to_json()), "no layer version derived by hand"
 
@@ -104,7 +106,9 @@ def test_fails_at_synth_in_a_commercial_region_powertools_does_not_serve() -> No
 def test_explicit_powertools_layer_is_used_in_china(china_with_layer: Template) -> None:
     assert _layers(china_with_layer) == [CHINA_LAYER]
     defaults = [p.get("Default", "") for p in china_with_layer.to_json().get("Parameters", {}).values()]
-    assert not [d for d in defaults if d.startswith("/aws/service/powertools")], "no parameter lookup with a layer given"
+    assert not [d for d in defaults if d.startswith("/aws/service/powertools")], (
+        "no parameter lookup with a layer given"
+    )
 
 
 def test_nothing_in_a_china_stack_is_built_on_the_aws_partition(china_with_layer: Template) -> None:

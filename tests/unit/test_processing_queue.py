@@ -23,7 +23,9 @@ def synth() -> dict:
         "standard": ProcessingQueue(stack, "Standard"),
         "fifo": ProcessingQueue(stack, "Fifo", fifo=True),
         "fast": ProcessingQueue(stack, "Fast", fifo=True, high_throughput=True, content_based_deduplication=True),
-        "named": ProcessingQueue(stack, "Named", fifo=True, queue_name="payments.fifo", visibility_timeout=Duration.minutes(2)),
+        "named": ProcessingQueue(
+            stack, "Named", fifo=True, queue_name="payments.fifo", visibility_timeout=Duration.minutes(2)
+        ),
         "kms": ProcessingQueue(stack, "Kms", encryption_key=kms.Key(stack, "Key")),
         "destroyable": ProcessingQueue(stack, "Destroyable", removal_policy=RemovalPolicy.DESTROY),
     }
@@ -106,7 +108,10 @@ def test_both_queues_deny_requests_without_tls(synth: dict) -> None:
     )
     protected = {ref["Ref"] for p in policies.values() for ref in p["Properties"]["Queues"]}
     queue = synth["queues"]["standard"]
-    assert {stack.resolve(queue.queue.queue_url)["Ref"], stack.resolve(queue.dead_letter_queue.queue_url)["Ref"]} <= protected
+    assert {
+        stack.resolve(queue.queue.queue_url)["Ref"],
+        stack.resolve(queue.dead_letter_queue.queue_url)["Ref"],
+    } <= protected
 
 
 def test_standard_queues_carry_no_fifo_key(synth: dict) -> None:
@@ -228,12 +233,18 @@ def test_grant_send_includes_the_key_for_producers(synth: dict) -> None:
 @pytest.mark.parametrize(
     ("method", "metric_name", "queue_attr"),
     [
-        ("metric_dlq_approximate_number_of_messages_visible", "ApproximateNumberOfMessagesVisible", "dead_letter_queue"),
+        (
+            "metric_dlq_approximate_number_of_messages_visible",
+            "ApproximateNumberOfMessagesVisible",
+            "dead_letter_queue",
+        ),
         ("metric_approximate_number_of_messages_visible", "ApproximateNumberOfMessagesVisible", "queue"),
         ("metric_approximate_age_of_oldest_message", "ApproximateAgeOfOldestMessage", "queue"),
     ],
 )
-def test_metrics_are_named_after_the_cloudwatch_metric(synth: dict, method: str, metric_name: str, queue_attr: str) -> None:
+def test_metrics_are_named_after_the_cloudwatch_metric(
+    synth: dict, method: str, metric_name: str, queue_attr: str
+) -> None:
     queue = synth["queues"]["standard"]
     metric = getattr(queue, method)(period=Duration.minutes(1))
     assert metric.metric_name == metric_name
@@ -264,10 +275,11 @@ def test_fill_visibility_timeout_refuses_a_given_timeout(synth: dict) -> None:
         synth["queues"]["named"].fill_visibility_timeout(Duration.seconds(10))
 
 
-
 def test_fifo_dead_letter_queue_name_follows_a_queue_name_parameter() -> None:
     stack = new_stack()
-    queue = ProcessingQueue(stack, "Q", fifo=True, queue_name=f"{CfnParameter(stack, 'QueueName').value_as_string}.fifo")
+    queue = ProcessingQueue(
+        stack, "Q", fifo=True, queue_name=f"{CfnParameter(stack, 'QueueName').value_as_string}.fifo"
+    )
     names = [q.node.default_child.queue_name for q in (queue.queue, queue.dead_letter_queue)]  # type: ignore[union-attr]
     assert [stack.resolve(name) for name in names] == [
         {"Fn::Join": ["", [{"Ref": "QueueName"}, ".fifo"]]},

@@ -19,8 +19,13 @@ from .helpers import REPO
 
 README = (REPO / "README.md").read_text()
 NAMESPACE = {
-    "Duration": Duration, "RemovalPolicy": RemovalPolicy, "logs": logs, "lambda_": lambda_,
-    "None": None, "True": True, "False": False,
+    "Duration": Duration,
+    "RemovalPolicy": RemovalPolicy,
+    "logs": logs,
+    "lambda_": lambda_,
+    "None": None,
+    "True": True,
+    "False": False,
 }
 REQUIRED = "required"
 
@@ -36,7 +41,7 @@ def _props_table(section: str) -> dict[str, str]:
     lines = section.splitlines()
     start = lines.index("| prop | type | default | description |")
     rows: dict[str, str] = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -61,14 +66,18 @@ def _same(documented: Any, actual: Any) -> bool:
 
 
 def _props(cls: type) -> dict[str, inspect.Parameter]:
-    if dataclasses.is_dataclass(cls):  # option types (AlarmThresholds, ExistingQueue, ...): every field, factory defaults built
+    if dataclasses.is_dataclass(
+        cls
+    ):  # option types (AlarmThresholds, ExistingQueue, ...): every field, factory defaults built
         return {
             f.name: inspect.Parameter(
                 f.name,
                 inspect.Parameter.KEYWORD_ONLY,
                 default=(
-                    f.default_factory() if f.default_factory is not dataclasses.MISSING
-                    else inspect.Parameter.empty if f.default is dataclasses.MISSING  # a required field
+                    f.default_factory()
+                    if f.default_factory is not dataclasses.MISSING
+                    else inspect.Parameter.empty
+                    if f.default is dataclasses.MISSING  # a required field
                     else f.default
                 ),
             )

@@ -84,18 +84,29 @@ def test_cost_is_the_cost_model_for_the_demo_messages(produce_defaults: tuple[Pa
 def test_default_wait_is_the_one_report_computes_for_the_sandbox() -> None:
     template = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
     queues = [
-        r["Properties"] for r in template["Resources"].values()
+        r["Properties"]
+        for r in template["Resources"].values()
         if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]
     ]
     pipelines = {
         str(i): Pipeline(
             mapping=MappingConfig(
-                label=str(i), queue_url="u", queue_arn="arn:aws:sqs:us-east-1:123456789012:q", batch_size=10,
-                batching_window_seconds=0, visibility_timeout_seconds=q["VisibilityTimeout"],
-                max_receive_count=q["RedrivePolicy"]["maxReceiveCount"], function_name="f",
-                function_timeout_seconds=30, function_memory_mb=256, function_env={},
+                label=str(i),
+                queue_url="u",
+                queue_arn="arn:aws:sqs:us-east-1:123456789012:q",
+                batch_size=10,
+                batching_window_seconds=0,
+                visibility_timeout_seconds=q["VisibilityTimeout"],
+                max_receive_count=q["RedrivePolicy"]["maxReceiveCount"],
+                function_name="f",
+                function_timeout_seconds=30,
+                function_memory_mb=256,
+                function_env={},
             ),
-            mapping_uuid="x", dlq_url="d", idempotency_table="i", ledger_table="l",
+            mapping_uuid="x",
+            dlq_url="d",
+            idempotency_table="i",
+            ledger_table="l",
         )
         for i, q in enumerate(queues)
     }
@@ -121,7 +132,9 @@ def test_alarm_dashboard_and_query_counts_are_the_sandbox_templates() -> None:
     alarms, dashboards = count["AWS::CloudWatch::Alarm"], count["AWS::CloudWatch::Dashboard"]
     assert re.search(rf"the {alarms} CloudWatch alarms and\s+{dashboards} dashboards", section), (alarms, dashboards)
     assert f"**Alarms**: {words[count['AWS::CloudWatch::Alarm'] // 2]} per processor" in section
-    queries = [r["Properties"]["Name"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::QueryDefinition"]
+    queries = [
+        r["Properties"]["Name"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::QueryDefinition"
+    ]
     assert len(queries) == 2 * 3
     for name in queries:
         assert name.rsplit("/", 1)[1] in section

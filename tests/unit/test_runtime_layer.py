@@ -36,7 +36,11 @@ def _user_stack(app: App, *, architecture: lambda_.Architecture, id: str) -> Sta
         layers=RuntimeLayer(stack, "Runtime", architecture=architecture).layers,
     )
     IdempotentQueueConsumer(
-        stack, "Consumer", queue=ProcessingQueue(stack, "Queue"), function=function, table=IdempotencyTable(stack, "Table")
+        stack,
+        "Consumer",
+        queue=ProcessingQueue(stack, "Queue"),
+        function=function,
+        table=IdempotencyTable(stack, "Table"),
     )
     return stack
 
@@ -96,7 +100,8 @@ def test_layer_asset_is_the_runtime_package_under_python(synthesized: dict[str, 
     source = runtime_package_dir()
     shipped = sorted(p.relative_to(asset / PACKAGE).as_posix() for p in (asset / PACKAGE).rglob("*") if p.is_file())
     expected = sorted(
-        p.relative_to(source).as_posix() for p in source.rglob("*")
+        p.relative_to(source).as_posix()
+        for p in source.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     )
     assert {"__init__.py", "names.py", "consumer.py"} <= set(shipped)
@@ -179,6 +184,10 @@ def test_cdk_rejects_a_function_on_another_python_than_the_powertools_layer() ->
     layers = RuntimeLayer(stack, "Runtime", runtime=lambda_.Runtime.PYTHON_3_14).layers
     with pytest.raises(RuntimeError, match="incompatible with this layer"):
         lambda_.Function(
-            stack, "Fn", runtime=lambda_.Runtime.PYTHON_3_13, handler="orders.lambda_handler",
-            code=lambda_.Code.from_inline("x = 1\n"), layers=layers,
+            stack,
+            "Fn",
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            handler="orders.lambda_handler",
+            code=lambda_.Code.from_inline("x = 1\n"),
+            layers=layers,
         )

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from app import PaymentsSandboxStack
 from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from app import PaymentsSandboxStack
 from effectively_once import PaymentProcessor, payment_processor
-from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
 from effectively_once.testing import snapshot_template
 
 from .helpers import CONTEXT, ENV, REPO, new_app
@@ -69,7 +68,10 @@ def test_function_gets_the_runtime_from_its_runtime_layer(sandbox: tuple, kind: 
     layer = _processor(sandbox, kind).runtime_layer.layer
     assert {"Ref": _id(sandbox, layer.layer_version_arn)} in _function(sandbox, kind)["Layers"]
     content = _resource(sandbox, layer.layer_version_arn)["Properties"]
-    assert content["CompatibleRuntimes"][-1] == "python3.14" and content["CompatibleArchitectures"] == ["x86_64", "arm64"]
+    assert content["CompatibleRuntimes"][-1] == "python3.14" and content["CompatibleArchitectures"] == [
+        "x86_64",
+        "arm64",
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -84,7 +86,9 @@ def test_powertools_layer_is_the_pinned_release_resolved_at_deploy_time(sandbox:
 
 def test_powertools_layer_release_matches_the_pinned_library() -> None:
     pins = dict(
-        line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines() if "==" in line and not line.startswith("#")
+        line.split("==")
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
     )
     assert pins["aws-lambda-powertools"] == payment_processor.POWERTOOLS_VERSION
 
@@ -111,7 +115,9 @@ def test_log_group_is_stack_created_with_one_month_retention(sandbox: tuple, kin
     assert log_group["Type"] == "AWS::Logs::LogGroup"
     assert log_group["Properties"]["RetentionInDays"] == 30
     assert log_group["DeletionPolicy"] == "Retain"
-    assert _function(sandbox, kind)["LoggingConfig"] == {"LogGroup": sandbox[0].resolve(processor.log_group.log_group_name)}
+    assert _function(sandbox, kind)["LoggingConfig"] == {
+        "LogGroup": sandbox[0].resolve(processor.log_group.log_group_name)
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -166,7 +172,7 @@ def test_one_mapping_per_processor_with_report_batch_item_failures(sandbox: tupl
 # Least privilege (exact grants, wildcards, managed policies) and KMS: test_iam.py.
 
 
-# --- app: outputs and context flags (stateful logical ids: test_logical_ids.py) ---------------------------------------------
+# --- app: outputs and context flags (stateful logical ids: test_logical_ids.py) ------------------------------
 def test_outputs_name_what_was_deployed(template: Template) -> None:
     outputs = template.to_json()["Outputs"]
     for kind in KINDS:
@@ -181,12 +187,17 @@ def test_each_processor_has_five_alarms_three_queries_and_a_dashboard(sandbox: t
     processor = _processor(sandbox, kind)
     consumer = processor.consumer
     alarms = (
-        consumer.dlq_depth_alarm, consumer.oldest_message_age_alarm, consumer.errors_alarm, consumer.throttles_alarm,
+        consumer.dlq_depth_alarm,
+        consumer.oldest_message_age_alarm,
+        consumer.errors_alarm,
+        consumer.throttles_alarm,
         consumer.failed_records_alarm,
     )
     assert {_resource(sandbox, a.alarm_arn)["Type"] for a in alarms} == {"AWS::CloudWatch::Alarm"}
     for query in (
-        consumer.duplicate_deliveries_query, consumer.idempotency_rejections_query, consumer.effects_per_key_query
+        consumer.duplicate_deliveries_query,
+        consumer.idempotency_rejections_query,
+        consumer.effects_per_key_query,
     ):
         assert _resource(sandbox, query.ref)["Properties"]["LogGroupNames"] == [
             sandbox[0].resolve(processor.log_group.log_group_name)
@@ -195,9 +206,15 @@ def test_each_processor_has_five_alarms_three_queries_and_a_dashboard(sandbox: t
 
 
 def test_sandbox_totals_of_observability_resources(template: Template) -> None:
-    counts = {t: len(template.find_resources(t)) for t in (
-        "AWS::CloudWatch::Alarm", "AWS::Logs::QueryDefinition", "AWS::CloudWatch::Dashboard", "AWS::Lambda::EventInvokeConfig"
-    )}
+    counts = {
+        t: len(template.find_resources(t))
+        for t in (
+            "AWS::CloudWatch::Alarm",
+            "AWS::Logs::QueryDefinition",
+            "AWS::CloudWatch::Dashboard",
+            "AWS::Lambda::EventInvokeConfig",
+        )
+    }
     assert counts == {
         "AWS::CloudWatch::Alarm": 10,
         "AWS::Logs::QueryDefinition": 6,

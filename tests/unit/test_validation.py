@@ -62,17 +62,22 @@ def test_fails_visibility_timeout_below_function_timeout() -> None:
         "but 30 seconds was given",
         "(source: AWS Lambda Developer Guide, Using Lambda with Amazon SQS; aws/aws-cdk#20527)",
     ):
-        _consumer(new_stack(), queue={"visibility_timeout": Duration.seconds(30)}, function_timeout=Duration.seconds(120))
+        _consumer(
+            new_stack(), queue={"visibility_timeout": Duration.seconds(30)}, function_timeout=Duration.seconds(120)
+        )
 
 
 def test_fails_visibility_timeout_below_lambdas_default_timeout() -> None:
-    with _raises("queue visibility_timeout must be at least the function timeout (3 seconds)", "but 2 seconds was given"):
+    with _raises(
+        "queue visibility_timeout must be at least the function timeout (3 seconds)", "but 2 seconds was given"
+    ):
         _consumer(new_stack(), queue={"visibility_timeout": Duration.seconds(2)})
 
 
 def test_fails_visibility_timeout_above_twelve_hours() -> None:
     with _raises(
-        "visibility_timeout must be between 0 and 43200 seconds", "but 13 hours was given",
+        "visibility_timeout must be between 0 and 43200 seconds",
+        "but 13 hours was given",
         "CloudFormation AWS::SQS::Queue VisibilityTimeout",
     ):
         ProcessingQueue(new_stack(), "Q", visibility_timeout=Duration.hours(13))
@@ -83,7 +88,9 @@ def test_fails_visibility_timeout_above_twelve_hours() -> None:
 def test_fails_dead_letter_queue_of_the_other_type(fifo: bool, kind: str) -> None:
     stack = new_stack()
     other = sqs.Queue(stack, "Dlq", fifo=not fifo or None)
-    with _raises(f"dead_letter_queue must be {kind} like the source queue", "'Test/Dlq' was given", "Using dead-letter queues"):
+    with _raises(
+        f"dead_letter_queue must be {kind} like the source queue", "'Test/Dlq' was given", "Using dead-letter queues"
+    ):
         ProcessingQueue(stack, "Q", fifo=fifo, dead_letter_queue=other)
 
 
@@ -105,10 +112,20 @@ def test_fails_standard_name_with_fifo_suffix() -> None:
 
 @pytest.mark.parametrize(
     ("fifo", "name"),
-    [(False, "pay ments"), (True, "pay.ments.fifo"), (False, "p" * 81), (False, "payments\n"), (True, "payments\n.fifo")],
+    [
+        (False, "pay ments"),
+        (True, "pay.ments.fifo"),
+        (False, "p" * 81),
+        (False, "payments\n"),
+        (True, "payments\n.fifo"),
+    ],
 )
 def test_fails_queue_name_with_bad_characters_or_length(fifo: bool, name: str) -> None:
-    with _raises("queue_name must be 1 to 80 characters of letters, digits, '-' and '_'", f"{name!r} was given", "CreateQueue QueueName"):
+    with _raises(
+        "queue_name must be 1 to 80 characters of letters, digits, '-' and '_'",
+        f"{name!r} was given",
+        "CreateQueue QueueName",
+    ):
         ProcessingQueue(new_stack(), "Q", fifo=fifo, queue_name=name)
 
 
@@ -146,7 +163,8 @@ def test_fifo_dead_letter_queue_retention_has_no_rule() -> None:
 @pytest.mark.parametrize(("retention", "shown"), [(Duration.seconds(30), "30 seconds"), (Duration.days(15), "15 days")])
 def test_fails_retention_period_out_of_range(retention: Duration, shown: str) -> None:
     with _raises(
-        "retention_period must be between 60 and 1209600 seconds", f"but {shown} was given",
+        "retention_period must be between 60 and 1209600 seconds",
+        f"but {shown} was given",
         "CloudFormation AWS::SQS::Queue MessageRetentionPeriod",
     ):
         ProcessingQueue(new_stack(), "Q", retention_period=retention)
@@ -198,8 +216,10 @@ def test_fails_max_concurrency_out_of_range(concurrency: int) -> None:
 # --- idempotency table and expiry ----------------------------------------------------------------------
 def test_fails_in_progress_expiration_as_ttl_attribute() -> None:
     with _raises(
-        "time_to_live_attribute must not be 'in_progress_expiration'", "epoch milliseconds",
-        "but 'in_progress_expiration' was given", "Powertools for AWS Lambda (Python), Idempotency",
+        "time_to_live_attribute must not be 'in_progress_expiration'",
+        "epoch milliseconds",
+        "but 'in_progress_expiration' was given",
+        "Powertools for AWS Lambda (Python), Idempotency",
     ):
         IdempotencyTable(new_stack(), "T", time_to_live_attribute="in_progress_expiration")
 
@@ -260,7 +280,9 @@ def test_fails_token_batching_window_without_visibility_timeout() -> None:
 def test_token_function_timeout_with_a_given_visibility_timeout_is_accepted() -> None:
     stack = new_stack()
     processor = PaymentProcessor(
-        stack, "Processor", function_timeout=Duration.seconds(_token(stack, "FunctionTimeout", 120)),
+        stack,
+        "Processor",
+        function_timeout=Duration.seconds(_token(stack, "FunctionTimeout", 120)),
         visibility_timeout=Duration.minutes(15),
     )
     assert processor.consumer.visibility_timeout.to_seconds() == 15 * 60
@@ -311,7 +333,10 @@ def warnings() -> Annotations:
     _consumer(stack, id="Visibility120", queue={"visibility_timeout": minute2}, function_timeout=minute2)
     _consumer(stack, id="Visibility720", queue={"visibility_timeout": Duration.seconds(720)}, function_timeout=minute2)
     _consumer(
-        stack, id="VisibilityWindow", queue={"visibility_timeout": Duration.seconds(720)}, function_timeout=minute2,
+        stack,
+        id="VisibilityWindow",
+        queue={"visibility_timeout": Duration.seconds(720)},
+        function_timeout=minute2,
         max_batching_window=Duration.seconds(10),
     )
     _consumer(stack, id="ShortExpiry", idempotency_expiry=Duration.hours(1))
@@ -324,7 +349,9 @@ def warnings() -> Annotations:
     _consumer(stack, id="ReservedWithoutMax", function_props=reserved)
     _consumer(stack, id="MaxWithoutReserved", max_concurrency=5)
     _consumer(
-        stack, id="TokenReserved", function_props={"reserved_concurrent_executions": _token(stack, "Reserved")},
+        stack,
+        id="TokenReserved",
+        function_props={"reserved_concurrent_executions": _token(stack, "Reserved")},
         max_concurrency=5,
     )
     # two mappings on one function: the guidance is about their total
@@ -339,7 +366,8 @@ def warnings() -> Annotations:
 
 def _warnings_under(annotations: Annotations, path: str) -> list[str]:
     return [
-        str(found.entry.data) for found in annotations.find_warning("*", Match.any_value())
+        str(found.entry.data)
+        for found in annotations.find_warning("*", Match.any_value())
         if found.id == path or found.id.startswith(path + "/")
     ]
 
@@ -364,7 +392,9 @@ def test_visibility_timeout_of_six_function_timeouts_is_clean(warnings: Annotati
 def test_warns_visibility_timeout_without_room_for_the_batching_window(warnings: Annotations) -> None:
     warnings.has_warning(
         "/Warn/VisibilityWindow",
-        Match.string_like_regexp(re.escape("+ max_batching_window (10 seconds) = 730 seconds") + ".*but 12 minutes was given"),
+        Match.string_like_regexp(
+            re.escape("+ max_batching_window (10 seconds) = 730 seconds") + ".*but 12 minutes was given"
+        ),
     )
 
 
@@ -426,7 +456,9 @@ def test_warns_reserved_concurrency_below_the_total_of_a_functions_mappings(warn
     assert _warnings_under(warnings, "/Warn/SharedFirst") == []
     warnings.has_warning(
         "/Warn/SharedSecond",
-        Match.string_like_regexp(re.escape("(max_concurrency 3 here; 6 in total over 2 mappings)") + ".*but 5 was given"),
+        Match.string_like_regexp(
+            re.escape("(max_concurrency 3 here; 6 in total over 2 mappings)") + ".*but 5 was given"
+        ),
     )
 
 

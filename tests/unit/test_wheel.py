@@ -144,7 +144,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     (built,) = dist.glob("effectively_once-*.whl")
     return built
@@ -154,9 +156,21 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def user_app(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-         "--target", str(target), str(wheel)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     workdir = tmp_path_factory.mktemp("user-app")
     (workdir / "app.py").write_text(USER_APP)
@@ -165,11 +179,18 @@ def user_app(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [sys.executable, "app.py", str(target), str(REPO)],
-        cwd=workdir, env=env, check=True, capture_output=True, text=True,
+        cwd=workdir,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return {
-        "target": target, "cdk_out": workdir / "cdk.out", "report": json.loads(done.stdout.splitlines()[-1]),
-        "workdir": workdir, "env": env,
+        "target": target,
+        "cdk_out": workdir / "cdk.out",
+        "report": json.loads(done.stdout.splitlines()[-1]),
+        "workdir": workdir,
+        "env": env,
     }
 
 
@@ -185,7 +206,8 @@ def _asset(cdk_out: Path, key: str) -> Path:
 
 def _orders_function(cdk_out: Path) -> dict:
     (props,) = [
-        r["Properties"] for r in _template(cdk_out)["Resources"].values()
+        r["Properties"]
+        for r in _template(cdk_out)["Resources"].values()
         if r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"] == "orders.lambda_handler"
     ]
     return props
@@ -195,7 +217,8 @@ def _orders_runtime_layer(cdk_out: Path) -> Path:
     """The staged asset of the runtime layer on the user's function."""
     resources = _template(cdk_out)["Resources"]
     (layer,) = [
-        resources[ref["Ref"]] for ref in _orders_function(cdk_out)["Layers"]
+        resources[ref["Ref"]]
+        for ref in _orders_function(cdk_out)["Layers"]
         if "Ref" in ref and resources.get(ref["Ref"], {}).get("Type") == "AWS::Lambda::LayerVersion"
     ]
     return _asset(cdk_out, layer["Properties"]["Content"]["S3Key"])
@@ -204,7 +227,8 @@ def _orders_runtime_layer(cdk_out: Path) -> Path:
 def _payment_asset(cdk_out: Path) -> Path:
     """The payment function's asset directory, via its S3 key and the stack's asset manifest."""
     keys = [
-        r["Properties"]["Code"]["S3Key"] for r in _template(cdk_out)["Resources"].values()
+        r["Properties"]["Code"]["S3Key"]
+        for r in _template(cdk_out)["Resources"].values()
         if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "payments.handler.lambda_handler"
     ]
     assert len(keys) == 1
@@ -245,9 +269,14 @@ def test_lambda_asset_has_no_byte_code(user_app: dict) -> None:
 
 def test_user_consumer_is_wired_to_the_users_function(user_app: dict) -> None:
     template = json.loads((user_app["cdk_out"] / "UserStack.template.json").read_text())
-    mappings = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
-    orders = [k for k, r in template["Resources"].items()
-              if r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"] == "orders.lambda_handler"]
+    mappings = [
+        r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    orders = [
+        k
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"] == "orders.lambda_handler"
+    ]
     assert [m["FunctionResponseTypes"] for m in mappings if m["FunctionName"] == {"Ref": orders[0]}] == [
         ["ReportBatchItemFailures"]
     ]
@@ -270,10 +299,16 @@ def test_runtime_layer_asset_holds_the_wheels_runtime_source(user_app: dict) -> 
     shipped = sorted(p.relative_to(layer).as_posix() for p in layer.rglob("*") if p.is_file())
     assert shipped == sorted(
         f"python/effectively_once_runtime/{p.relative_to(installed).as_posix()}"
-        for p in installed.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        for p in installed.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     )
-    assert "python/effectively_once_runtime/__init__.py" in shipped and "python/effectively_once_runtime/names.py" in shipped
-    assert (layer / "python/effectively_once_runtime/consumer.py").read_bytes() == (installed / "consumer.py").read_bytes()
+    assert (
+        "python/effectively_once_runtime/__init__.py" in shipped
+        and "python/effectively_once_runtime/names.py" in shipped
+    )
+    assert (layer / "python/effectively_once_runtime/consumer.py").read_bytes() == (
+        installed / "consumer.py"
+    ).read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -282,9 +317,19 @@ def handler_run(user_app: dict) -> dict:
     script = user_app["workdir"] / "run_handler.py"
     script.write_text(RUN_HANDLER)
     done = subprocess.run(
-        [sys.executable, str(script), str(layer_python), str(user_app["workdir"] / "orders"), str(user_app["target"]),
-         str(REPO)],
-        cwd=user_app["workdir"], env=user_app["env"], check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            str(script),
+            str(layer_python),
+            str(user_app["workdir"] / "orders"),
+            str(user_app["target"]),
+            str(REPO),
+        ],
+        cwd=user_app["workdir"],
+        env=user_app["env"],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return {"layer_python": layer_python, **json.loads(done.stdout.splitlines()[-1])}
 
