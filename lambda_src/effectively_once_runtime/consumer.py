@@ -106,8 +106,8 @@ class Consumer:
         renamed or replaced function would orphan every record; this runtime never uses it.
     :param validate: JMESPath over the body of the fields a duplicate must agree with (e.g. ``"[total, currency]"``).
         :default: ``None``: no payload validation.
-    :param raise_on_no_idempotency_key: a body where ``key`` finds nothing is bad input (a batch item failure).
-        ``False`` processes it unguarded (Powertools warns). :default: ``True``.
+    :param raise_on_no_idempotency_key: a body where ``key`` finds nothing is bad input (permanent: the DLQ, or a
+        batch item failure). ``False`` processes it unguarded (Powertools warns). :default: ``True``.
     :param persistence_layer: builds the persistence layer, called as ``persistence_layer(table_name=...,
         boto_config=...)`` at cold start (e.g. a ``DynamoDBPersistenceLayer`` subclass that accepts records written
         under an older ``validate``). :default: ``DynamoDBPersistenceLayer``.

@@ -77,7 +77,9 @@ def test_queue_region_comes_from_the_queue_url(url: str, region: str | None) -> 
 
 
 @pytest.mark.parametrize("url", ["q", "arn:aws:sqs:us-east-1:123456789012:q", "https://sqs.us-east-1.amazonaws.com/"])
-def test_malformed_dead_letter_queue_url_fails_at_cold_start(orders: Orders, monkeypatch: pytest.MonkeyPatch, url: str) -> None:  # noqa: F811
+def test_malformed_dead_letter_queue_url_fails_at_cold_start(
+    orders: Orders, monkeypatch: pytest.MonkeyPatch, url: str  # noqa: F811
+) -> None:
     monkeypatch.setenv(names.ENV_DEAD_LETTER_QUEUE_URL, url)
     orders.consumer.reset()
 
@@ -108,7 +110,8 @@ class Dlq:
 
     def reasons(self) -> list[dict[str, Any]]:
         return [
-            json.loads(m["MessageAttributes"][names.DEAD_LETTER_REASON_ATTRIBUTE]["StringValue"]) for m in self.messages()
+            json.loads(m["MessageAttributes"][names.DEAD_LETTER_REASON_ATTRIBUTE]["StringValue"])
+            for m in self.messages()
         ]
 
 
@@ -154,7 +157,9 @@ PERMANENT_BODIES = {
     "not JSON": ("not json", "InvalidRecord", None),
     "not an object": ("[1, 2]", "InvalidRecord", None),
     "no idempotency key": (json.dumps({"order": {"total": 5, "currency": "EUR"}}), "InvalidRecord", None),
-    "PermanentError from the record function": (json.dumps(order("o-bad", unfulfillable=True)), "Unfulfillable", "o-bad"),
+    "PermanentError from the record function": (
+        json.dumps(order("o-bad", unfulfillable=True)), "Unfulfillable", "o-bad"
+    ),
     "key reused with another payload": (json.dumps(order("o-1", total=999)), "IdempotencyValidationError", "o-1"),
 }
 
@@ -234,8 +239,11 @@ def test_transient_failure_is_a_batch_item_failure_and_not_sent(dlq: Dlq, make: 
     assert dlq.orders.messages(names.MSG_RECORD_DEAD_LETTERED) == []
 
 
-def test_send_to_a_wrong_queue_url_fails_the_record_and_loses_nothing(orders: Orders, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    dlq = _use_dlq(orders, monkeypatch, fifo=False, url=f"https://sqs.{REGION}.amazonaws.com/123456789012/no-such-queue")
+def test_send_to_a_wrong_queue_url_fails_the_record_and_loses_nothing(
+    orders: Orders, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    wrong = f"https://sqs.{REGION}.amazonaws.com/123456789012/no-such-queue"
+    dlq = _use_dlq(orders, monkeypatch, fifo=False, url=wrong)
     bad, good = sqs_record("not json"), sqs_record(order("o-good"))
 
     response = orders.invoke([bad, good])
