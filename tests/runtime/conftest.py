@@ -172,15 +172,18 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             handler_module.reset()
 
 
-def use_dead_letter_queue(monkeypatch: pytest.MonkeyPatch, *, fifo: bool) -> tuple[Any, str]:
-    """Create a DLQ in moto (inside ``aws``) and point ``DEAD_LETTER_QUEUE_URL`` at it, as the consumer does;
-    the handler reads it at its next cold start. Returns the SQS client and the queue URL."""
+def use_dead_letter_queue(
+    monkeypatch: pytest.MonkeyPatch, *, fifo: bool, consumer: Any = None, url: str | None = None
+) -> tuple[Any, str]:
+    """Create a DLQ in moto (inside ``mock_aws``) and point ``DEAD_LETTER_QUEUE_URL`` at it (or at ``url``), as the
+    consumer does; ``consumer`` (default: the payment handler's) reads it at its next cold start. Returns the SQS
+    client and the created queue's URL."""
     sqs = boto3.client("sqs", region_name=REGION)
-    name, attributes = ("payments-dlq.fifo", {"FifoQueue": "true"}) if fifo else ("payments-dlq", {})
-    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-    monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", url)
-    handler_module.consumer.reset()
-    return sqs, url
+    name, attributes = ("dlq.fifo", {"FifoQueue": "true"}) if fifo else ("dlq", {})
+    created = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", url or created)
+    (consumer or handler_module.consumer).reset()
+    return sqs, created
 
 
 def queue_bodies(sqs: Any, url: str) -> list[str]:

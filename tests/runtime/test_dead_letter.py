@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-import boto3
 import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
@@ -25,7 +24,7 @@ from effectively_once_runtime import InvalidRecord, PermanentError, names
 from effectively_once_runtime.dead_letter import MAX_MESSAGE_ATTRIBUTES, DeadLetterQueue, is_permanent, queue_region
 from payments.model import InvalidPayment
 
-from .conftest import IDEMPOTENCY_TABLE, REGION, FakeLambdaContext, failures, redeliver, sqs_record
+from .conftest import IDEMPOTENCY_TABLE, REGION, FakeLambdaContext, failures, redeliver, sqs_record, use_dead_letter_queue
 from .test_runtime import Orders, Unfulfillable, _stored_key, order
 from .test_runtime import orders  # noqa: F401  (fixture)
 
@@ -116,12 +115,7 @@ class Dlq:
 
 
 def _use_dlq(orders: Orders, monkeypatch: pytest.MonkeyPatch, *, fifo: bool, url: str | None = None) -> Dlq:
-    sqs = boto3.client("sqs", region_name=REGION)
-    attributes = {"FifoQueue": "true"} if fifo else {}
-    created = sqs.create_queue(QueueName="orders-dlq.fifo" if fifo else "orders-dlq", Attributes=attributes)["QueueUrl"]
-    monkeypatch.setenv(names.ENV_DEAD_LETTER_QUEUE_URL, url or created)
-    orders.consumer.reset()
-    return Dlq(orders, sqs, created)
+    return Dlq(orders, *use_dead_letter_queue(monkeypatch, fifo=fifo, consumer=orders.consumer, url=url))
 
 
 @pytest.fixture
