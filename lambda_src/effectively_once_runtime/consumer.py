@@ -18,7 +18,13 @@ What every handler built on it does (the guarantees no record function has to re
   ``receive_count``; the metric names and log messages are those of ``names.py``, which the constructs' alarms,
   dashboard and queries read.
 - Bad input (not JSON, not an object, no key, failed validation, a ``PermanentError`` from the record function)
-  is logged as one clear line and becomes a batch item failure of that record alone. A batch is never lost.
+  is logged as one clear line. It is permanent (``dead_letter.is_permanent``): with ``DEAD_LETTER_QUEUE_URL`` set,
+  an SQS record is sent to that dead-letter queue on first sight with a reason attribute, logged as ``record
+  dead-lettered``, counted in ``DeadLettered`` and reported done, so on FIFO the rest of its message group goes on.
+  When the send is impossible (more than 10 message attributes with the reason) or fails, or without the variable,
+  it is a batch item failure of that record alone and SQS moves it after ``maxReceiveCount`` receives. Everything
+  else (throttling, timeouts, an in-progress duplicate, any unexpected exception) is transient: a batch item
+  failure. A batch is never lost. A direct invocation has no queue: it raises as before.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from botocore.config import Config
 
 from . import names
 from .body import SHOWN_CHARS, json_safe, parse_object
+from .dead_letter import DeadLetterQueue, is_permanent
 from .errors import InvalidRecord, PermanentError
 from .settings import RuntimeSettings, check_key_prefix
 
@@ -79,12 +86,14 @@ def key_text(value: Any) -> str | None:
 @dataclass
 class ConsumerState:
     """One execution environment's state, built on first use (cold start): settings, persistence layer,
-    idempotency config and the idempotent record function."""
+    idempotency config, the idempotent record function and the dead-letter queue (``None`` without
+    ``DEAD_LETTER_QUEUE_URL``; its SQS client is built on its first send)."""
 
     settings: RuntimeSettings
     persistence_store: BasePersistenceLayer
     config: IdempotencyConfig
     process: Callable[..., Any]
+    dead_letter: DeadLetterQueue | None = None
 
 
 class Consumer:
@@ -97,8 +106,8 @@ class Consumer:
         renamed or replaced function would orphan every record; this runtime never uses it.
     :param validate: JMESPath over the body of the fields a duplicate must agree with (e.g. ``"[total, currency]"``).
         :default: ``None``: no payload validation.
-    :param raise_on_no_idempotency_key: a body where ``key`` finds nothing is bad input (a batch item failure).
-        ``False`` processes it unguarded (Powertools warns). :default: ``True``.
+    :param raise_on_no_idempotency_key: a body where ``key`` finds nothing is bad input (permanent: the DLQ, or a
+        batch item failure). ``False`` processes it unguarded (Powertools warns). :default: ``True``.
     :param persistence_layer: builds the persistence layer, called as ``persistence_layer(table_name=...,
         boto_config=...)`` at cold start (e.g. a ``DynamoDBPersistenceLayer`` subclass that accepts records written
         under an older ``validate``). :default: ``DynamoDBPersistenceLayer``.
@@ -193,9 +202,12 @@ class Consumer:
         """Build the execution environment's state from the environment (what the first invocation does).
         Tests and benchmarks pass their own ``persistence_store``.
 
-        :raises ValueError: the environment is incomplete or malformed (``RuntimeSettings.from_env``).
+        :raises ValueError: the environment is incomplete or malformed (``RuntimeSettings.from_env``), or
+            ``DEAD_LETTER_QUEUE_URL`` is not a queue URL.
         """
         settings = RuntimeSettings.from_env(default_key_prefix=self.key_prefix, env=env)
+        url = settings.dead_letter_queue_url
+        dead_letter = DeadLetterQueue(url) if url else None
         if persistence_store is None:
             # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
             # takes as TableName): a request goes to the client's own Region, so build the client in the table's.
@@ -216,7 +228,7 @@ class Consumer:
             config=config,
             key_prefix=settings.key_prefix,
         )(self._run_record_function)
-        self._state = ConsumerState(settings, persistence_store, config, process)
+        self._state = ConsumerState(settings, persistence_store, config, process, dead_letter)
         return self._state
 
     @property
@@ -280,7 +292,41 @@ class Consumer:
             )
             raise
 
-    def _process_sqs_record(self, record: SQSRecord) -> Any:
+    def _process_sqs_record(self, record: SQSRecord, lambda_context: Any = None) -> Any:
+        # Powertools passes lambda_context because this signature names it (BasePartialProcessor.__call__).
+        try:
+            return self._process_sqs_body(record)
+        except Exception as error:
+            if not is_permanent(error) or not self._dead_letter(record, error, lambda_context):
+                raise
+            # Done: the batch processor counts it a success, so a FIFO group goes on behind it.
+            return None
+
+    def _dead_letter(self, record: SQSRecord, error: Exception, lambda_context: Any) -> bool:
+        """Send ``record`` to the dead-letter queue; whether it was sent (a failure is logged, never raised)."""
+        dead_letter = self.state.dead_letter
+        if dead_letter is None:
+            return False
+        function_name = getattr(lambda_context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+        try:
+            copy_id = dead_letter.send(record, error, function_name)
+        except Exception as send_error:  # noqa: BLE001 - any failure keeps the record in the queue: nothing is lost
+            self.logger.warning(
+                names.MSG_DEAD_LETTER_FAILED,
+                extra={
+                    names.FIELD_ERROR_TYPE: type(error).__name__,
+                    names.FIELD_REASON: f"{type(send_error).__name__}: {send_error}"[: SHOWN_CHARS * 5],
+                },
+            )
+            return False
+        self.metrics.add_metric(name=names.METRIC_DEAD_LETTERED, unit=MetricUnit.Count, value=1)
+        self.logger.warning(
+            names.MSG_RECORD_DEAD_LETTERED,
+            extra={names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_DEAD_LETTER_MESSAGE_ID: copy_id},
+        )
+        return True
+
+    def _process_sqs_body(self, record: SQSRecord) -> Any:
         self.logger.set_correlation_id(None)
         self.logger.append_keys(
             **{

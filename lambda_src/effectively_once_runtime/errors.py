@@ -6,9 +6,10 @@ from __future__ import annotations
 class PermanentError(Exception):
     """The record can never succeed (bad input, a business rule): retrying it changes nothing.
 
-    Today it is a batch item failure like any other error (the record returns to the queue and, after
-    ``maxReceiveCount`` receives, moves to the dead-letter queue); it is logged as ``invalid record`` and counted in
-    ``InvalidRecords``. A directly invoked event that raises it raises it to the caller.
+    It is logged as ``invalid record`` and counted in ``InvalidRecords``. An SQS record that raises it is sent to the
+    dead-letter queue on first sight (``DEAD_LETTER_QUEUE_URL``, set by the consumer) and reported done; without
+    that variable, or when the send fails, it is a batch item failure (SQS moves it after ``maxReceiveCount``
+    receives). A directly invoked event that raises it raises it to the caller.
     """
 
 

@@ -20,7 +20,8 @@ ENV_KEY_PREFIX = "IDEMPOTENCY_KEY_PREFIX"
 ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 #: Powertools Metrics namespace.
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
-#: Reserved for the dead-letter issue: where a permanent failure is moved on first sight. Not read yet.
+#: The source queue's dead-letter queue (its URL): where the runtime sends a permanent failure on first sight. Unset
+#: or empty: a permanent failure is a batch item failure like any other.
 ENV_DEAD_LETTER_QUEUE_URL = "DEAD_LETTER_QUEUE_URL"
 
 # --- defaults --------------------------------------------------------------------------------------------------------
@@ -42,15 +43,23 @@ METRIC_DUPLICATES_SUPPRESSED = "DuplicatesSuppressed"
 METRIC_INVALID_RECORDS = "InvalidRecords"
 #: Records one SQS invocation reported in ``batchItemFailures``, zero included (the failed-records alarm).
 METRIC_FAILED_RECORDS = "FailedRecords"
+#: Permanent failures the runtime sent to the dead-letter queue on first sight (and reported done).
+METRIC_DEAD_LETTERED = "DeadLettered"
 #: Every metric the runtime emits, in dashboard order.
 EMF_METRICS = (
     METRIC_EFFECTS_EXECUTED,
     METRIC_DUPLICATES_SUPPRESSED,
     METRIC_INVALID_RECORDS,
     METRIC_FAILED_RECORDS,
+    METRIC_DEAD_LETTERED,
 )
 #: The dimension Powertools Metrics adds to every metric when a service name is set.
 EMF_SERVICE_DIMENSION = "service"
+
+# --- the copy in the dead-letter queue -------------------------------------------------------------------------------
+#: The one message attribute the runtime adds to a copy it sends to the dead-letter queue: a JSON object with
+#: ``error_type``, ``message`` (cut short), ``message_id`` and ``receive_count`` of the original, ``function_name``.
+DEAD_LETTER_REASON_ATTRIBUTE = "effectively-once-reason"
 
 # --- log fields (Powertools Logger JSON) ----------------------------------------------------------------------------
 FIELD_MESSAGE = "message"
@@ -69,6 +78,10 @@ FIELD_IDEMPOTENCY_ERROR = "idempotency_error"
 FIELD_REASON = "reason"
 #: The declared side effect's name (the effect function's ``__name__``).
 FIELD_EFFECT = "effect"
+#: Exception class name of a permanent failure sent to the dead-letter queue (``InvalidRecord``, ...).
+FIELD_ERROR_TYPE = "error_type"
+#: Message id of the copy in the dead-letter queue.
+FIELD_DEAD_LETTER_MESSAGE_ID = "dead_letter_message_id"
 
 # --- log messages -----------------------------------------------------------------------------------------------------
 #: One per delivery whose record function ran to completion.
@@ -79,6 +92,12 @@ MSG_DUPLICATE_SUPPRESSED = "duplicate suppressed"
 MSG_IDEMPOTENCY_REJECTED = "idempotency rejected"
 #: Bad input (field ``reason``).
 MSG_INVALID_RECORD = "invalid record"
+#: A permanent failure sent to the dead-letter queue on first sight and reported done (fields ``error_type``,
+#: ``dead_letter_message_id``; ``idempotency_key`` when the body had one, ``message_id``).
+MSG_RECORD_DEAD_LETTERED = "record dead-lettered"
+#: A permanent failure that could not be sent to the dead-letter queue (field ``reason``): reported as a batch item
+#: failure instead, so SQS moves it after ``maxReceiveCount`` receives.
+MSG_DEAD_LETTER_FAILED = "dead-letter send failed"
 #: One per executed side effect, with ``idempotency_key`` and ``effect``, flushed before the effect's caller
 #: continues: production's effects-per-key query and the local chaos checker count this line.
 EFFECT_EXECUTED = "effect executed"

@@ -16,6 +16,9 @@ variable                        required meaning
 ``POWERTOOLS_SERVICE_NAME``     no       Logger/Metrics service. Default ``names.DEFAULT_SERVICE_NAME``.
 ``POWERTOOLS_METRICS_NAMESPACE`` no      Metrics namespace. Default ``names.DEFAULT_METRICS_NAMESPACE``.
 ``POWERTOOLS_IDEMPOTENCY_DISABLED`` no   Powertools' own switch; ``true`` turns idempotency off (control runs only).
+``DEAD_LETTER_QUEUE_URL``       no       The source queue's DLQ: a permanent failure is sent there on first sight
+                                         and reported done (``dead_letter.py``). Unset or empty: it is a batch item
+                                         failure, and SQS moves it after ``maxReceiveCount`` receives.
 =============================== ======== ============================================================================
 """
 
@@ -70,6 +73,7 @@ class RuntimeSettings:
     table_name: str
     key_prefix: str
     expiry_seconds: int = names.DEFAULT_EXPIRY_SECONDS
+    dead_letter_queue_url: str | None = None
 
     @property
     def table_region(self) -> str | None:
@@ -81,7 +85,7 @@ class RuntimeSettings:
         """Read the settings; ``default_key_prefix`` applies when ``IDEMPOTENCY_KEY_PREFIX`` is unset or empty.
 
         :raises ValueError: ``IDEMPOTENCY_TABLE_NAME`` is missing, or a value is malformed (the message names the
-            variable and the value).
+            variable and the value; ``DEAD_LETTER_QUEUE_URL`` is checked where it is used, ``dead_letter.py``).
         """
         env = os.environ if env is None else env
         table = env.get(names.ENV_TABLE_NAME)
@@ -100,4 +104,5 @@ class RuntimeSettings:
             table_name=table,
             key_prefix=check_key_prefix(names.ENV_KEY_PREFIX, prefix),
             expiry_seconds=expiry,
+            dead_letter_queue_url=env.get(names.ENV_DEAD_LETTER_QUEUE_URL) or None,
         )

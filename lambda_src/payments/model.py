@@ -43,7 +43,8 @@ _CURRENCY = re.compile(r"[A-Z]{3}")
 
 
 class InvalidPayment(PermanentError, ValueError):
-    """The message is not a valid payment; it fails alone and, after maxReceiveCount, ends in the DLQ."""
+    """The message is not a valid payment: a ``PermanentError``, so it fails alone, is never charged and goes to the
+    DLQ on first sight (or, without ``DEAD_LETTER_QUEUE_URL``, after maxReceiveCount receives)."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 the payload validation hash.
 
 The payload validation covers ``[account_id, amount, currency]`` (``PAYLOAD_VALIDATION_JMESPATH``): a payment id
-reused for another account, amount or currency is an ``IdempotencyValidationError`` (a batch item failure, never a
+reused for another account, amount or currency is an ``IdempotencyValidationError`` (permanent: sent to the DLQ, never a
 charge). Before it covered only ``[amount, currency]`` (``LEGACY_PAYLOAD_VALIDATION_JMESPATH``), and the stored
 ``validation`` attribute is a hash of those values (Powertools: md5 of ``json.dumps(values, sort_keys=True)``). A record
 written before the change would therefore reject its own legitimate duplicates, and a rejected duplicate is retried

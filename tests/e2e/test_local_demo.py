@@ -2,7 +2,8 @@
 with producer duplicates and crashes, and the report read back from the deployed tables and queues.
 
 Runs the same entry point as `make demo` (``python -m effectively_once.local demo``) on 200 payments. Each run
-takes about a minute and a half, most of it the poison messages' five receives before the DLQ.
+takes about a minute and a half (102 s measured on 2 shared cores); the poison messages go to the DLQs on first
+sight.
 """
 
 from __future__ import annotations

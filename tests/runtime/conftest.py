@@ -146,6 +146,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     for name, value in HANDLER_ENV.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    # Set only by the tests that want permanent failures sent to a DLQ (use_dead_letter_queue): the others check
+    # the behaviour without it (dead_letter_on_first_sight=False), a batch item failure.
+    monkeypatch.delenv("DEAD_LETTER_QUEUE_URL", raising=False)
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name=REGION)
         create_table(ddb, IDEMPOTENCY_TABLE, "id")
@@ -167,3 +170,25 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         finally:
             gateway_module.set_gateway_factory(None)
             handler_module.reset()
+
+
+def use_dead_letter_queue(
+    monkeypatch: pytest.MonkeyPatch, *, fifo: bool, consumer: Any = None, url: str | None = None
+) -> tuple[Any, str]:
+    """Create a DLQ in moto (inside ``mock_aws``) and point ``DEAD_LETTER_QUEUE_URL`` at it (or at ``url``), as the
+    consumer does; ``consumer`` (default: the payment handler's) reads it at its next cold start. Returns the SQS
+    client and the created queue's URL."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    name, attributes = ("dlq.fifo", {"FifoQueue": "true"}) if fifo else ("dlq", {})
+    created = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", url or created)
+    (consumer or handler_module.consumer).reset()
+    return sqs, created
+
+
+def queue_bodies(sqs: Any, url: str) -> list[str]:
+    """The bodies of every message in a queue (received once with a long visibility timeout, left there)."""
+    bodies: list[str] = []
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get("Messages"):
+        bodies.extend(m["Body"] for m in batch)
+    return bodies

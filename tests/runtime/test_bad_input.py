@@ -1,5 +1,7 @@
 """Bad input, sent on purpose (issue 12, section 8): never a second charge, never silently accepted or swallowed,
-never a crash of the batch. Every bad record is a batch item failure of that record alone."""
+never a crash of the batch. Every bad record fails alone: without ``DEAD_LETTER_QUEUE_URL`` (the consumer's
+``dead_letter_on_first_sight=False``) as a batch item failure of that record alone, with it (the default, issue 14)
+sent to the DLQ on first sight and reported done, so it holds back nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +17,16 @@ from payments.model import InvalidPayment, Payment, parse_payment
 from payments.persistence import LEGACY_PAYLOAD_VALIDATION_JMESPATH, PAYLOAD_VALIDATION_JMESPATH
 from payments.settings import DEFAULT_KEY_PREFIX
 
-from .conftest import IDEMPOTENCY_TABLE, Env, failures, payment, redeliver, sqs_record
+from .conftest import (
+    IDEMPOTENCY_TABLE,
+    Env,
+    failures,
+    payment,
+    queue_bodies,
+    redeliver,
+    sqs_record,
+    use_dead_letter_queue,
+)
 from .test_logging import log_lines  # noqa: F401  (fixture)
 
 GOOD = '"account_id": "acct-1", "amount": 1000, "currency": "EUR"'
@@ -80,18 +91,26 @@ def test_bad_body_is_invalid_payment_with_a_short_message(body: str) -> None:
 
 
 @pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
-def test_every_bad_body_fails_alone_in_one_batch_and_none_is_charged(aws: Env, fifo: bool) -> None:
+@pytest.mark.parametrize("dlq", [False, True], ids=["no dlq", "dlq on first sight"])
+def test_every_bad_body_fails_alone_in_one_batch_and_none_is_charged(
+    aws: Env, monkeypatch: pytest.MonkeyPatch, fifo: bool, dlq: bool
+) -> None:
     # One batch (one moto setup) for all of them; the parametrized test above names each body's reason. On a FIFO
     # queue each message has its own group, so a failure may hold back nothing but itself.
     def record(body: str | dict[str, Any], n: int) -> dict[str, Any]:
         return sqs_record(body, fifo_group=f"g{n}", sequence=n) if fifo else sqs_record(body)
 
+    queue = use_dead_letter_queue(monkeypatch, fifo=fifo) if dlq else None
     bad = {name: record(body, n) for n, (name, body) in enumerate(BAD_BODIES.items(), start=2)}
     batch = [record(payment("p-good-1"), 1), *bad.values(), record(payment("p-good-2"), 999)]
 
     response = aws.invoke(batch)
 
-    assert failures(response) == {r["messageId"] for r in bad.values()}
+    if queue is None:
+        assert failures(response) == {r["messageId"] for r in bad.values()}
+    else:
+        assert failures(response) == set(), "every bad body is in the DLQ and done"
+        assert sorted(queue_bodies(*queue)) == sorted(r["body"] for r in bad.values())
     assert aws.gateway.calls == 2
     assert sorted(i["payment_id"]["S"] for i in aws.ledger()) == ["p-good-1", "p-good-2"]
     assert len(aws.idempotency_items()) == 2, "a bad body must not leave an idempotency record"
@@ -116,6 +135,29 @@ def test_bad_direct_invocation_raises_invalid_payment_and_is_never_charged(aws: 
 
     assert aws.gateway.calls == 0
     assert aws.idempotency_items() == []
+
+
+def test_payment_behind_poison_in_its_fifo_group_is_charged_at_once_with_the_dlq(
+    aws: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The point of dead-lettering on first sight: a valid payment never waits behind poison in its group.
+    sqs, url = use_dead_letter_queue(monkeypatch, fifo=True)
+    batch = [
+        sqs_record(payment("a1", account="acct-1"), fifo_group="acct-1", sequence=1),
+        sqs_record(BAD_BODIES["amount NaN"], fifo_group="acct-1", sequence=2),
+        sqs_record(payment("a2", account="acct-1"), fifo_group="acct-1", sequence=3),
+        sqs_record(payment("pay-1", account="acct-1"), fifo_group="acct-1", sequence=4),
+    ]
+    assert failures(aws.invoke([sqs_record(payment("pay-1", account="acct-2"))])) == set()
+
+    response = aws.invoke(batch)
+
+    assert failures(response) == set()
+    assert [i["payment_id"]["S"] for i in aws.ledger()].count("pay-1") == 1
+    assert sorted(i["payment_id"]["S"] for i in aws.ledger()) == ["a1", "a2", "pay-1"]
+    assert sorted(queue_bodies(sqs, url)) == sorted([batch[1]["body"], batch[3]["body"]]), (
+        "the invalid payment and the payment id reused for another account are both in the DLQ"
+    )
 
 
 def test_trailing_newline_is_not_charged_beside_the_payment(aws: Env) -> None:

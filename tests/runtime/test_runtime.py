@@ -91,6 +91,7 @@ def orders(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) 
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv(names.ENV_KEY_PREFIX, raising=False)
+    monkeypatch.delenv(names.ENV_DEAD_LETTER_QUEUE_URL, raising=False)  # test_dead_letter.py sets it
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name=REGION)
         create_table(ddb, IDEMPOTENCY_TABLE, "id")

@@ -271,7 +271,7 @@ def _dashboard_body(synth: dict) -> str:
 def test_dashboard_shows_the_handlers_emf_metrics_with_the_service_dimension(synth: dict) -> None:
     body = _dashboard_body(synth)
     # The runtime's generic names (effectively_once_runtime.names.EMF_METRICS), spelled out here on purpose.
-    for name in ("EffectsExecuted", "DuplicatesSuppressed", "InvalidRecords", "FailedRecords"):
+    for name in ("EffectsExecuted", "DuplicatesSuppressed", "InvalidRecords", "FailedRecords", "DeadLettered"):
         assert f'[\\"Shop\\",\\"{name}\\",\\"service\\",\\"shop\\"' in body
 
 
