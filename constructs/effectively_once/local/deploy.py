@@ -20,9 +20,12 @@ class DeployError(RuntimeError):
 
 
 def cdk_command(app_dir: Path) -> list[str]:
-    local = app_dir / "node_modules" / ".bin" / "cdk"
-    if local.exists():
-        return [str(local)]
+    """The CDK CLI of the app's project: ``node_modules/.bin/cdk`` in ``app_dir`` or a folder above it (an app in
+    a subfolder of its repository, like ``examples/orders``), else ``cdk`` on the PATH."""
+    for folder in (app_dir, *app_dir.resolve().parents):
+        local = folder / "node_modules" / ".bin" / "cdk"
+        if local.exists():
+            return [str(local)]
     if shutil.which("cdk"):
         return ["cdk"]
     raise DeployError(f"the CDK CLI is not installed in {app_dir}/node_modules (run `npm ci` there, or `make setup`)")
