@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .esm import MappingConfig
 from .server import ACCOUNT, REGION, aws_env
@@ -44,12 +44,14 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: s
 
 
 def deploy(
-    endpoint: str, app_dir: Path, stack: str, context: dict[str, str], log_path: Path
+    endpoint: str, app_dir: Path, stack: str | Sequence[str], context: dict[str, str], log_path: Path
 ) -> None:
-    """``cdk bootstrap`` then ``cdk deploy STACK`` against ``endpoint``, with ``-c key=value`` context values.
+    """``cdk bootstrap`` then ``cdk deploy STACK...`` against ``endpoint``, with ``-c key=value`` context values
+    (several stacks: one synth, one command).
 
     :raises DeployError: either command failed.
     """
+    stacks = [stack] if isinstance(stack, str) else list(stack)
     env = {**os.environ, **aws_env(endpoint), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     # cdk.json runs `python3 app.py`: use this interpreter's environment (the project's .venv).
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -60,11 +62,11 @@ def deploy(
     ctx += ["--output", str(log_path.parent / "cdk.out")]
     _run([*cdk, "bootstrap", f"aws://{ACCOUNT}/{REGION}", *ctx], app_dir, env, log_path, "cdk bootstrap")
     _run(
-        [*cdk, "deploy", stack, "--require-approval", "never", "--progress", "events", *ctx],
+        [*cdk, "deploy", *stacks, "--require-approval", "never", "--progress", "events", *ctx],
         app_dir,
         env,
         log_path,
-        f"cdk deploy {stack}",
+        f"cdk deploy {' '.join(stacks)}",
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .chaos import ChaosConfig
-from .chaos_input import InputFileError, compile_key, body_key, load_input, plan, resolve_queue, send
+from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, plan, resolve_queue, send
 from .demo import _bar, _in_queue, clear_run_dir
 from .deploy import DeployError, deploy
 from .effects import build, effect_lines, kills, render, verdict
@@ -48,6 +48,10 @@ class ChaosOptions:
     run_dir: Path = Path(".local-aws/chaos")
     drain_timeout_seconds: int = 600
     quiet: bool = False
+    #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
+    #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.
+    endpoint: str | None = None
+    cdk_out: Path | None = None
 
     def __post_init__(self) -> None:
         if (self.effect_table is None) != (self.effect_key is None):
@@ -108,6 +112,65 @@ def _drain(pool: PollerPool, sqs: Any, urls: list[str], total: int, opts: ChaosO
             settled = settled + 1 if remaining == 0 else 0
 
 
+def _run(
+    opts: ChaosOptions, lines: list[InputLine], endpoint: str, cdk_out: Path, log: Callable[[str], None]
+) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
+    """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
+    the store's effects per key (``None`` without a store) and the store's table name."""
+    session = _session(endpoint)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint  # every client below talks to the local AWS only
+    mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
+    disable(session, mappings)
+    for m in mappings:
+        c = m.mapping
+        log(
+            f"{m.label} ({m.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
+            f"visibility timeout {c.visibility_timeout_seconds}s, function timeout {c.function_timeout_seconds}s"
+        )
+    labels = {m.label: m.queue_name for m in mappings}
+    routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
+    fifo = {m.label: m.fifo for m in mappings}
+    table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
+    env = aws_env(endpoint)
+    specs = [
+        (
+            PollerSpec(
+                mapping=m.mapping,
+                run_dir=str(opts.run_dir),
+                handler_root=str(m.code_dir),
+                aws_env=env,
+                chaos=opts.chaos,
+                key_expression=opts.key,
+            ),
+            opts.concurrency,
+        )
+        for m in mappings
+    ]
+    pool = PollerPool(specs)
+    sqs = session.client("sqs")
+    urls = {m.label: m.mapping.queue_url for m in mappings}
+    outgoing = plan(lines, routes, fifo, opts.chaos)
+    total = sum(len(v) for v in outgoing.values())
+    try:
+        # Originals before polling starts, resends while it runs (a producer retrying).
+        with _bar(total, "sending", opts.quiet) as bar:
+            send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"] for q, msgs in outgoing.items()},
+                 bar.update)
+            pool.start()
+            send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
+                 bar.update)
+        _drain(pool, sqs, list(urls.values()), total, opts)
+    finally:
+        pool.stop()
+    dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
+    store: Counter[str] | None = None
+    if table is not None:
+        assert opts.effect_key is not None
+        items = scan_ledger(session.client("dynamodb"), table)
+        store = Counter(k for k in (_attr_text(i.get(opts.effect_key)) for i in items) if k is not None)
+    return mappings, total, pool.restarts, dlq_bodies, store, table
+
+
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
     report (also written to ``opts.report_path``).
@@ -119,61 +182,18 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     key_path = compile_key(opts.key)
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
-    with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
-        log(f"local AWS (moto) on {aws.endpoint}")
-        t0 = time.monotonic()
-        deploy(aws.endpoint, opts.app_dir, opts.stack, dict(opts.context), opts.run_dir / "cdk.log")
-        log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
-        session = _session(aws.endpoint)
-        os.environ["AWS_ENDPOINT_URL"] = aws.endpoint  # every client below talks to the local AWS only
-        mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, opts.run_dir / "cdk.out")
-        disable(session, mappings)
-        for m in mappings:
-            c = m.mapping
-            log(
-                f"{m.label} ({m.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
-                f"visibility timeout {c.visibility_timeout_seconds}s, function timeout {c.function_timeout_seconds}s"
-            )
-        labels = {m.label: m.queue_name for m in mappings}
-        routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
-        fifo = {m.label: m.fifo for m in mappings}
-        table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
-        env = aws_env(aws.endpoint)
-        specs = [
-            (
-                PollerSpec(
-                    mapping=m.mapping,
-                    run_dir=str(opts.run_dir),
-                    handler_root=str(m.code_dir),
-                    aws_env=env,
-                    chaos=opts.chaos,
-                    key_expression=opts.key,
-                ),
-                opts.concurrency,
-            )
-            for m in mappings
-        ]
-        pool = PollerPool(specs)
-        sqs = session.client("sqs")
-        urls = {m.label: m.mapping.queue_url for m in mappings}
-        outgoing = plan(lines, routes, fifo, opts.chaos)
-        total = sum(len(v) for v in outgoing.values())
-        try:
-            with _bar(total, "sending", opts.quiet) as bar:
-                send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"] for q, msgs in outgoing.items()},
-                     bar.update)
-                pool.start()
-                send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
-                     bar.update)
-            _drain(pool, sqs, list(urls.values()), total, opts)
-        finally:
-            pool.stop()
-        dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
-        store: Counter[str] | None = None
-        if table is not None:
-            assert opts.effect_key is not None
-            items = scan_ledger(session.client("dynamodb"), table)
-            store = Counter(k for k in (_attr_text(i.get(opts.effect_key)) for i in items) if k is not None)
+    if opts.endpoint is None:
+        with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
+            log(f"local AWS (moto) on {aws.endpoint}")
+            t0 = time.monotonic()
+            deploy(aws.endpoint, opts.app_dir, opts.stack, dict(opts.context), opts.run_dir / "cdk.log")
+            log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
+            outcome = _run(opts, lines, aws.endpoint, opts.run_dir / "cdk.out", log)
+    else:
+        if opts.cdk_out is None:
+            raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
+        outcome = _run(opts, lines, opts.endpoint, opts.cdk_out, log)
+    mappings, total, restarts, dlq_bodies, store, table = outcome
     sent = Counter(ln.key for ln in lines if ln.key is not None)
     log_counts = Counter(str(ln.get("idempotency_key")) for ln in effect_lines(opts.run_dir))
     dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}
@@ -196,7 +216,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         "effect_store": {"table": table, "key_attribute": opts.effect_key} if table else None,
         "chaos": opts.chaos.__dict__,
         "pollers_per_mapping": opts.concurrency,
-        "poller_restarts": pool.restarts,
+        "poller_restarts": restarts,
         "seconds": round(time.monotonic() - started, 1),
     }
     code, reasons = verdict(report)
