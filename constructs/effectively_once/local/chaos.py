@@ -37,8 +37,9 @@ DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ra
 
 @dataclass(frozen=True)
 class ChaosConfig:
-    """Fractions in 0..1. ``crash_after_charge``, ``crash_after_complete`` and ``timeout`` are per invocation;
-    ``resend`` and ``concurrent_duplicates`` are per payment (the producer sends those twice)."""
+    """Fractions in 0..1. ``crash_after_charge`` (a kill after the side effect, before the record is completed: the
+    payments charge, or any runtime handler's effect line), ``crash_after_complete`` and ``timeout`` are per
+    invocation; ``resend`` and ``concurrent_duplicates`` are per key (the producer sends those twice)."""
 
     resend: float = 0.0
     concurrent_duplicates: float = 0.0
@@ -128,10 +129,8 @@ class InvocationChaos:
 
     def on_effect(self, key: str | None, effect: str | None) -> None:
         """The runtime's effect line was written: the effect for ``key`` returned, its record is not completed yet.
-        Booked first (flushed), then the kill or stall this invocation drew, if it is to happen here."""
-        self.log.write(
-            event="effect", key=key, effect=effect, pid=os.getpid(), invocation=self.invocation, request_id=self.request_id
-        )
+        The line itself is already in the function log (the tap writes it through first): that is what the report
+        books a kill by. Then the kill or stall this invocation drew, if it is to happen here."""
         if not self.at_effect_line:
             return
         if self.fate == AFTER_CHARGE:

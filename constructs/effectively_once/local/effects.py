@@ -129,7 +129,7 @@ def build(
             "unexpected": len(unexpected),
             "replayed_after_kill": len(replayed),
             "unexplained_replays": len(unexplained),
-            "kills": {kind: per_kind.get(kind, 0) for kind in KILL_KINDS},
+            "kills": {**{kind: 0 for kind in KILL_KINDS}, **per_kind},
             "kills_between_effect_and_completion": sum(killed.values()),
         },
         "effects_counted_from": "store" if store_counts is not None else "effect log lines",
