@@ -22,7 +22,8 @@ class DeployedMapping:
     """One deployed SQS event source mapping and what it connects.
 
     ``label``: the source queue's logical id (stable, and what an input line's ``queue`` names); ``queue_name``;
-    ``fifo``; ``dlq_url`` (``None`` when the queue has no redrive policy); ``code_dir``: the function's code.
+    ``fifo``; ``dlq_url`` (``None`` when the queue has no redrive policy); ``code_dir``: the function's code
+    (``None`` when discovered without a ``cdk.out``, e.g. in a real account).
     """
 
     label: str
@@ -31,7 +32,7 @@ class DeployedMapping:
     mapping: MappingConfig
     mapping_uuid: str
     dlq_url: str | None
-    code_dir: Path
+    code_dir: Path | None
 
 
 def _resources(cfn: Any, stack: str) -> list[dict[str, Any]]:
@@ -61,8 +62,9 @@ def code_dir(cdk_out: Path, stack: str, logical_id: str) -> Path:
     return folder
 
 
-def discover_mappings(session: Any, stack: str, cdk_out: Path) -> list[DeployedMapping]:
-    """Every SQS event source mapping of ``stack``, in the order of their queues' logical ids.
+def discover_mappings(session: Any, stack: str, cdk_out: Path | None) -> list[DeployedMapping]:
+    """Every SQS event source mapping of ``stack``, in the order of their queues' logical ids; ``cdk_out``: the
+    folder the stack was deployed from, to find each function's code (``None``: no code folders).
 
     :raises DeployError: the stack has no SQS event source mapping, or a function's code folder is not found.
     """
@@ -95,7 +97,7 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path) -> list[DeployedM
         )
         fn = lam.get_function_configuration(FunctionName=esm["FunctionArn"])
         fn_logical = by_physical.get(fn["FunctionName"])
-        if fn_logical is None:
+        if fn_logical is None and cdk_out is not None:
             raise DeployError(f"the function of {label} ({fn['FunctionName']}) is not a resource of {stack}")
         mapping = MappingConfig(
             label=label,
@@ -109,7 +111,7 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path) -> list[DeployedM
             function_timeout_seconds=int(fn.get("Timeout", 3)),
             function_memory_mb=int(fn.get("MemorySize", 128)),
             function_env=dict(fn.get("Environment", {}).get("Variables", {})),
-            handler=fn["Handler"],
+            handler=fn.get("Handler", "payments.handler.lambda_handler"),
             gateway_seam=None,
         )
         found.append(
@@ -120,7 +122,7 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path) -> list[DeployedM
                 mapping=mapping,
                 mapping_uuid=esm["UUID"],
                 dlq_url=dlq_url,
-                code_dir=code_dir(cdk_out, stack, fn_logical),
+                code_dir=code_dir(cdk_out, stack, fn_logical) if cdk_out is not None and fn_logical else None,
             )
         )
     if not found:

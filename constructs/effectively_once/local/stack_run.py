@@ -137,7 +137,7 @@ def _run(
             PollerSpec(
                 mapping=m.mapping,
                 run_dir=str(opts.run_dir),
-                handler_root=str(m.code_dir),
+                handler_root=str(m.code_dir),  # discovered with a cdk.out: never None here
                 aws_env=env,
                 chaos=opts.chaos,
                 key_expression=opts.key,
