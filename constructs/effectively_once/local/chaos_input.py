@@ -46,8 +46,8 @@ class InputLine:
 
 
 def key_text(value: Any) -> str | None:
-    """A key value as text, by the runtime's rule: a string as is, other JSON as compact sorted JSON; ``None`` for
-    nothing found (``None`` or ``""``)."""
+    """A key value as text, by the runtime's rule (``effectively_once_runtime.consumer.key_text``, which needs
+    Powertools): a string as is, other JSON as compact sorted JSON; ``None`` for nothing found (``None`` or ``""``)."""
     if value is None or value == "":
         return None
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from effectively_once_runtime import names
+
 from . import effects
 from .chaos import ChaosConfig
 from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
@@ -105,7 +107,7 @@ def per_key_report(session: Any, pipelines: dict[str, Pipeline], lines: list[Any
         messages_sent=0,  # the demo's own report counts what was sent (run.messages_sent)
         dlq_keys={k for k in (body_key(key, b) for b in dlq_bodies) if k is not None},
         dead_lettered=len(dlq_bodies),
-        log_counts=Counter(str(ln.get("idempotency_key")) for ln in effects.effect_lines(run_dir)),
+        log_counts=Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effects.effect_lines(run_dir)),
         store_counts=store,
         kill_records=effects.kills(run_dir),
         effect_takes_key=False,

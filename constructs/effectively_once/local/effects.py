@@ -28,10 +28,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from effectively_once_runtime import names
+
 from .chaos import AFTER_COMPLETE, AFTER_EFFECT, DEADLINE, TIMEOUT
 from .report import _jsonl
 
-EFFECT_MESSAGE = "effect executed"
+EFFECT_MESSAGE = names.EFFECT_EXECUTED
 KILL_KINDS = (AFTER_EFFECT, AFTER_COMPLETE, TIMEOUT, DEADLINE)
 #: The per-key classes, in the order shown.
 COUNT_KEYS = (
@@ -54,7 +56,7 @@ def effect_lines(run_dir: Path) -> list[dict[str, Any]]:
     lines = []
     for path in sorted(run_dir.glob("function-*.log")):
         for doc in _jsonl([path]):
-            if isinstance(doc, dict) and doc.get("message") == EFFECT_MESSAGE:
+            if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == EFFECT_MESSAGE:
                 lines.append({**doc, "_file": path.name})
     return lines
 
@@ -76,7 +78,7 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
                     ln for ln in lines
                     if ln["_file"] == log_name and ln.get("function_request_id") == record.get("request_id")
                 ]
-                key = mine[-1].get("idempotency_key") if mine else None
+                key = mine[-1].get(names.FIELD_IDEMPOTENCY_KEY) if mine else None
             out.append({**record, "key": key})
     return out
 

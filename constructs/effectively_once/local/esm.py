@@ -36,8 +36,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import jmespath
+from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from .chaos_input import body_key
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
 #: Opt-in (benchmarks): a folder; each poller then counts its AWS requests and invocations into it.
@@ -88,9 +90,9 @@ def runtime_root() -> str | None:
     return None
 
 
-#: The runtime's effect line carries this message (effectively_once_runtime.names.EFFECT_EXECUTED); matched as text
-#: first so that the tap parses only the lines that may be effect lines.
-EFFECT_MESSAGE = "effect executed"
+#: The runtime's effect line carries this message; matched as text first so that the tap parses only the lines that
+#: may be effect lines.
+EFFECT_MESSAGE = names.EFFECT_EXECUTED
 
 
 class EffectTap(io.TextIOBase):
@@ -125,8 +127,8 @@ class EffectTap(io.TextIOBase):
             doc = json.loads(line)
         except json.JSONDecodeError:
             return
-        if isinstance(doc, dict) and doc.get("message") == self._message:
-            self._on_effect(doc.get("idempotency_key"), doc.get("effect"))
+        if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == self._message:
+            self._on_effect(doc.get(names.FIELD_IDEMPOTENCY_KEY), doc.get(names.FIELD_EFFECT))
 
     def flush(self) -> None:
         self._sink.flush()
@@ -298,7 +300,7 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         context = LocalLambdaContext(mapping, deadline)
         chaos.begin(
             deadline,
-            [business_key(key_path, m["Body"]) for m in messages] if key_path else None,
+            [body_key(key_path, m["Body"]) or "" for m in messages] if key_path else None,
             context.aws_request_id,
         )
 
@@ -328,18 +330,6 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
                 QueueUrl=mapping.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
             )
-
-
-def business_key(path: Any, body: str) -> str:
-    """A message's business key as text (compact sorted JSON for a non-string value; ``""`` when not found or the
-    body is not a JSON object)."""
-    try:
-        value = path.search(json.loads(body))
-    except (json.JSONDecodeError, ValueError, TypeError):
-        return ""
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class PollerPool:

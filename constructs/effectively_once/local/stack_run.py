@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from effectively_once_runtime import names
+
 from .chaos import ChaosConfig
 from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, plan, resolve_queue, send
 from .demo import _bar, _in_queue, clear_run_dir
@@ -195,7 +197,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         outcome = _run(opts, lines, opts.endpoint, opts.cdk_out, log)
     mappings, total, restarts, dlq_bodies, store, table = outcome
     sent = Counter(ln.key for ln in lines if ln.key is not None)
-    log_counts = Counter(str(ln.get("idempotency_key")) for ln in effect_lines(opts.run_dir))
+    log_counts = Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir))
     dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}
     report = build(
         sent=sent,
