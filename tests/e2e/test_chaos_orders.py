@@ -2,7 +2,7 @@
 
 One local AWS and one `cdk deploy` of both stacks (OrdersExample: standard + FIFO; OrdersMessageIdControl: keyed on
 the SQS messageId), then one ``run_chaos`` per stack against that deployment. The run is sized for the suite's budget
-(about two and a half minutes on 2 cores): 60 orders per queue, a 2 s function timeout, two receives before the DLQ.
+(about two and a half minutes on 2 cores): 60 orders per queue, a 2 s function timeout.
 """
 
 from __future__ import annotations
@@ -22,9 +22,14 @@ from effectively_once.local.stack_run import ChaosOptions, run_chaos
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "orders"
-CONTEXT = {"function_timeout_seconds": "2", "max_receive_count": "2", "destroy_on_delete": "true"}
+# maxReceiveCount 5 (the default): with this many kills, fewer receives park valid orders in the DLQ (not lost, but
+# not confirmed either), which would weaken the proof.
+CONTEXT = {"function_timeout_seconds": "2", "max_receive_count": "5", "destroy_on_delete": "true"}
+# Kills are drawn per invocation and only strike where the invocation reaches an effect line; with 60 orders per
+# queue in batches of up to 10, about 15 invocations do: 35 % makes a run without such a kill very unlikely (~0.2 %);
+# a kill after completion can strike any of the 30-odd invocations (15 %: ~0.8 %).
 CHAOS = ChaosConfig(
-    resend=0.3, concurrent_duplicates=0.1, crash_after_charge=0.12, crash_after_complete=0.06, timeout=0.03, seed=11
+    resend=0.3, concurrent_duplicates=0.1, crash_after_charge=0.35, crash_after_complete=0.15, timeout=0.03, seed=11
 )
 
 
@@ -66,8 +71,10 @@ def test_orders_under_chaos_lose_nothing_and_duplicate_nothing(runs: dict[str, t
 
     assert code == 0, report["verdict"]
     assert (total["lost"], total["duplicated"], total["unexpected"], total["unexplained_replays"]) == (0, 0, 0, 0)
-    assert total["keys_sent"] == 121 and total["effects"] == 120  # o-refused ends in the DLQ, not lost
-    assert total["dead_lettered_keys"] == 1
+    assert total["keys_sent"] == 121  # 120 orders and o-refused, which the handler refuses: it ends in the DLQ
+    # Every valid order is confirmed once or parked in a DLQ after maxReceiveCount kills (not lost: redrive it).
+    assert total["effects"] + total["dead_lettered_keys"] >= total["keys_sent"]
+    assert total["effects"] >= 0.9 * 120, "most orders were confirmed, not parked"
 
 
 def test_every_mapping_of_the_stack_ran_and_the_chaos_happened(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
