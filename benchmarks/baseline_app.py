@@ -27,25 +27,16 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from effectively_once.observability import DUPLICATE_DELIVERIES_QUERY, EMF_METRICS, IDEMPOTENCY_REJECTIONS_QUERY
 from effectively_once.powertools_layer import POWERTOOLS_VERSION
 
 LAMBDA_SRC = Path(__file__).resolve().parent.parent / "lambda_src"
 # The sandbox's layer: Powertools' public SSM parameter for the pinned release, resolved at deploy time (the pin
 # is read from the library, so the two apps cannot drift apart).
 LAYER_PARAMETER = f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
-DUPLICATES_QUERY = (
-    "fields @timestamp, correlation_id, message_id, receive_count, message\n"
-    '| filter ispresent(correlation_id) and message in ["payment charged", '
-    '"provider answered from its idempotency key", "duplicate suppressed"]\n'
-    "| stats count(*) as deliveries, count_distinct(message_id) as message_ids, "
-    "max(receive_count) as max_receive_count by correlation_id\n"
-    "| filter deliveries > 1\n| sort deliveries desc\n| limit 1000"
-)
-REJECTIONS_QUERY = (
-    "fields @timestamp, correlation_id, payment_id, message_id, receive_count, message, idempotency_error, "
-    'idempotency_status\n| filter message in ["duplicate suppressed", "idempotency rejected"]\n'
-    "| sort @timestamp desc\n| limit 1000"
-)
+# The query strings and metric names the runtime's names produce (read from the library, as the layer pin is).
+DUPLICATES_QUERY = DUPLICATE_DELIVERIES_QUERY
+REJECTIONS_QUERY = IDEMPOTENCY_REJECTIONS_QUERY
 
 
 class BaselineStack(Stack):
@@ -187,7 +178,7 @@ class BaselineStack(Stack):
                 period=minute,
                 statistic="Sum",
             )
-            for name in ("PaymentsCharged", "DuplicatesSuppressed", "InvalidPayments", "FailedRecords")
+            for name in EMF_METRICS
         ]
         dashboard = cloudwatch.Dashboard(self, f"{kind}Dashboard")
         dashboard.add_widgets(cloudwatch.GraphWidget(title="Payments (EMF, sum per minute)", left=emf, width=24))

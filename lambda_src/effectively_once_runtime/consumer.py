@@ -27,7 +27,7 @@ import functools
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar, cast
+from typing import Any, Callable, Mapping, TypeVar
 
 import jmespath
 from aws_lambda_powertools import Logger, Metrics
@@ -59,6 +59,7 @@ from .errors import InvalidRecord, PermanentError
 from .settings import RuntimeSettings, check_key_prefix
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 RecordFunction = Callable[[dict[str, Any]], Any]
 #: Builds the persistence layer from the settings: ``(table_name=..., boto_config=...)`` like
 #: ``DynamoDBPersistenceLayer`` (the default) or a subclass of it.
@@ -159,8 +160,9 @@ class Consumer:
         self._record_function = function
         return function
 
-    def effect(self, function: F) -> F:
-        """Declare a side effect. The returned function takes the same arguments; the runtime adds
+    def effect(self, function: Callable[..., R]) -> Callable[..., R]:
+        """Declare a side effect. The returned function takes the same arguments but ``idempotency_key`` (typed
+        ``Callable[..., R]``: a type cannot drop a keyword-only parameter); the runtime adds
         ``idempotency_key=<the record's key>`` (pass it to a provider that accepts idempotency keys, so a
         re-execution after a crash is answered, not repeated) and, after it returns, writes one log line
         ``effect executed`` with ``idempotency_key`` and ``effect`` (the function's name), flushed, and counts
@@ -171,7 +173,7 @@ class Consumer:
         name = function.__name__
 
         @functools.wraps(function)
-        def run(*args: Any, **kwargs: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> R:
             if self._current_key is _OUTSIDE:
                 raise RuntimeError(f"effect {name!r} was called outside the Consumer's record function")
             key = self._current_key
@@ -181,7 +183,7 @@ class Consumer:
             self.metrics.add_metric(name=names.METRIC_EFFECTS_EXECUTED, unit=MetricUnit.Count, value=1)
             return result
 
-        return cast(F, run)
+        return run
 
     # --- state ----------------------------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from effectively_once_runtime import names
+
 from .esm import MappingConfig
 from .server import ACCOUNT, REGION, aws_env
 
@@ -101,7 +103,7 @@ def discover(session: Any, stack: str) -> dict[str, Pipeline]:
             mapping=replace(found.mapping, label=label, gateway_seam="payments.gateway"),
             mapping_uuid=found.mapping_uuid,
             dlq_url=found.dlq_url,
-            idempotency_table=variables.get("IDEMPOTENCY_TABLE_NAME", ""),
+            idempotency_table=variables.get(names.ENV_TABLE_NAME, ""),
             ledger_table=variables.get("LEDGER_TABLE_NAME", ""),
         )
     return pipelines
