@@ -28,6 +28,7 @@ from ..limits import (
 )
 from .chaos import ChaosConfig
 from .deploy import DeployError, cdk_command
+from .chaos_input import InputFileError, compile_key
 from .producer import PaymentsFileError, SendError, generate_sample, load_payments
 from .redrive import MAX_MESSAGES_PER_SECOND, RedriveError
 from .report import DlqReadError
@@ -37,8 +38,8 @@ from .server import LocalAwsError
 # Errors that end in one line on stderr and exit code 2, never a traceback. OSError: a file the run writes
 # (report, run folder, sample) that cannot be written after all, e.g. a full disk.
 _ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
-    PaymentsFileError, LocalAwsError, DeployError, SendError, DlqReadError, BotoCoreError, ClientError, OSError,
-    RedriveError,
+    PaymentsFileError, InputFileError, LocalAwsError, DeployError, SendError, DlqReadError, BotoCoreError,
+    ClientError, OSError, RedriveError,
 )
 
 
@@ -171,8 +172,42 @@ def _check_payments(parser: _Parser, path: Path, is_valid: Callable[[str], bool]
         )
 
 
+def _context(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"must be key=value, got {text!r}")
+    return key, value
+
+
+def _check_chaos(parser: _Parser, args: argparse.Namespace) -> None:
+    from .chaos_input import load_input
+
+    if args.crash_after_effect + args.crash_after_complete + args.timeouts > 1.0:
+        parser.error("arguments --crash-after-effect, --crash-after-complete, --timeouts: their sum must not exceed 1")
+    if not (args.app_dir / "cdk.json").is_file():
+        parser.error(f"argument --app-dir: {args.app_dir} has no cdk.json")
+    try:
+        cdk_command(args.app_dir.resolve())
+    except DeployError as exc:
+        parser.error(f"argument --app-dir: {exc}")
+    if (args.effect_table is None) != (args.effect_key is None):
+        parser.error("arguments --effect-table, --effect-key: give both (the table and its key attribute) or neither")
+    if args.report.resolve() == args.input.resolve():
+        parser.error(f"argument --report: {args.report} is the input file; the report would overwrite it")
+    try:
+        compile_key(args.key)
+        lines = load_input(args.input, args.key)
+    except InputFileError as exc:
+        parser.error(f"argument --input: {exc}")
+    if not any(ln.key is not None for ln in lines):
+        parser.error(f"argument --key: {args.key!r} finds no key in any line of {args.input}; nothing was sent")
+
+
 def _check(parser: _Parser, args: argparse.Namespace) -> None:
     if args.command in ("sample", "redrive"):
+        return
+    if args.command == "chaos":
+        _check_chaos(parser, args)
         return
     if args.command == "demo":
         chaos = args.crash_after_charge + args.crash_after_complete + args.timeouts
@@ -233,6 +268,38 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
 
+    chaos = sub.add_parser(
+        "chaos",
+        help="deploy any CDK app to a local AWS, run every SQS mapping of a stack under chaos, report per key",
+        description="Deploy --app-dir's CDK app to a local AWS (moto, loopback), run every SQS event source mapping"
+        " of --stack with the local runner under chaos, and report per business key: lost, duplicated, unexpected,"
+        " replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
+    )
+    chaos.add_argument("--app-dir", type=_folder, required=True, help="folder with the app's cdk.json")
+    chaos.add_argument("--stack", type=_stack_name, required=True)
+    chaos.add_argument("--input", type=Path, required=True, help="JSON Lines: a body per line, or {body, queue, group}")
+    chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
+    chaos.add_argument("--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack")
+    chaos.add_argument("--effect-key", default=None, help="the attribute of --effect-table holding the business key")
+    chaos.add_argument("--effect-takes-key", action="store_true",
+                       help="without a store: the effect passes the idempotency key on (a replay is answered)")
+    chaos.add_argument("--context", type=_context, action="append", default=[], metavar="KEY=VALUE",
+                       help="cdk deploy -c values (repeatable), e.g. function_timeout_seconds=2")
+    chaos.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per mapping")
+    chaos.add_argument("--resend", type=_fraction, default=0.10, help="fraction of keys a producer resends")
+    chaos.add_argument("--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once")
+    chaos.add_argument("--crash-after-effect", type=_fraction, default=0.03,
+                       help="fraction of invocations killed at an effect line, before completion")
+    chaos.add_argument("--crash-after-complete", type=_fraction, default=0.03,
+                       help="fraction of invocations killed after the handler returned, before the delete")
+    chaos.add_argument("--timeouts", type=_fraction, default=0.02,
+                       help="fraction of invocations stalled past the deadline at an effect line")
+    chaos.add_argument("--seed", type=_integer(), default=7)
+    chaos.add_argument("--report", type=_output_file, default="reports/chaos-report.json")
+    chaos.add_argument("--run-dir", type=_output_folder, default=".local-aws/chaos")
+    chaos.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
+    chaos.add_argument("--quiet", action="store_true", help="no progress bars")
+
     sample = sub.add_parser("sample", help="write a deterministic sample payments file")
     sample.add_argument("--count", type=_integer(1), default=1000, help="valid payments (six poison lines are added)")
     sample.add_argument("--accounts", type=_integer(1), default=40)
@@ -288,6 +355,35 @@ def _run(args: argparse.Namespace) -> int:
         from . import redrive
 
         return redrive.redrive(args.stack, args.queue, args.max_per_second)
+    if args.command == "chaos":
+        from .stack_run import ChaosOptions, run_chaos
+
+        code, _ = run_chaos(
+            ChaosOptions(
+                app_dir=args.app_dir.resolve(),
+                stack=args.stack,
+                input=args.input,
+                key=args.key,
+                effect_table=args.effect_table,
+                effect_key=args.effect_key,
+                effect_takes_key=args.effect_takes_key,
+                concurrency=args.concurrency,
+                chaos=ChaosConfig(
+                    resend=args.resend,
+                    concurrent_duplicates=args.concurrent_duplicates,
+                    crash_after_charge=args.crash_after_effect,
+                    crash_after_complete=args.crash_after_complete,
+                    timeout=args.timeouts,
+                    seed=args.seed,
+                ),
+                context=dict(args.context),
+                report_path=args.report,
+                run_dir=args.run_dir,
+                drain_timeout_seconds=args.drain_timeout,
+                quiet=args.quiet,
+            )
+        )
+        return code
     if args.command in ("produce", "report"):
         from .remote import produce, report
 
@@ -341,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: local AWS stopped" if args.command == "demo" else "interrupted", file=sys.stderr)
+        stopped = args.command in ("demo", "chaos")
+        print("interrupted: local AWS stopped" if stopped else "interrupted", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -1,9 +1,18 @@
 """Chaos for the local event source mapping runner: which invocations crash, time out or deliver duplicates.
 
-The runner injects faults from outside the handler: by wrapping the handler's gateway seam (a crash after the charge,
-before the idempotency record is completed; a stall past the deadline before the charge) and by wrapping the
-invocation (a crash after the handler completed, before the response reaches the event source mapping). A crash is
-a real ``SIGKILL`` of the poller process, as nothing survives a killed execution environment.
+The runner injects faults from outside the handler. Any handler on ``effectively_once_runtime``: the poller reads
+the handler's stdout (``esm.EffectTap``), and on the runtime's effect line (written and flushed after the effect
+returned, before the idempotency record is completed) it kills the process there ("after the effect, before
+completion") or stalls past the deadline. The payments sample also has a gateway seam (a crash after the charge; a
+stall before the charge). Around the invocation: a crash after the handler completed, before the response reaches
+the event source mapping. A crash is a real ``SIGKILL`` of the poller process, as nothing survives a killed
+execution environment.
+
+Attribution is exact: a kill record names its process, invocation and Lambda request id, and the key it interrupted
+is derived after the run from what that process logged before it died: the last effect line of the killed request
+in its function log (the runtime's line carries ``function_request_id``), or for the payments seam the last provider
+call of the killed invocation. Never from a variable in memory: the watchdog thread could read one while the
+handler already logged the effect of the next record, and book the kill to the previous one.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 # Phases a kill can hit; the report checks provider replays against the first.
-AFTER_CHARGE = "after_charge"
+AFTER_CHARGE = "after_charge"  # after the side effect (the payments charge), before the record is completed
+#: The same kill point for any handler on the runtime: at its effect line, before the record is completed.
+AFTER_EFFECT = "after_effect"
 AFTER_COMPLETE = "after_complete"
 TIMEOUT = "timeout"
 DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ran past its deadline
@@ -26,8 +37,9 @@ DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ra
 
 @dataclass(frozen=True)
 class ChaosConfig:
-    """Fractions in 0..1. ``crash_after_charge``, ``crash_after_complete`` and ``timeout`` are per invocation;
-    ``resend`` and ``concurrent_duplicates`` are per payment (the producer sends those twice)."""
+    """Fractions in 0..1. ``crash_after_charge`` (a kill after the side effect, before the record is completed: the
+    payments charge, or any runtime handler's effect line), ``crash_after_complete`` and ``timeout`` are per
+    invocation; ``resend`` and ``concurrent_duplicates`` are per key (the producer sends those twice)."""
 
     resend: float = 0.0
     concurrent_duplicates: float = 0.0
@@ -68,8 +80,13 @@ def kill_self() -> None:
 class InvocationChaos:
     """Decides each invocation's fate and carries it to the gateway wrapper."""
 
-    def __init__(self, config: ChaosConfig, log: EventLog, queue: str) -> None:
+    def __init__(self, config: ChaosConfig, log: EventLog, queue: str, *, at_effect_line: bool = False) -> None:
         self.config = config
+        #: Inject "after the effect" kills and stalls at the runtime's effect line (any handler), not in a gateway.
+        self.at_effect_line = at_effect_line
+        self.invocation = 0
+        self.request_id: str | None = None
+        self.batch_keys: list[str] = []
         self.log = log
         self.queue = queue
         self.rng = random.Random(f"{config.seed}-{os.getpid()}-{time.time_ns()}")
@@ -80,7 +97,10 @@ class InvocationChaos:
         self.inflight_payment: str | None = None
         self.stalling = False
 
-    def begin(self, deadline: float) -> None:
+    def begin(self, deadline: float, batch_keys: list[str] | None = None, request_id: str | None = None) -> None:
+        self.invocation += 1
+        self.request_id = request_id
+        self.batch_keys = list(batch_keys or [])
         self.deadline = deadline
         self.inflight_payment = None
         self.stalling = False
@@ -96,9 +116,31 @@ class InvocationChaos:
 
     def crash(self, phase: str) -> None:
         self.log.write(
-            event="kill", phase=phase, queue=self.queue, pid=os.getpid(), inflight_payment=self.inflight_payment
+            event="kill",
+            phase=phase,
+            queue=self.queue,
+            pid=os.getpid(),
+            invocation=self.invocation,
+            request_id=self.request_id,
+            inflight_payment=self.inflight_payment,
+            batch_keys=self.batch_keys,
         )
         kill_self()
+
+    def on_effect(self, key: str | None, effect: str | None) -> None:
+        """The runtime's effect line was written: the effect for ``key`` returned, its record is not completed yet.
+        The line itself is already in the function log (the tap writes it through first): that is what the report
+        books a kill by. Then the kill or stall this invocation drew, if it is to happen here."""
+        if not self.at_effect_line:
+            return
+        if self.fate == AFTER_CHARGE:
+            self.fate = None
+            self.crash(AFTER_EFFECT)
+        elif self.fate == TIMEOUT:
+            self.fate = None
+            self.stalling = True
+            # The runner's watchdog kills the process at the invocation's deadline, the record still in progress.
+            time.sleep(max(0.0, self.deadline - time.monotonic()) + 5)
 
 
 class ChaosGateway:
@@ -118,7 +160,7 @@ class ChaosGateway:
             time.sleep(max(0.0, chaos.deadline - time.monotonic()) + 5)
         # Logged before the call: a kill while the call is in flight may still leave a charge behind.
         chaos.inflight_payment = payment.payment_id
-        self.provider_log.write(event="call", payment_id=payment.payment_id)
+        self.provider_log.write(event="call", payment_id=payment.payment_id, invocation=chaos.invocation)
         result = self.inner.charge(payment, idempotency_key=idempotency_key)
         self.provider_log.write(
             event="result", payment_id=payment.payment_id, charge_id=result.charge_id, replayed=bool(result.replayed)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from effectively_once_runtime import names
 
@@ -22,9 +21,12 @@ class DeployError(RuntimeError):
 
 
 def cdk_command(app_dir: Path) -> list[str]:
-    local = app_dir / "node_modules" / ".bin" / "cdk"
-    if local.exists():
-        return [str(local)]
+    """The CDK CLI of the app's project: ``node_modules/.bin/cdk`` in ``app_dir`` or a folder above it (an app in
+    a subfolder of its repository, like ``examples/orders``), else ``cdk`` on the PATH."""
+    for folder in (app_dir, *app_dir.resolve().parents):
+        local = folder / "node_modules" / ".bin" / "cdk"
+        if local.exists():
+            return [str(local)]
     if shutil.which("cdk"):
         return ["cdk"]
     raise DeployError(f"the CDK CLI is not installed in {app_dir}/node_modules (run `npm ci` there, or `make setup`)")
@@ -43,12 +45,14 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: s
 
 
 def deploy(
-    endpoint: str, app_dir: Path, stack: str, context: dict[str, str], log_path: Path
+    endpoint: str, app_dir: Path, stack: str | Sequence[str], context: dict[str, str], log_path: Path
 ) -> None:
-    """``cdk bootstrap`` then ``cdk deploy STACK`` against ``endpoint``, with ``-c key=value`` context values.
+    """``cdk bootstrap`` then ``cdk deploy STACK...`` against ``endpoint``, with ``-c key=value`` context values
+    (several stacks: one synth, one command).
 
     :raises DeployError: either command failed.
     """
+    stacks = [stack] if isinstance(stack, str) else list(stack)
     env = {**os.environ, **aws_env(endpoint), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     # cdk.json runs `python3 app.py`: use this interpreter's environment (the project's .venv).
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -59,11 +63,11 @@ def deploy(
     ctx += ["--output", str(log_path.parent / "cdk.out")]
     _run([*cdk, "bootstrap", f"aws://{ACCOUNT}/{REGION}", *ctx], app_dir, env, log_path, "cdk bootstrap")
     _run(
-        [*cdk, "deploy", stack, "--require-approval", "never", "--progress", "events", *ctx],
+        [*cdk, "deploy", *stacks, "--require-approval", "never", "--progress", "events", *ctx],
         app_dir,
         env,
         log_path,
-        f"cdk deploy {stack}",
+        f"cdk deploy {' '.join(stacks)}",
     )
 
 
@@ -79,59 +83,29 @@ class Pipeline:
 
 
 def discover(session: Any, stack: str) -> dict[str, Pipeline]:
-    """Find every SQS event source mapping of ``stack`` and what it connects, keyed ``standard`` / ``fifo``.
+    """The payments view of every SQS event source mapping of ``stack`` (``stack.discover_mappings``), keyed
+    ``standard`` / ``fifo``, with the tables the report reads from the function's environment.
 
-    :raises DeployError: the stack has no SQS event source mapping, or two of one queue type.
+    :raises DeployError: the stack has no SQS event source mapping, two of one queue type, or a queue without a
+        redrive policy.
     """
-    cfn, lam, sqs = session.client("cloudformation"), session.client("lambda"), session.client("sqs")
-    resources = [
-        summary
-        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
-        for summary in page["StackResourceSummaries"]
-    ]
+    from .stack import discover_mappings  # stack.py imports this module
+
     pipelines: dict[str, Pipeline] = {}
-    for res in resources:
-        if res.get("ResourceType") != "AWS::Lambda::EventSourceMapping":
-            continue
-        esm = lam.get_event_source_mapping(UUID=res["PhysicalResourceId"])
-        queue_arn = esm["EventSourceArn"]
-        if ":sqs:" not in queue_arn:
-            continue
-        queue_name = queue_arn.split(":")[5]
-        queue_url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
-        attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
-        redrive = json.loads(attrs.get("RedrivePolicy", "{}"))
-        if "deadLetterTargetArn" not in redrive:
-            raise DeployError(f"queue {queue_name} has no redrive policy")
-        dlq_url = sqs.get_queue_url(QueueName=redrive["deadLetterTargetArn"].split(":")[5])["QueueUrl"]
-        fn = lam.get_function_configuration(FunctionName=esm["FunctionArn"])
-        variables = dict(fn.get("Environment", {}).get("Variables", {}))
-        label = "fifo" if queue_name.endswith(".fifo") else "standard"
+    for found in discover_mappings(session, stack, None):
+        if found.dlq_url is None:
+            raise DeployError(f"queue {found.queue_name} has no redrive policy")
+        label = "fifo" if found.fifo else "standard"
         if label in pipelines:
             raise DeployError(f"stack {stack} has more than one {label} SQS event source mapping")
-        mapping = MappingConfig(
-            label=label,
-            queue_url=queue_url,
-            queue_arn=queue_arn,
-            batch_size=int(esm.get("BatchSize", 10)),
-            batching_window_seconds=int(esm.get("MaximumBatchingWindowInSeconds", 0) or 0),
-            visibility_timeout_seconds=int(attrs["VisibilityTimeout"]),
-            max_receive_count=int(redrive["maxReceiveCount"]),
-            function_name=fn["FunctionName"],
-            function_timeout_seconds=int(fn.get("Timeout", 3)),
-            function_memory_mb=int(fn.get("MemorySize", 128)),
-            function_env=variables,
-            handler=fn.get("Handler", "payments.handler.lambda_handler"),
-        )
+        variables = found.mapping.function_env
         pipelines[label] = Pipeline(
-            mapping=mapping,
-            mapping_uuid=esm["UUID"],
-            dlq_url=dlq_url,
+            mapping=replace(found.mapping, label=label, gateway_seam="payments.gateway"),
+            mapping_uuid=found.mapping_uuid,
+            dlq_url=found.dlq_url,
             idempotency_table=variables.get(names.ENV_TABLE_NAME, ""),
             ledger_table=variables.get("LEDGER_TABLE_NAME", ""),
         )
-    if not pipelines:
-        raise DeployError(f"stack {stack} has no SQS event source mapping")
     return pipelines
 
 

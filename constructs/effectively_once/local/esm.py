@@ -10,11 +10,18 @@ a deadline kill) is replaced by a fresh one, as Lambda starts a new environment.
 What the poller sees is written as JSON Lines under the run folder: ``deliveries-*.jsonl`` (what SQS handed out,
 the service's side), ``provider-*.jsonl`` (the simulated provider's call log), ``chaos-*.jsonl`` (injected kills)
 and ``function-*.log`` (the handler's stdout: its structured logs and EMF metrics, the CloudWatch Logs stand-in).
+
+The handler is loaded in process from its code folder (the function's CDK asset) with the runtime package
+(``effectively_once_runtime``) after it on ``sys.path``, where a Lambda layer would put it (``/opt/python`` comes
+after the function's own code): locally moto ignores layers, so the runner plays the layer's part. The handler's
+stdout passes through ``EffectTap``, which sees the runtime's effect lines as they are written.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import io
 import json
 import multiprocessing as mp
 import os
@@ -28,7 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import jmespath
+from effectively_once_runtime import names
+
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from .chaos_input import body_key
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
 #: Opt-in (benchmarks): a folder; each poller then counts its AWS requests and invocations into it.
@@ -62,6 +73,65 @@ class PollerSpec:
     aws_env: dict[str, str]
     chaos: ChaosConfig = field(default_factory=ChaosConfig)
     unsafe: bool = False
+    #: JMESPath over a message body giving its business key (booked with each kill: the keys of the killed batch).
+    key_expression: str | None = None
+
+
+def runtime_root() -> str | None:
+    """The folder holding the ``effectively_once_runtime`` package: the installed one, else the repository's
+    ``lambda_src``, else the copy inside the wheel (``effectively_once/_lambda_src``)."""
+    spec = importlib.util.find_spec("effectively_once_runtime")
+    if spec is not None and spec.submodule_search_locations:
+        return str(Path(list(spec.submodule_search_locations)[0]).parent)
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[3] / "lambda_src", here.parents[1] / "_lambda_src"):
+        if (candidate / "effectively_once_runtime" / "__init__.py").is_file():
+            return str(candidate)
+    return None
+
+
+#: The runtime's effect line carries this message; matched as text first so that the tap parses only the lines that
+#: may be effect lines.
+EFFECT_MESSAGE = names.EFFECT_EXECUTED
+
+
+class EffectTap(io.TextIOBase):
+    """The handler's stdout: every write goes to ``sink`` at once; each complete line that is the runtime's effect
+    line (JSON, ``message`` = ``effect executed``) is then handed to ``on_effect(idempotency_key, effect)``. The
+    runtime flushes the line right after the effect returned, so the callback runs after the effect and before the
+    record is completed — where a kill is "after the effect, before completion"."""
+
+    def __init__(self, sink: Any, on_effect: Callable[[Any, Any], None], message: str = EFFECT_MESSAGE) -> None:
+        super().__init__()
+        self._sink = sink
+        self._on_effect = on_effect
+        self._message = message
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._sink.write(text)
+        self._partial += text
+        if "\n" in self._partial:
+            self._sink.flush()
+            *lines, self._partial = self._partial.split("\n")
+            for line in lines:
+                if self._message in line:
+                    self._effect_line(line)
+        return len(text)
+
+    def _effect_line(self, line: str) -> None:
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            return
+        if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == self._message:
+            self._on_effect(doc.get(names.FIELD_IDEMPOTENCY_KEY), doc.get(names.FIELD_EFFECT))
+
+    def flush(self) -> None:
+        self._sink.flush()
 
 
 class LocalLambdaContext:
@@ -161,6 +231,10 @@ class RequestCounter:
 
 
 def _load_handler(spec: PollerSpec, chaos: InvocationChaos, provider_log: EventLog) -> Callable[..., Any]:
+    # The function's code first, then the runtime where its layer would be (after the code, like /opt/python).
+    root = runtime_root()
+    if root is not None and root not in sys.path:
+        sys.path.insert(0, root)
     sys.path.insert(0, spec.handler_root)
     if spec.mapping.gateway_seam:
         seam = importlib.import_module(spec.mapping.gateway_seam)
@@ -182,8 +256,16 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         os.environ["PAYMENT_PROVIDER_IDEMPOTENCY_KEYS"] = "false"
     # The handler's stdout is its CloudWatch log stream.
     function_log = open(run_dir / f"function-{mapping.label}-{pid}.log", "a", buffering=1, encoding="utf-8")
-    sys.stdout = function_log
+    chaos = InvocationChaos(
+        spec.chaos,
+        EventLog(run_dir / f"chaos-{mapping.label}-{pid}.jsonl"),
+        mapping.label,
+        at_effect_line=mapping.gateway_seam is None,
+    )
+    # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
+    sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log
+    key_path = jmespath.compile(spec.key_expression) if spec.key_expression else None
 
     count_dir = os.environ.get(COUNT_REQUESTS_ENV)
     counter = RequestCounter(Path(count_dir) / f"requests-{mapping.label}-{pid}.json") if count_dir else None
@@ -191,7 +273,6 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
 
     deliveries = EventLog(run_dir / f"deliveries-{mapping.label}-{pid}.jsonl")
     provider_log = EventLog(run_dir / f"provider-{mapping.label}-{pid}.jsonl")
-    chaos = InvocationChaos(spec.chaos, EventLog(run_dir / f"chaos-{mapping.label}-{pid}.jsonl"), mapping.label)
     handler = _load_handler(spec, chaos, provider_log)
     sqs = boto3.client("sqs")
     receive_max = min(mapping.batch_size, SQS_RECEIVE_MAX)
@@ -216,7 +297,12 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
             )
         event = {"Records": [to_lambda_record(m, mapping) for m in messages]}
         deadline = time.monotonic() + mapping.function_timeout_seconds
-        chaos.begin(deadline)
+        context = LocalLambdaContext(mapping, deadline)
+        chaos.begin(
+            deadline,
+            [body_key(key_path, m["Body"]) or "" for m in messages] if key_path else None,
+            context.aws_request_id,
+        )
 
         def on_deadline() -> None:
             # An injected stall is a planned timeout; anything else is a real one (a slow machine).
@@ -228,7 +314,7 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         watchdog.start()
         batch_ids = {m["MessageId"] for m in messages}
         try:
-            response = handler(event, LocalLambdaContext(mapping, deadline))
+            response = handler(event, context)
             to_retry = failed_ids(response, batch_ids)
         except Exception:  # the whole batch returns to the queue, as when a Lambda invocation errors
             traceback.print_exc()

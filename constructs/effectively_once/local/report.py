@@ -231,23 +231,7 @@ def build_report(
             "poison_in_dlq": sum(1 for b in set(poison_bodies) if b in set(dlq_bodies)),
         }
         if run_dir is not None:
-            deliveries = _jsonl(sorted(run_dir.glob(f"deliveries-{label}-*.jsonl")))
-            provider = _jsonl(sorted(run_dir.glob(f"provider-{label}-*.jsonl")))
-            replays = [c for c in provider if c.get("event") == "result" and c.get("replayed")]
-            kill_log = _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
-            row["deliveries"] = len(deliveries)
-            row["duplicates_suppressed"] = emf_sum(sorted(run_dir.glob(f"function-{label}-*.log")), names.METRIC_DUPLICATES_SUPPRESSED)
-            row["provider_calls"] = sum(1 for c in provider if c.get("event") == "call")
-            row["provider_replays"] = len(replays)
-            kills = Counter(k.get("phase") for k in kill_log)
-            row["kills"] = {p: kills.get(p, 0) for p in (AFTER_CHARGE, AFTER_COMPLETE, TIMEOUT, DEADLINE)}
-            # A kill while a payment's provider call had started and its idempotency record was not yet completed:
-            # only such a payment may come back as a provider replay.
-            interrupted = [
-                k["inflight_payment"] for k in kill_log if k.get("phase") != AFTER_COMPLETE and k.get("inflight_payment")
-            ]
-            row["kills_between_charge_and_completion"] = len(interrupted)
-            row["unexplained_replays"] = sum(1 for r in replays if r.get("payment_id") not in set(interrupted))
+            row.update(run_log_counts(run_dir, label))
         report[label] = row
     total: dict[str, Any] = {}
     for key in COUNT_KEYS:
@@ -259,6 +243,52 @@ def build_report(
         total["kills"] = {p: sum(k[p] for k in kill_rows) for p in kill_rows[0]}
     report["total"] = total
     return report
+
+
+def run_log_counts(run_dir: Path, label: str) -> dict[str, Any]:
+    """What one pipeline's run logs say: deliveries, suppressed duplicates, provider calls and replays, kills by
+    phase, and the provider replays no kill explains."""
+    deliveries = _jsonl(sorted(run_dir.glob(f"deliveries-{label}-*.jsonl")))
+    provider = _jsonl(sorted(run_dir.glob(f"provider-{label}-*.jsonl")))
+    replays = [c for c in provider if c.get("event") == "result" and c.get("replayed")]
+    kill_log = [k for k in _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl"))) if k.get("event") == "kill"]
+    kills = Counter(k.get("phase") for k in kill_log)
+    # A kill while a payment's provider call had started and its idempotency record was not yet completed: only
+    # such a payment may come back as a provider replay.
+    calls = provider_calls_by_pid(run_dir, label)
+    interrupted = [key for k in kill_log if k.get("phase") != AFTER_COMPLETE for key in [inflight_at_kill(k, calls)] if key]
+    return {
+        "deliveries": len(deliveries),
+        "duplicates_suppressed": emf_sum(
+            sorted(run_dir.glob(f"function-{label}-*.log")), names.METRIC_DUPLICATES_SUPPRESSED
+        ),
+        "provider_calls": sum(1 for c in provider if c.get("event") == "call"),
+        "provider_replays": len(replays),
+        "kills": {p: kills.get(p, 0) for p in (AFTER_CHARGE, AFTER_COMPLETE, TIMEOUT, DEADLINE)},
+        "kills_between_charge_and_completion": len(interrupted),
+        "unexplained_replays": sum(1 for r in replays if r.get("payment_id") not in set(interrupted)),
+    }
+
+
+def provider_calls_by_pid(run_dir: Path, label: str) -> dict[int, list[dict[str, Any]]]:
+    """Each poller's provider calls, in the order it made them (its own file: ``provider-<label>-<pid>.jsonl``)."""
+    calls: dict[int, list[dict[str, Any]]] = {}
+    for path in sorted(run_dir.glob(f"provider-{label}-*.jsonl")):
+        pid = int(path.stem.rsplit("-", 1)[1])
+        calls[pid] = [c for c in _jsonl([path]) if c.get("event") == "call"]
+    return calls
+
+
+def inflight_at_kill(kill: dict[str, Any], calls: dict[int, list[dict[str, Any]]]) -> str | None:
+    """The payment a kill may have interrupted between its charge and its completion: the last provider call the
+    killed process logged in the killed invocation. Read from the process's own log, which ends where the kill
+    struck: a marker kept in memory can be read by the watchdog thread while the handler already logged the call
+    of the next payment (a kill would then be booked to the previous payment, and the next one's replay look
+    unexplained). Kill records without an invocation number (older runs) keep their marker."""
+    if "invocation" not in kill:
+        return kill.get("inflight_payment")
+    mine = [c for c in calls.get(int(kill.get("pid", -1)), []) if c.get("invocation") == kill["invocation"]]
+    return str(mine[-1]["payment_id"]) if mine else None
 
 
 def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:

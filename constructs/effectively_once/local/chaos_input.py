@@ -1,0 +1,192 @@
+"""The chaos command's input: message bodies for any stack, and the producer that sends them with duplicates.
+
+A JSON Lines file, one message per line. A line is either the body itself (a JSON object, sent as compact JSON),
+or a wrapper ``{"body": <object or string>, "queue": "<queue>", "group": "<message group id>"}`` (only these
+keys; ``body`` required): a string body is sent verbatim (how a file carries a malformed message). ``queue`` names
+the target mapping's source queue by its CloudFormation logical id, its queue name, or a part of either that
+matches one queue only (case-insensitive); it may be left out when the stack has one SQS mapping. ``group`` is the
+FIFO message group id (default: the line's business key). The FIFO deduplication id is the SHA-256 of the body, so
+a resent body is the same message to SQS, as a producer retrying would send it.
+
+The business key of a line is the ``--key`` JMESPath over its body (strict JSON object); a line whose key is
+missing is not a valid key: it may end in a DLQ and is never "lost".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jmespath
+
+from ..limits import SQS_FIFO_ID_PATTERN
+from .chaos import ChaosConfig
+
+SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
+_WRAPPER_KEYS = {"body", "queue", "group"}
+_FIFO_ID = re.compile(SQS_FIFO_ID_PATTERN)
+
+
+class InputFileError(ValueError):
+    """The input file cannot be used; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class InputLine:
+    number: int
+    body: str
+    key: str | None  # the business key as text; None when the key JMESPath finds nothing
+    queue: str | None
+    group: str | None
+
+
+def key_text(value: Any) -> str | None:
+    """A key value as text, by the runtime's rule (``effectively_once_runtime.consumer.key_text``, which needs
+    Powertools): a string as is, other JSON as compact sorted JSON; ``None`` for nothing found (``None`` or ``""``)."""
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def body_key(path: Any, body: str) -> str | None:
+    """The business key of a message body (``None``: not a JSON object, or no key)."""
+    try:
+        doc = json.loads(body)
+    except (json.JSONDecodeError, ValueError):
+        return None
+    return key_text(path.search(doc)) if isinstance(doc, dict) else None
+
+
+def compile_key(expression: str) -> Any:
+    """:raises InputFileError: not a JMESPath expression."""
+    try:
+        return jmespath.compile(expression)
+    except jmespath.exceptions.JMESPathError as exc:
+        raise InputFileError(f"--key {expression!r} is not a JMESPath expression: {exc}") from exc
+
+
+def load_input(path: Path, key: str) -> list[InputLine]:
+    """Read and check the whole file before anything is sent.
+
+    :raises InputFileError: missing, not UTF-8, empty, a line that is not a JSON object, a wrapper with other keys or
+        a body that is neither an object nor a string, or a ``queue``/``group`` that is not a string.
+    """
+    key_path = compile_key(key)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"{path}: cannot be read: {exc}") from exc
+    lines: list[InputLine] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+        except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+            raise InputFileError(f"{path}:{number}: not JSON ({exc})") from exc
+        if not isinstance(doc, dict):
+            raise InputFileError(f"{path}:{number}: a line must be a JSON object (a body, or a wrapper with 'body')")
+        queue = group = None
+        if "body" in doc and set(doc) <= _WRAPPER_KEYS:
+            body_value, queue, group = doc["body"], doc.get("queue"), doc.get("group")
+            for name, value in (("queue", queue), ("group", group)):
+                if value is not None and not isinstance(value, str):
+                    raise InputFileError(f"{path}:{number}: {name} must be a string")
+            if isinstance(body_value, str):
+                body = body_value
+            elif isinstance(body_value, dict):
+                body = json.dumps(body_value, separators=(",", ":"))
+            else:
+                raise InputFileError(f"{path}:{number}: body must be a JSON object or a string")
+        else:
+            body = json.dumps(doc, separators=(",", ":"))
+        lines.append(InputLine(number, body, body_key(key_path, body), queue, group))
+    if not lines:
+        raise InputFileError(f"{path}: no messages in the file")
+    return lines
+
+
+def resolve_queue(name: str | None, labels: dict[str, str]) -> str:
+    """The mapping label a line's ``queue`` names. ``labels``: label -> queue name.
+
+    :raises InputFileError: no queue or several match (the message lists the stack's queues).
+    """
+    if name is None:
+        if len(labels) == 1:
+            return next(iter(labels))
+        raise InputFileError(f"the stack has {len(labels)} SQS mappings: each line must name its queue ({_shown(labels)})")
+    for label, queue_name in labels.items():
+        if name in (label, queue_name):
+            return label
+    matches = [label for label, q in labels.items() if name.lower() in label.lower() or name.lower() in q.lower()]
+    if len(matches) != 1:
+        what = "no queue" if not matches else f"{len(matches)} queues"
+        raise InputFileError(f"queue {name!r} matches {what} of the stack ({_shown(labels)})")
+    return matches[0]
+
+
+def _shown(labels: dict[str, str]) -> str:
+    return ", ".join(f"{label} ({queue})" for label, queue in sorted(labels.items()))
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    line: InputLine
+    kind: str  # "original", "concurrent_duplicate" or "resend"
+
+
+def plan(lines: list[InputLine], routes: dict[int, str], fifo: dict[str, bool], chaos: ChaosConfig) -> dict[str, list[Outgoing]]:
+    """What each mapping's queue is sent, in order: every line once; a fraction sent twice back to back (standard
+    queues: a FIFO group is processed one at a time); a fraction resent after all originals (a producer retrying).
+    ``routes``: line number -> label."""
+    rng = random.Random(chaos.seed)
+    out: dict[str, list[Outgoing]] = {label: [] for label in fifo}
+    resends: dict[str, list[Outgoing]] = {label: [] for label in fifo}
+    for line in lines:
+        label = routes[line.number]
+        out[label].append(Outgoing(line, "original"))
+        if line.key is None:
+            continue
+        if not fifo[label] and rng.random() < chaos.concurrent_duplicates:
+            out[label].append(Outgoing(line, "concurrent_duplicate"))
+        if rng.random() < chaos.resend:
+            resends[label].append(Outgoing(line, "resend"))
+    for label in out:
+        out[label].extend(resends[label])
+    return out
+
+
+def _fifo_id(text: str) -> str:
+    return text if _FIFO_ID.fullmatch(text) else hashlib.sha256(text.encode()).hexdigest()
+
+
+def send(sqs: Any, urls: dict[str, str], fifo: dict[str, bool], messages: dict[str, list[Outgoing]],
+         progress: Callable[[int], None]) -> int:
+    """Send with ``SendMessageBatch``; returns the number sent.
+
+    :raises InputFileError: SQS rejected an entry (named with its line).
+    """
+    sent = 0
+    for label, outgoing in messages.items():
+        for start in range(0, len(outgoing), SEND_BATCH_MAX):
+            chunk = outgoing[start : start + SEND_BATCH_MAX]
+            entries = []
+            for i, msg in enumerate(chunk):
+                entry: dict[str, Any] = {"Id": str(i), "MessageBody": msg.line.body}
+                if fifo[label]:
+                    entry["MessageGroupId"] = _fifo_id(msg.line.group or msg.line.key or "default")
+                    entry["MessageDeduplicationId"] = hashlib.sha256(msg.line.body.encode()).hexdigest()
+                entries.append(entry)
+            result = sqs.send_message_batch(QueueUrl=urls[label], Entries=entries)
+            if result.get("Failed"):
+                bad = result["Failed"][0]
+                number = chunk[int(bad["Id"])].line.number
+                raise InputFileError(f"SQS rejected the message of line {number}: {bad.get('Message', bad.get('Code'))}")
+            sent += len(chunk)
+            progress(len(chunk))
+    return sent

@@ -1,0 +1,237 @@
+"""The chaos proof for any stack: deploy a CDK app to a local AWS, run every SQS event source mapping of one stack
+with the local runner under chaos, report per business key (``effects.py``).
+
+``python -m effectively_once.local chaos --app-dir DIR --stack NAME --input FILE --key JMESPATH`` or, from pytest,
+``run_chaos(ChaosOptions(...))``, which returns the exit code and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from effectively_once_runtime import names
+
+from .chaos import ChaosConfig
+from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, plan, resolve_queue, send
+from .demo import _bar, _in_queue, clear_run_dir
+from .deploy import DeployError, deploy
+from .effects import build, effect_lines, kills, render, verdict
+from .esm import PollerPool, PollerSpec
+from .report import read_dlq, scan_ledger
+from .server import LocalAwsError, MotoServer, aws_env
+from .stack import DeployedMapping, discover_mappings, disable
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    """One chaos run. ``key``: JMESPath over each body giving its business key. ``effect_table``: the effect's own
+    store (logical id, physical name, or a part of the logical id that names one table of the stack) and
+    ``effect_key`` its attribute holding the business key; without them, effects are the effect log lines and
+    ``effect_takes_key`` states that a replayed effect is answered from its key. ``context``: ``cdk deploy -c``
+    values (e.g. a short function timeout, so that stalls past the deadline end quickly)."""
+
+    app_dir: Path
+    stack: str
+    input: Path
+    key: str
+    effect_table: str | None = None
+    effect_key: str | None = None
+    effect_takes_key: bool = False
+    concurrency: int = 2
+    chaos: ChaosConfig = ChaosConfig()
+    context: dict[str, str] = field(default_factory=dict)
+    report_path: Path = Path("reports/chaos-report.json")
+    run_dir: Path = Path(".local-aws/chaos")
+    drain_timeout_seconds: int = 600
+    quiet: bool = False
+    #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
+    #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.
+    endpoint: str | None = None
+    cdk_out: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.effect_table is None) != (self.effect_key is None):
+            raise InputFileError("--effect-table and --effect-key go together (the table and its key attribute)")
+
+
+def _table_name(session: Any, stack: str, name: str) -> str:
+    cfn = session.client("cloudformation")
+    tables = [
+        r
+        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
+        for r in page["StackResourceSummaries"]
+        if r.get("ResourceType") == "AWS::DynamoDB::Table"
+    ]
+    for t in tables:
+        if name in (t["LogicalResourceId"], t.get("PhysicalResourceId")):
+            return str(t["PhysicalResourceId"])
+    matches = [t for t in tables if name.lower() in t["LogicalResourceId"].lower()]
+    if len(matches) != 1:
+        shown = ", ".join(t["LogicalResourceId"] for t in tables) or "none"
+        raise DeployError(f"--effect-table {name!r} names {len(matches)} tables of {stack} (its tables: {shown})")
+    return str(matches[0]["PhysicalResourceId"])
+
+
+def _attr_text(value: dict[str, Any] | None) -> str | None:
+    if not value:
+        return None
+    for kind in ("S", "N"):
+        if kind in value:
+            return str(value[kind])
+    return json.dumps(value, sort_keys=True)
+
+
+def _session(endpoint: str) -> Any:
+    import boto3
+
+    env = aws_env(endpoint)
+    return boto3.session.Session(
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=env["AWS_SESSION_TOKEN"],
+        region_name=env["AWS_REGION"],
+    )
+
+
+def _drain(pool: PollerPool, sqs: Any, urls: list[str], total: int, opts: ChaosOptions) -> None:
+    deadline = time.monotonic() + opts.drain_timeout_seconds
+    settled = 0
+    with _bar(total, "processing", opts.quiet) as bar:
+        while settled < 2:
+            if time.monotonic() > deadline:
+                raise LocalAwsError(f"queues not drained after {opts.drain_timeout_seconds}s; see {opts.run_dir}")
+            time.sleep(1)
+            pool.supervise()
+            remaining = _in_queue(sqs, urls)
+            bar.n = max(0, total - remaining)
+            bar.refresh()
+            settled = settled + 1 if remaining == 0 else 0
+
+
+def _run(
+    opts: ChaosOptions, lines: list[InputLine], endpoint: str, cdk_out: Path, log: Callable[[str], None]
+) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
+    """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
+    the store's effects per key (``None`` without a store) and the store's table name."""
+    session = _session(endpoint)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint  # every client below talks to the local AWS only
+    mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
+    disable(session, mappings)
+    for m in mappings:
+        c = m.mapping
+        log(
+            f"{m.label} ({m.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
+            f"visibility timeout {c.visibility_timeout_seconds}s, function timeout {c.function_timeout_seconds}s"
+        )
+    labels = {m.label: m.queue_name for m in mappings}
+    routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
+    fifo = {m.label: m.fifo for m in mappings}
+    table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
+    env = aws_env(endpoint)
+    specs = [
+        (
+            PollerSpec(
+                mapping=m.mapping,
+                run_dir=str(opts.run_dir),
+                handler_root=str(m.code_dir),  # discovered with a cdk.out: never None here
+                aws_env=env,
+                chaos=opts.chaos,
+                key_expression=opts.key,
+            ),
+            opts.concurrency,
+        )
+        for m in mappings
+    ]
+    pool = PollerPool(specs)
+    sqs = session.client("sqs")
+    urls = {m.label: m.mapping.queue_url for m in mappings}
+    outgoing = plan(lines, routes, fifo, opts.chaos)
+    total = sum(len(v) for v in outgoing.values())
+    try:
+        # Originals before polling starts, resends while it runs (a producer retrying).
+        with _bar(total, "sending", opts.quiet) as bar:
+            send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"] for q, msgs in outgoing.items()},
+                 bar.update)
+            pool.start()
+            send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
+                 bar.update)
+        _drain(pool, sqs, list(urls.values()), total, opts)
+    finally:
+        pool.stop()
+    dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
+    store: Counter[str] | None = None
+    if table is not None:
+        assert opts.effect_key is not None
+        items = scan_ledger(session.client("dynamodb"), table)
+        store = Counter(k for k in (_attr_text(i.get(opts.effect_key)) for i in items) if k is not None)
+    return mappings, total, pool.restarts, dlq_bodies, store, table
+
+
+def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
+    """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
+    report (also written to ``opts.report_path``).
+
+    :raises InputFileError: the input cannot be used or names no queue of the stack.
+    :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
+    """
+    lines = load_input(opts.input, opts.key)  # checked whole before anything starts
+    key_path = compile_key(opts.key)
+    clear_run_dir(opts.run_dir)
+    started = time.monotonic()
+    if opts.endpoint is None:
+        with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
+            log(f"local AWS (moto) on {aws.endpoint}")
+            t0 = time.monotonic()
+            deploy(aws.endpoint, opts.app_dir, opts.stack, dict(opts.context), opts.run_dir / "cdk.log")
+            log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
+            outcome = _run(opts, lines, aws.endpoint, opts.run_dir / "cdk.out", log)
+    else:
+        if opts.cdk_out is None:
+            raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
+        outcome = _run(opts, lines, opts.endpoint, opts.cdk_out, log)
+    mappings, total, restarts, dlq_bodies, store, table = outcome
+    sent = Counter(ln.key for ln in lines if ln.key is not None)
+    log_counts = Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir))
+    dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}
+    report = build(
+        sent=sent,
+        invalid_lines=sum(1 for ln in lines if ln.key is None),
+        messages_sent=total,
+        dlq_keys=dlq_keys,
+        dead_lettered=len(dlq_bodies),
+        log_counts=log_counts,
+        store_counts=store,
+        kill_records=kills(opts.run_dir),
+        effect_takes_key=opts.effect_takes_key,
+    )
+    report["run"] = {
+        "stack": opts.stack,
+        "mappings": {m.label: {"queue": m.queue_name, "function": m.mapping.function_name,
+                               "handler": m.mapping.handler, "fifo": m.fifo} for m in mappings},
+        "key": opts.key,
+        "effect_store": {"table": table, "key_attribute": opts.effect_key} if table else None,
+        "chaos": opts.chaos.__dict__,
+        "pollers_per_mapping": opts.concurrency,
+        "poller_restarts": restarts,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    code, reasons = verdict(report)
+    report["verdict"] = {"exit_code": code, "reasons": reasons}
+    log("")
+    log(render(report))
+    for reason in reasons:
+        log("FAIL: " + reason)
+    if code == 0:
+        t = report["total"]
+        log(f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
+            f"{t['replayed_after_kill']} replayed after a kill")
+    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
+    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    log(f"report written to {opts.report_path}")
+    return code, report

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Order confirmations: the chaos proof outside payments (README "Chaos proof for any stack").
+
+Stacks:
+  OrdersExample             a standard and a FIFO queue, each wired by ``IdempotentQueueConsumer`` to an order
+                            function (``orders.lambda_handler``, keyed on ``order_id``); the confirmations go to one
+                            outbox table (partition key ``idempotency_key``, attribute ``order_id``).
+  OrdersMessageIdControl    the same on a standard queue with ``orders.by_message_id_handler``: keyed on the SQS
+                            ``messageId``, the negative control (a resend is confirmed twice).
+
+Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
+``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
+
+How the functions get the runtime: the asset is ``src/`` plus a copy of the ``effectively_once_runtime`` package
+(staged under ``build/asset`` at synth, ``__pycache__`` left out); Powertools comes from its public layer.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import effectively_once_runtime
+from aws_cdk import App, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
+from effectively_once.powertools_layer import POWERTOOLS_RUNTIME, public_powertools_layer
+
+HERE = Path(__file__).resolve().parent
+ENV_OUTBOX_TABLE = "OUTBOX_TABLE_NAME"
+
+
+def staged_asset() -> Path:
+    """``src/`` and the runtime package in one folder: what the function's code is."""
+    out = HERE / "build" / "asset"
+    shutil.rmtree(out, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(HERE / "src", out, ignore=ignore)
+    runtime = Path(effectively_once_runtime.__file__).resolve().parent
+    shutil.copytree(runtime, out / runtime.name, ignore=ignore)
+    return out
+
+
+class OrdersStack(Stack):
+    """One order function per queue kind in ``kinds`` (``"Standard"``, ``"Fifo"``), all on one outbox."""
+
+    def __init__(self, scope: Construct, id: str, *, handler: str, kinds: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(scope, id, **kwargs)
+        ctx = self.node.try_get_context
+        timeout = Duration.seconds(int(ctx("function_timeout_seconds") or 30))
+        max_receive_count = int(ctx("max_receive_count") or 5)
+        destroy = str(ctx("destroy_on_delete") or "false").lower() == "true"
+        removal = RemovalPolicy.DESTROY if destroy else RemovalPolicy.RETAIN
+        outbox = dynamodb.Table(
+            self,
+            "Outbox",
+            partition_key=dynamodb.Attribute(name="idempotency_key", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=removal,
+        )
+        table = IdempotencyTable(self, "Idempotency", removal_policy=removal)
+        layer = public_powertools_layer(self, "PowertoolsLayer", runtime=POWERTOOLS_RUNTIME)
+        code = lambda_.Code.from_asset(str(staged_asset()))
+        for kind in kinds:
+            queue = ProcessingQueue(
+                self, f"{kind}Orders", fifo=kind == "Fifo", max_receive_count=max_receive_count,
+                removal_policy=removal,
+            )
+            fn = lambda_.Function(
+                self,
+                f"{kind}Confirm",
+                runtime=POWERTOOLS_RUNTIME,
+                handler=handler,
+                code=code,
+                timeout=timeout,
+                layers=[layer],
+                environment={ENV_OUTBOX_TABLE: outbox.table_name},
+            )
+            outbox.grant(fn, "dynamodb:PutItem")
+            IdempotentQueueConsumer(self, f"{kind}Consumer", queue=queue, function=fn, table=table,
+                                    removal_policy=removal)
+            CfnOutput(self, f"{kind}QueueUrl", value=queue.queue.queue_url)
+        CfnOutput(self, "OutboxTableName", value=outbox.table_name)
+
+
+if __name__ == "__main__":
+    app = App()
+    OrdersStack(app, "OrdersExample", handler="orders.lambda_handler", kinds=("Standard", "Fifo"))
+    OrdersStack(app, "OrdersMessageIdControl", handler="orders.by_message_id_handler", kinds=("Standard",))
+    app.synth()

@@ -1,0 +1,98 @@
+"""The chaos proof outside payments: the orders example (examples/orders) under chaos on a local AWS.
+
+One local AWS and one `cdk deploy` of both stacks (OrdersExample: standard + FIFO; OrdersMessageIdControl: keyed on
+the SQS messageId), then one ``run_chaos`` per stack against that deployment. The run is sized for the suite's budget
+(about two and a half minutes on 2 cores): 60 orders per queue, a 2 s function timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectively_once.local.chaos import ChaosConfig
+from effectively_once.local.deploy import deploy
+from effectively_once.local.server import MotoServer
+from effectively_once.local.stack_run import ChaosOptions, run_chaos
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "examples" / "orders"
+# maxReceiveCount 5 (the default): with this many kills, fewer receives park valid orders in the DLQ (not lost, but
+# not confirmed either), which would weaken the proof.
+CONTEXT = {"function_timeout_seconds": "2", "max_receive_count": "5", "destroy_on_delete": "true"}
+# Kills are drawn per invocation and only strike where the invocation reaches an effect line; with 60 orders per
+# queue in batches of up to 10, about 15 invocations do: 35 % makes a run without such a kill very unlikely (~0.2 %);
+# a kill after completion can strike any of the 30-odd invocations (15 %: ~0.8 %).
+CHAOS = ChaosConfig(
+    resend=0.3, concurrent_duplicates=0.1, crash_after_charge=0.35, crash_after_complete=0.15, timeout=0.03, seed=11
+)
+
+
+def orders(path: Path, count: int, queues: tuple[str, ...]) -> Path:
+    rng = random.Random(3)
+    rows: list[dict[str, Any]] = []
+    for i in range(count * len(queues)):
+        queue = queues[i % len(queues)]
+        customer = f"c{rng.randrange(8)}"
+        rows.append({"queue": queue, "group": customer,
+                     "body": {"order_id": f"o-{i:04d}", "customer": customer, "total": rng.randrange(1, 9999)}})
+    rows.append({"queue": queues[0], "body": {"order_id": "o-refused", "customer": "c1", "total": -1}})  # PermanentError
+    rows.append({"queue": queues[0], "body": "not json"})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
+    tmp = tmp_path_factory.mktemp("chaos")
+    out: dict[str, tuple[int, dict[str, Any]]] = {}
+    with MotoServer(log_path=tmp / "moto.log") as aws:
+        deploy(aws.endpoint, APP, ["OrdersExample", "OrdersMessageIdControl"], CONTEXT, tmp / "cdk.log")
+        for stack, queues in (("OrdersExample", ("standard", "fifo")), ("OrdersMessageIdControl", ("standard",))):
+            run_dir = tmp / stack
+            opts = ChaosOptions(
+                app_dir=APP, stack=stack, input=orders(tmp / f"{stack}.jsonl", 60, queues), key="order_id",
+                effect_table="Outbox", effect_key="order_id", chaos=CHAOS, concurrency=2,
+                report_path=run_dir / "report.json", run_dir=run_dir, drain_timeout_seconds=300, quiet=True,
+                endpoint=aws.endpoint, cdk_out=tmp / "cdk.out",
+            )
+            out[stack] = run_chaos(opts, log=lambda _: None)
+    return out
+
+
+def test_orders_under_chaos_lose_nothing_and_duplicate_nothing(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
+    code, report = runs["OrdersExample"]
+    total = report["total"]
+
+    assert code == 0, report["verdict"]
+    assert (total["lost"], total["duplicated"], total["unexpected"], total["unexplained_replays"]) == (0, 0, 0, 0)
+    assert total["keys_sent"] == 121  # 120 orders and o-refused, which the handler refuses: it ends in the DLQ
+    # Every valid order is confirmed once or parked in a DLQ after maxReceiveCount kills (not lost: redrive it).
+    assert total["effects"] + total["dead_lettered_keys"] >= total["keys_sent"]
+    assert total["effects"] >= 0.9 * 120, "most orders were confirmed, not parked"
+
+
+def test_every_mapping_of_the_stack_ran_and_the_chaos_happened(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
+    report = runs["OrdersExample"][1]
+    total = report["total"]
+
+    assert sorted(m["fifo"] for m in report["run"]["mappings"].values()) == [False, True]
+    assert total["messages_sent"] > total["keys_sent"] + 1, "resends and duplicates were sent"
+    assert total["kills"]["after_effect"] > 0 and total["kills"]["after_complete"] > 0
+    # Every replayed effect was answered by the outbox's conditional put, after a kill that explains it.
+    assert total["effect_log_lines"] >= total["effects"]
+    assert len(report["keys"]["replayed_after_kill"]) == total["replayed_after_kill"]
+
+
+def test_handler_keyed_on_the_message_id_is_caught(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
+    code, report = runs["OrdersMessageIdControl"]
+    total = report["total"]
+
+    assert code == 1
+    assert total["duplicated"] > 0, "a resend is a new message id: the outbox confirms the order twice"
+    assert any("duplicated" in reason for reason in report["verdict"]["reasons"])
