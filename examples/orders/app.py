@@ -11,38 +11,25 @@ Stacks:
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
 ``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
 
-How the functions get the runtime: the asset is ``src/`` plus a copy of the ``effectively_once_runtime`` package
-(staged under ``build/asset`` at synth, ``__pycache__`` left out); Powertools comes from its public layer.
+How the functions get the runtime: one line, ``layers=RuntimeLayer(...).layers``: the ``effectively_once_runtime``
+package as a layer of its own, and Powertools from its pinned public layer. The code asset is ``src/`` alone.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
-import effectively_once_runtime
 from aws_cdk import App, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
-from effectively_once.powertools_layer import POWERTOOLS_RUNTIME, public_powertools_layer
+from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue, RuntimeLayer
+from effectively_once.powertools_layer import POWERTOOLS_RUNTIME
 
 HERE = Path(__file__).resolve().parent
 ENV_OUTBOX_TABLE = "OUTBOX_TABLE_NAME"
-
-
-def staged_asset() -> Path:
-    """``src/`` and the runtime package in one folder: what the function's code is."""
-    out = HERE / "build" / "asset"
-    shutil.rmtree(out, ignore_errors=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(HERE / "src", out, ignore=ignore)
-    runtime = Path(effectively_once_runtime.__file__).resolve().parent
-    shutil.copytree(runtime, out / runtime.name, ignore=ignore)
-    return out
 
 
 class OrdersStack(Stack):
@@ -66,11 +53,14 @@ class OrdersStack(Stack):
             removal_policy=removal,
         )
         table = IdempotencyTable(self, "Idempotency", removal_policy=removal)
-        layer = public_powertools_layer(self, "PowertoolsLayer", runtime=POWERTOOLS_RUNTIME)
-        code = lambda_.Code.from_asset(str(staged_asset()))
+        runtime = RuntimeLayer(self, "Runtime", runtime=POWERTOOLS_RUNTIME)
+        code = lambda_.Code.from_asset(str(HERE / "src"), exclude=["__pycache__", "*.pyc"])
         for kind in kinds:
             queue = ProcessingQueue(
-                self, f"{kind}Orders", fifo=kind == "Fifo", max_receive_count=max_receive_count,
+                self,
+                f"{kind}Orders",
+                fifo=kind == "Fifo",
+                max_receive_count=max_receive_count,
                 removal_policy=removal,
             )
             fn = lambda_.Function(
@@ -80,12 +70,13 @@ class OrdersStack(Stack):
                 handler=handler,
                 code=code,
                 timeout=timeout,
-                layers=[layer],
+                layers=runtime.layers,
                 environment={ENV_OUTBOX_TABLE: outbox.table_name},
             )
             outbox.grant(fn, "dynamodb:PutItem")
-            IdempotentQueueConsumer(self, f"{kind}Consumer", queue=queue, function=fn, table=table,
-                                    removal_policy=removal)
+            IdempotentQueueConsumer(
+                self, f"{kind}Consumer", queue=queue, function=fn, table=table, removal_policy=removal
+            )
             CfnOutput(self, f"{kind}QueueUrl", value=queue.queue.queue_url)
         CfnOutput(self, "OutboxTableName", value=outbox.table_name)
 

@@ -59,7 +59,7 @@ def loads_strict(raw: str | bytes) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidRecord(f"body is not valid JSON: {exc}") from exc
     except ValueError as exc:  # int(...) of a number longer than sys.get_int_max_str_digits()
-        raise InvalidRecord(f"body has a number too long to read: {str(exc)[:SHOWN_CHARS * 2]}") from exc
+        raise InvalidRecord(f"body has a number too long to read: {str(exc)[: SHOWN_CHARS * 2]}") from exc
     except RecursionError as exc:
         raise InvalidRecord("body is nested too deeply") from exc
 

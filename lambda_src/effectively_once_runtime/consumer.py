@@ -32,8 +32,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import jmespath
 from aws_lambda_powertools import Logger, Metrics
@@ -250,9 +251,7 @@ class Consumer:
 
     def _on_duplicate(self, response: Any, idempotent_data: DataRecord) -> Any:
         self.metrics.add_metric(name=names.METRIC_DUPLICATES_SUPPRESSED, unit=MetricUnit.Count, value=1)
-        self.logger.info(
-            names.MSG_DUPLICATE_SUPPRESSED, extra={names.FIELD_IDEMPOTENCY_STATUS: idempotent_data.status}
-        )
+        self.logger.info(names.MSG_DUPLICATE_SUPPRESSED, extra={names.FIELD_IDEMPOTENCY_STATUS: idempotent_data.status})
         return response
 
     def _invalid(self, reason: str) -> None:

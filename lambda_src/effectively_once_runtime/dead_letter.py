@@ -17,7 +17,8 @@ import base64
 import hashlib
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from . import names
 
@@ -81,7 +81,7 @@ class RuntimeSettings:
         return table_region(names.ENV_TABLE_NAME, self.table_name)
 
     @classmethod
-    def from_env(cls, *, default_key_prefix: str, env: Mapping[str, str] | None = None) -> "RuntimeSettings":
+    def from_env(cls, *, default_key_prefix: str, env: Mapping[str, str] | None = None) -> RuntimeSettings:
         """Read the settings; ``default_key_prefix`` applies when ``IDEMPOTENCY_KEY_PREFIX`` is unset or empty.
 
         :raises ValueError: ``IDEMPOTENCY_TABLE_NAME`` is missing, or a value is malformed (the message names the

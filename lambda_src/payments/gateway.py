@@ -15,9 +15,10 @@ any chaos code in this package.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import boto3
 from botocore.exceptions import ClientError
@@ -71,7 +72,7 @@ class LedgerGateway:
     def charge(self, payment: Payment, *, idempotency_key: str | None = None) -> Charge:
         self.calls += 1
         charge_id = idempotency_key if idempotency_key else f"ch_{uuid.uuid4().hex}"
-        charged_at = datetime.now(timezone.utc).isoformat()
+        charged_at = datetime.now(UTC).isoformat()
         item = {
             "charge_id": {"S": charge_id},
             "payment_id": {"S": payment.payment_id},

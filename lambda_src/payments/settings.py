@@ -17,8 +17,8 @@ written starts with it, so it never changes.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 #: The sample's stable idempotency key prefix; records already written start with it.
 DEFAULT_KEY_PREFIX = "effectively-once/payments"
@@ -47,7 +47,7 @@ class Settings:
     provider_idempotency_keys: bool = True
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read the settings.
 
         :raises ValueError: ``LEDGER_TABLE_NAME`` is missing, or the flag is malformed.

@@ -39,9 +39,16 @@ def orders(path: Path, count: int, queues: tuple[str, ...]) -> Path:
     for i in range(count * len(queues)):
         queue = queues[i % len(queues)]
         customer = f"c{rng.randrange(8)}"
-        rows.append({"queue": queue, "group": customer,
-                     "body": {"order_id": f"o-{i:04d}", "customer": customer, "total": rng.randrange(1, 9999)}})
-    rows.append({"queue": queues[0], "body": {"order_id": "o-refused", "customer": "c1", "total": -1}})  # PermanentError
+        rows.append(
+            {
+                "queue": queue,
+                "group": customer,
+                "body": {"order_id": f"o-{i:04d}", "customer": customer, "total": rng.randrange(1, 9999)},
+            }
+        )
+    rows.append(
+        {"queue": queues[0], "body": {"order_id": "o-refused", "customer": "c1", "total": -1}}
+    )  # PermanentError
     rows.append({"queue": queues[0], "body": "not json"})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -56,10 +63,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[
         for stack, queues in (("OrdersExample", ("standard", "fifo")), ("OrdersMessageIdControl", ("standard",))):
             run_dir = tmp / stack
             opts = ChaosOptions(
-                app_dir=APP, stack=stack, input=orders(tmp / f"{stack}.jsonl", 60, queues), key="order_id",
-                effect_table="Outbox", effect_key="order_id", chaos=CHAOS, concurrency=2,
-                report_path=run_dir / "report.json", run_dir=run_dir, drain_timeout_seconds=300, quiet=True,
-                endpoint=aws.endpoint, cdk_out=tmp / "cdk.out",
+                app_dir=APP,
+                stack=stack,
+                input=orders(tmp / f"{stack}.jsonl", 60, queues),
+                key="order_id",
+                effect_table="Outbox",
+                effect_key="order_id",
+                chaos=CHAOS,
+                concurrency=2,
+                report_path=run_dir / "report.json",
+                run_dir=run_dir,
+                drain_timeout_seconds=300,
+                quiet=True,
+                endpoint=aws.endpoint,
+                cdk_out=tmp / "cdk.out",
             )
             out[stack] = run_chaos(opts, log=lambda _: None)
     return out

@@ -20,8 +20,9 @@ import shlex
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -68,8 +69,10 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str
         disable_mappings(session, pipelines)
         handler_root = str(REPO / "lambda_src")
         pool = PollerPool(
-            [(PollerSpec(mapping=p.mapping, run_dir=str(run), handler_root=handler_root, aws_env=env), 1)
-             for p in pipelines.values()]
+            [
+                (PollerSpec(mapping=p.mapping, run_dir=str(run), handler_root=handler_root, aws_env=env), 1)
+                for p in pipelines.values()
+            ]
         )
         pool.start()
         # A poller killed at its deadline (a slow machine) is replaced, as Lambda starts a new environment.
@@ -98,7 +101,12 @@ def demo_aws(sandbox: tuple[dict[str, str], Path]) -> dict[str, Any]:
     steps = demo_aws_steps()
     produced = subprocess.run(
         [*steps["produce"], "--payments", str(payments)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     # The wait is the default one, derived from the deployed queues; moto's counts are exact, so a short settle.
     report_args = ["--payments", str(payments), "--report", str(report_path), "--settle", "3"]

@@ -21,9 +21,23 @@ REPO = Path(__file__).resolve().parents[2]
 def test_interrupt_stops_the_local_aws(tmp_path: Path, sig: signal.Signals) -> None:
     # A terminal's Ctrl-C is SIGINT to the whole foreground process group: start the demo in its own group.
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "effectively_once.local", "demo", "--quiet", "--run-dir", str(tmp_path / "run"),
-         "--report", str(tmp_path / "report.json")],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            "effectively_once.local",
+            "demo",
+            "--quiet",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--report",
+            str(tmp_path / "report.json"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdout is not None
     first = proc.stdout.readline()

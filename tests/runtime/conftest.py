@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -192,3 +194,46 @@ def queue_bodies(sqs: Any, url: str) -> list[str]:
     while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get("Messages"):
         bodies.extend(m["Body"] for m in batch)
     return bodies
+
+
+# --- log lines and the orders domain, shared by several test modules ----------------------------------------
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is at write time (capsys swaps it in only for the test call)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@pytest.fixture
+def log_lines(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    # The Logger's handler holds the stdout of import time; point it at the one capsys captures.
+    monkeypatch.setattr(handler_module.logger.registered_handler, "stream", _CurrentStdout())
+
+    def read() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+
+    return read
+
+
+@pytest.fixture
+def orders(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    from effectively_once_runtime import names
+
+    from .orders_domain import Orders, build_consumer
+
+    for name, value in HANDLER_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv(names.ENV_KEY_PREFIX, raising=False)
+    monkeypatch.delenv(names.ENV_DEAD_LETTER_QUEUE_URL, raising=False)  # test_dead_letter.py sets it
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        create_table(ddb, IDEMPOTENCY_TABLE, "id")
+        confirmed: list[str | None] = []
+        consumer = build_consumer(confirmed)
+        # The Logger's handler holds the stdout of import time; point it at the one capsys captures.
+        monkeypatch.setattr(consumer.logger.registered_handler, "stream", _CurrentStdout())
+        yield Orders(consumer, ddb, capsys, confirmed)

@@ -27,7 +27,6 @@ from .conftest import (
     sqs_record,
     use_dead_letter_queue,
 )
-from .test_logging import log_lines  # noqa: F401  (fixture)
 
 GOOD = '"account_id": "acct-1", "amount": 1000, "currency": "EUR"'
 DIGITS_5000 = "1" * 5000
@@ -51,10 +50,12 @@ BAD_BODIES = {
     "payment_id list": '{"payment_id": ["pay-1"], ' + GOOD + "}",
     "payment_id object": '{"payment_id": {"id": "pay-1"}, ' + GOOD + "}",
     "payment_id too long": '{"payment_id": "' + "p" * 129 + '", ' + GOOD + "}",
-    "account_id trailing newline": '{"payment_id": "pay-1", "account_id": "acct-1\\n", "amount": 1000, "currency": "EUR"}',
+    "account_id trailing newline": '{"payment_id": "pay-1", "account_id": "acct-1\\n", '
+    + '"amount": 1000, "currency": "EUR"}',
     "account_id empty": '{"payment_id": "pay-1", "account_id": "", "amount": 1000, "currency": "EUR"}',
     "account_id number": '{"payment_id": "pay-1", "account_id": 7, "amount": 1000, "currency": "EUR"}',
-    "currency trailing newline": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 1000, "currency": "EUR\\n"}',
+    "currency trailing newline": '{"payment_id": "pay-1", "account_id": "acct-1", '
+    + '"amount": 1000, "currency": "EUR\\n"}',
     "currency empty": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 1000, "currency": ""}',
     "currency lower case": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 1000, "currency": "eur"}',
     "amount true": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": true, "currency": "EUR"}',
@@ -62,16 +63,20 @@ BAD_BODIES = {
     "amount NaN": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": NaN, "currency": "EUR"}',
     "amount Infinity": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": Infinity, "currency": "EUR"}',
     "amount -Infinity": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": -Infinity, "currency": "EUR"}',
-    "amount 1e400 (a float overflowing to inf)": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 1e400, "currency": "EUR"}',
+    "amount 1e400 (a float overflowing to inf)": '{"payment_id": "pay-1", "account_id": "acct-1", '
+    + '"amount": 1e400, "currency": "EUR"}',
     "amount 1e3 (a float)": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 1e3, "currency": "EUR"}',
     "amount string": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": "1000", "currency": "EUR"}',
     "amount zero": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 0, "currency": "EUR"}',
-    "amount 5000 digits": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": ' + DIGITS_5000 + ', "currency": "EUR"}',
+    "amount 5000 digits": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": '
+    + DIGITS_5000
+    + ', "currency": "EUR"}',
     "extra field 5000 digits": '{"payment_id": "pay-1", ' + GOOD + ', "note": ' + DIGITS_5000 + "}",
     "extra field NaN": '{"payment_id": "pay-1", ' + GOOD + ', "note": NaN}',
     "deeply nested extra field": '{"payment_id": "pay-1", ' + GOOD + ', "note": ' + NESTED + "}",
     "deeply nested body": NESTED,
-    "repeated amount": '{"payment_id": "pay-1", "account_id": "acct-1", "amount": 1, "amount": 100000000, "currency": "EUR"}',
+    "repeated amount": '{"payment_id": "pay-1", "account_id": "acct-1", '
+    + '"amount": 1, "amount": 100000000, "currency": "EUR"}',
     "repeated payment_id": '{"payment_id": "pay-1", "payment_id": "pay-2", ' + GOOD + "}",
     "repeated key in an extra object": '{"payment_id": "pay-1", ' + GOOD + ', "meta": {"a": 1, "a": 2}}',
     "byte order mark": '\ufeff{"payment_id": "pay-1", ' + GOOD + "}",
@@ -237,8 +242,14 @@ def test_payment_id_reused_for_another_account_directly_is_a_validation_error(aw
 
 def _write_legacy_record(aws: Env, body: dict[str, Any], *, status: str = "COMPLETED") -> dict[str, Any]:
     """A record as the handler wrote it before account_id joined the payload validation (hash of [amount, currency])."""
-    stored = {"charge_id": body["payment_id"], "payment_id": body["payment_id"], "account_id": body["account_id"],
-              "amount": body["amount"], "currency": body["currency"], "charged_at": "2026-11-29T10:00:00+00:00"}
+    stored = {
+        "charge_id": body["payment_id"],
+        "payment_id": body["payment_id"],
+        "account_id": body["account_id"],
+        "amount": body["amount"],
+        "currency": body["currency"],
+        "charged_at": "2026-11-29T10:00:00+00:00",
+    }
     aws.dynamodb.put_item(
         TableName=IDEMPOTENCY_TABLE,
         Item={
@@ -323,7 +334,11 @@ def test_legacy_record_rejects_the_payment_id_for_another_account(aws: Env) -> N
 
 @pytest.mark.parametrize(
     "changed",
-    [Payment("pay-1", "acct-2", 1000, "EUR"), Payment("pay-1", "acct-1", 1001, "EUR"), Payment("pay-1", "acct-1", 1000, "USD")],
+    [
+        Payment("pay-1", "acct-2", 1000, "EUR"),
+        Payment("pay-1", "acct-1", 1001, "EUR"),
+        Payment("pay-1", "acct-1", 1000, "USD"),
+    ],
     ids=["other account", "other amount", "other currency"],
 )
 def test_provider_refuses_its_key_reused_with_another_payload(aws: Env, changed: Payment) -> None:

@@ -53,7 +53,9 @@ def _payments_poller(run_dir: str) -> None:
     pid = os.getpid()
     marker_read, next_started = threading.Event(), threading.Event()
     chaos = InvocationChaos(
-        ChaosConfig(), _SlowKillLog(Path(run_dir) / f"chaos-standard-{pid}.jsonl", marker_read, next_started), "standard"
+        ChaosConfig(),
+        _SlowKillLog(Path(run_dir) / f"chaos-standard-{pid}.jsonl", marker_read, next_started),
+        "standard",
     )
     provider_log = EventLog(Path(run_dir) / f"provider-standard-{pid}.jsonl")
 
@@ -79,11 +81,16 @@ def _run_killed(target: Any, run_dir: Path) -> None:
 
 def test_kill_landing_in_the_next_provider_call_is_booked_to_that_payment(tmp_path: Path) -> None:
     _run_killed(_payments_poller, tmp_path)
-    kill = [ln for ln in (tmp_path.glob("chaos-standard-*.jsonl")).__next__().read_text().splitlines() if '"kill"' in ln]
+    kill = [
+        ln for ln in (tmp_path.glob("chaos-standard-*.jsonl")).__next__().read_text().splitlines() if '"kill"' in ln
+    ]
     assert '"inflight_payment":"A"' in kill[0], "the race happened: the marker still named A when the record was made"
     # B is redelivered to another poller and the provider answers it from its idempotency key.
-    other = ChaosGateway(_Provider(replayed=True), InvocationChaos(ChaosConfig(), EventLog(tmp_path / "x.jsonl"), "s"),
-                         EventLog(tmp_path / "provider-standard-1.jsonl"))
+    other = ChaosGateway(
+        _Provider(replayed=True),
+        InvocationChaos(ChaosConfig(), EventLog(tmp_path / "x.jsonl"), "s"),
+        EventLog(tmp_path / "provider-standard-1.jsonl"),
+    )
     other.charge(SimpleNamespace(payment_id="B"), idempotency_key="B")
 
     counts = run_log_counts(tmp_path, "standard")
@@ -101,7 +108,9 @@ def _effect_poller(run_dir: str) -> None:
     pid = os.getpid()
     marker_read, next_started = threading.Event(), threading.Event()
     chaos = InvocationChaos(
-        ChaosConfig(), _SlowKillLog(Path(run_dir) / f"chaos-orders-{pid}.jsonl", marker_read, next_started), "orders",
+        ChaosConfig(),
+        _SlowKillLog(Path(run_dir) / f"chaos-orders-{pid}.jsonl", marker_read, next_started),
+        "orders",
         at_effect_line=True,
     )
     function_log = open(Path(run_dir) / f"function-orders-{pid}.log", "a", buffering=1, encoding="utf-8")
@@ -127,8 +136,15 @@ def test_kill_after_the_next_effect_line_is_booked_to_that_key(tmp_path: Path) -
     kills = effects.kills(tmp_path)
     lines = Counter(str(ln["idempotency_key"]) for ln in effects.effect_lines(tmp_path))
     report = effects.build(
-        sent=Counter({"A": 1, "B": 1}), invalid_lines=0, messages_sent=2, dlq_keys=set(), dead_lettered=0,
-        log_counts=lines, store_counts=Counter({"A": 1, "B": 1}), kill_records=kills, effect_takes_key=False,
+        sent=Counter({"A": 1, "B": 1}),
+        invalid_lines=0,
+        messages_sent=2,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=lines,
+        store_counts=Counter({"A": 1, "B": 1}),
+        kill_records=kills,
+        effect_takes_key=False,
     )
 
     assert [k["key"] for k in kills] == ["B"]
@@ -151,9 +167,15 @@ def test_kill_between_the_effect_and_its_line_books_nothing_and_hides_nothing(tm
         '{"message":"effect executed","idempotency_key":"B","effect":"confirm","function_request_id":"r2"}\n'
     )
     report = effects.build(
-        sent=Counter({"A": 1, "B": 1}), invalid_lines=0, messages_sent=2, dlq_keys=set(), dead_lettered=0,
-        log_counts=Counter({"A": 1, "B": 1}), store_counts=Counter({"A": 1, "B": 1}),
-        kill_records=effects.kills(tmp_path), effect_takes_key=False,
+        sent=Counter({"A": 1, "B": 1}),
+        invalid_lines=0,
+        messages_sent=2,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter({"A": 1, "B": 1}),
+        store_counts=Counter({"A": 1, "B": 1}),
+        kill_records=effects.kills(tmp_path),
+        effect_takes_key=False,
     )
 
     assert report["total"]["kills_between_effect_and_completion"] == 1

@@ -71,7 +71,14 @@ def test_queue_is_named_by_logical_id_queue_name_or_a_unique_part() -> None:
 
 
 def test_plan_sends_each_line_once_plus_duplicates_and_resends(tmp_path: Path) -> None:
-    lines = load_input(write(tmp_path, *({"body": {"k": f"{i}"}, "queue": q} for i in range(200) for q in ["s", "f"][i % 2:i % 2 + 1]), {"body": "x", "queue": "s"}), "k")
+    lines = load_input(
+        write(
+            tmp_path,
+            *({"body": {"k": f"{i}"}, "queue": q} for i in range(200) for q in ["s", "f"][i % 2 : i % 2 + 1]),
+            {"body": "x", "queue": "s"},
+        ),
+        "k",
+    )
     routes = {ln.number: ln.queue or "" for ln in lines}
 
     out = plan(lines, routes, {"s": False, "f": True}, ChaosConfig(resend=0.3, concurrent_duplicates=0.2))
@@ -81,7 +88,7 @@ def test_plan_sends_each_line_once_plus_duplicates_and_resends(tmp_path: Path) -
     assert kinds["f"]["concurrent_duplicate"] == 0, "a FIFO group is processed one at a time"
     assert kinds["s"]["concurrent_duplicate"] > 0 and kinds["s"]["resend"] > 0 and kinds["f"]["resend"] > 0
     assert all(o.line.key is not None for msgs in out.values() for o in msgs if o.kind != "original")
-    assert [o.kind for o in out["s"]][-kinds["s"]["resend"]:] == ["resend"] * kinds["s"]["resend"]
+    assert [o.kind for o in out["s"]][-kinds["s"]["resend"] :] == ["resend"] * kinds["s"]["resend"]
 
 
 def test_effect_tap_passes_everything_through_and_reports_only_effect_lines() -> None:
@@ -99,9 +106,15 @@ def test_effect_tap_passes_everything_through_and_reports_only_effect_lines() ->
 
 def _build(**overrides: Any) -> dict[str, Any]:
     args: dict[str, Any] = dict(
-        sent=Counter({"a": 2, "b": 1, "c": 1}), invalid_lines=0, messages_sent=4, dlq_keys=set(), dead_lettered=0,
-        log_counts=Counter({"a": 1, "b": 1, "c": 1}), store_counts=Counter({"a": 1, "b": 1, "c": 1}),
-        kill_records=[], effect_takes_key=False,
+        sent=Counter({"a": 2, "b": 1, "c": 1}),
+        invalid_lines=0,
+        messages_sent=4,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter({"a": 1, "b": 1, "c": 1}),
+        store_counts=Counter({"a": 1, "b": 1, "c": 1}),
+        kill_records=[],
+        effect_takes_key=False,
     )
     args.update(overrides)
     return effects.build(**args)
@@ -126,12 +139,23 @@ def _kill(key: str, phase: str = "after_effect") -> dict[str, Any]:
         ({"log_counts": Counter({"a": 2, "b": 1, "c": 1}), "kill_records": [_kill("b")]}, "unexplained_replays"),
         ({"log_counts": Counter({"a": 2, "b": 1, "c": 1}), "kill_records": [_kill("a", "deadline")]}, None),
         # No store: the log lines are the effects; a replay is allowed only when the effect takes the key.
-        ({"store_counts": None, "log_counts": Counter({"a": 2, "b": 1, "c": 1}), "kill_records": [_kill("a")]},
-         "duplicated"),
-        ({"store_counts": None, "log_counts": Counter({"a": 2, "b": 1, "c": 1}), "kill_records": [_kill("a")],
-          "effect_takes_key": True}, None),
-        ({"store_counts": None, "log_counts": Counter({"a": 2, "b": 1, "c": 1}), "effect_takes_key": True},
-         "unexplained_replays"),
+        (
+            {"store_counts": None, "log_counts": Counter({"a": 2, "b": 1, "c": 1}), "kill_records": [_kill("a")]},
+            "duplicated",
+        ),
+        (
+            {
+                "store_counts": None,
+                "log_counts": Counter({"a": 2, "b": 1, "c": 1}),
+                "kill_records": [_kill("a")],
+                "effect_takes_key": True,
+            },
+            None,
+        ),
+        (
+            {"store_counts": None, "log_counts": Counter({"a": 2, "b": 1, "c": 1}), "effect_takes_key": True},
+            "unexplained_replays",
+        ),
         ({"store_counts": None, "log_counts": Counter({"a": 1, "b": 1, "c": 1, "m-1": 1})}, "unexpected"),
     ],
 )
@@ -176,8 +200,18 @@ def test_chaos_command_fails_bad_arguments_in_one_line_before_anything_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
     path = write(tmp_path, {"order_id": "o1"})
-    argv = ["chaos", "--app-dir", str(REPO / "examples" / "orders"), "--stack", "OrdersExample", "--input", str(path),
-            "--key", "order_id", *extra]
+    argv = [
+        "chaos",
+        "--app-dir",
+        str(REPO / "examples" / "orders"),
+        "--stack",
+        "OrdersExample",
+        "--input",
+        str(path),
+        "--key",
+        "order_id",
+        *extra,
+    ]
     # argparse keeps the last --key given
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

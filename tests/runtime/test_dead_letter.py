@@ -8,8 +8,9 @@ import base64
 import hashlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -24,9 +25,16 @@ from effectively_once_runtime import InvalidRecord, PermanentError, names
 from effectively_once_runtime.dead_letter import MAX_MESSAGE_ATTRIBUTES, DeadLetterQueue, is_permanent, queue_region
 from payments.model import InvalidPayment
 
-from .conftest import IDEMPOTENCY_TABLE, REGION, FakeLambdaContext, failures, redeliver, sqs_record, use_dead_letter_queue
-from .test_runtime import Orders, Unfulfillable, _stored_key, order
-from .test_runtime import orders  # noqa: F401  (fixture)
+from .conftest import (
+    IDEMPOTENCY_TABLE,
+    REGION,
+    FakeLambdaContext,
+    failures,
+    redeliver,
+    sqs_record,
+    use_dead_letter_queue,
+)
+from .orders_domain import Orders, Unfulfillable, _stored_key, order
 
 # --- one place decides what is permanent ---------------------------------------------------------------------------
 
@@ -77,7 +85,9 @@ def test_queue_region_comes_from_the_queue_url(url: str, region: str | None) -> 
 
 @pytest.mark.parametrize("url", ["q", "arn:aws:sqs:us-east-1:123456789012:q", "https://sqs.us-east-1.amazonaws.com/"])
 def test_malformed_dead_letter_queue_url_fails_at_cold_start(
-    orders: Orders, monkeypatch: pytest.MonkeyPatch, url: str  # noqa: F811
+    orders: Orders,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,  # noqa: F811
 ) -> None:
     monkeypatch.setenv(names.ENV_DEAD_LETTER_QUEUE_URL, url)
     orders.consumer.reset()
@@ -100,8 +110,11 @@ class Dlq:
         found: list[dict[str, Any]] = []
         while True:
             batch = self.sqs.receive_message(
-                QueueUrl=self.url, MaxNumberOfMessages=10, MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"], VisibilityTimeout=300,
+                QueueUrl=self.url,
+                MaxNumberOfMessages=10,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+                VisibilityTimeout=300,
             ).get("Messages", [])
             if not batch:
                 return found
@@ -152,7 +165,9 @@ PERMANENT_BODIES = {
     "not an object": ("[1, 2]", "InvalidRecord", None),
     "no idempotency key": (json.dumps({"order": {"total": 5, "currency": "EUR"}}), "InvalidRecord", None),
     "PermanentError from the record function": (
-        json.dumps(order("o-bad", unfulfillable=True)), "Unfulfillable", "o-bad"
+        json.dumps(order("o-bad", unfulfillable=True)),
+        "Unfulfillable",
+        "o-bad",
     ),
     "key reused with another payload": (json.dumps(order("o-1", total=999)), "IdempotencyValidationError", "o-1"),
 }
@@ -234,7 +249,8 @@ def test_transient_failure_is_a_batch_item_failure_and_not_sent(dlq: Dlq, make: 
 
 
 def test_send_to_a_wrong_queue_url_fails_the_record_and_loses_nothing(
-    orders: Orders, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    orders: Orders,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     wrong = f"https://sqs.{REGION}.amazonaws.com/123456789012/no-such-queue"
     dlq = _use_dlq(orders, monkeypatch, fifo=False, url=wrong)

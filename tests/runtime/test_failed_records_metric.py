@@ -11,10 +11,9 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
-from effectively_once import observability
-from payments import handler as handler_module
+from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue, observability
 from effectively_once_runtime import names
+from payments import handler as handler_module
 
 from .conftest import Env, failures, payment, sqs_record
 
@@ -70,12 +69,20 @@ def test_failed_records_alarm_reads_the_metric_the_handler_emits(aws: Env, emf: 
     namespace, service = handler_module.metrics.namespace, handler_module.metrics.service
     stack = Stack(App(builtin_cloud_formation_validation=False), "Test")
     function = lambda_.Function(
-        stack, "Function", runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler",
+        stack,
+        "Function",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="index.handler",
         code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
     )
     consumer = IdempotentQueueConsumer(
-        stack, "Consumer", queue=ProcessingQueue(stack, "Queue"), table=IdempotencyTable(stack, "Table"),
-        function=function, metrics_namespace=namespace, service_name=service,
+        stack,
+        "Consumer",
+        queue=ProcessingQueue(stack, "Queue"),
+        table=IdempotencyTable(stack, "Table"),
+        function=function,
+        metrics_namespace=namespace,
+        service_name=service,
     )
     (alarm,) = [
         r["Properties"]
@@ -94,4 +101,3 @@ def test_failed_records_alarm_reads_the_metric_the_handler_emits(aws: Env, emf: 
         d["Name"]: d["Value"] for d in alarm["Dimensions"]
     }
     assert value == 1
-

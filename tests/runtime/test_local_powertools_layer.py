@@ -32,8 +32,10 @@ def session() -> Iterator[tuple[boto3.Session, str]]:
     with MotoServer() as aws:
         env = aws_env(aws.endpoint)
         boto = boto3.Session(
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=env["AWS_SESSION_TOKEN"], region_name=REGION,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=env["AWS_SESSION_TOKEN"],
+            region_name=REGION,
         )
         yield boto, aws.endpoint
 
@@ -89,9 +91,17 @@ def test_cloudformation_resolves_the_layer_parameter_at_create(session: Any) -> 
 @pytest.mark.parametrize("partition", ["aws", "aws-cn", "aws-us-gov"])
 def test_local_lambda_context_keeps_the_queue_partition(partition: str) -> None:
     mapping = MappingConfig(
-        label="standard", queue_url="http://localhost/q", queue_arn=f"arn:{partition}:sqs:xx-test-1:210987654321:q",
-        batch_size=10, batching_window_seconds=0, visibility_timeout_seconds=12, max_receive_count=5,
-        function_name="f", function_timeout_seconds=2, function_memory_mb=256, function_env={},
+        label="standard",
+        queue_url="http://localhost/q",
+        queue_arn=f"arn:{partition}:sqs:xx-test-1:210987654321:q",
+        batch_size=10,
+        batching_window_seconds=0,
+        visibility_timeout_seconds=12,
+        max_receive_count=5,
+        function_name="f",
+        function_timeout_seconds=2,
+        function_memory_mb=256,
+        function_env={},
     )
     context = LocalLambdaContext(mapping, deadline=time.monotonic() + 1)
     assert context.invoked_function_arn == f"arn:{partition}:lambda:xx-test-1:210987654321:function:f"

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from typing import Any
-
-import pytest
 
 from effectively_once.observability import (
     DUPLICATE_DELIVERIES_QUERY,
@@ -15,7 +11,6 @@ from effectively_once.observability import (
     OUTCOME_MESSAGES,
     REJECTION_MESSAGES,
 )
-from payments import handler as handler_module
 
 from .conftest import Env, payment, redeliver, sqs_record
 
@@ -27,27 +22,6 @@ def _query_fields(query: str) -> set[str]:
     names = {name.strip() for name in first[len("fields ") :].split(",")}
     names.update(re.findall(r"\bby (\w+)", query))
     return {name for name in names if not name.startswith("@")}
-
-
-class _CurrentStdout:
-    """Writes to whatever ``sys.stdout`` is at write time (capsys swaps it in only for the test call)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
-@pytest.fixture
-def log_lines(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    # The Logger's handler holds the stdout of import time; point it at the one capsys captures.
-    monkeypatch.setattr(handler_module.logger.registered_handler, "stream", _CurrentStdout())
-
-    def read() -> list[dict[str, Any]]:
-        return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-
-    return read
 
 
 def _by_message(lines: list[dict[str, Any]], messages: tuple[str, ...]) -> list[dict[str, Any]]:

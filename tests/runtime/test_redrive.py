@@ -20,8 +20,13 @@ from effectively_once.local.redrive import Target, is_local, local_move, move_ta
 REGION = "us-east-1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:orders-dlq"
 SOURCE_ARN = "arn:aws:sqs:us-east-1:123456789012:orders"
-TARGET = Target("standard", "https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq", DLQ_ARN,
-                "https://sqs.us-east-1.amazonaws.com/123456789012/orders", SOURCE_ARN)
+TARGET = Target(
+    "standard",
+    "https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq",
+    DLQ_ARN,
+    "https://sqs.us-east-1.amazonaws.com/123456789012/orders",
+    SOURCE_ARN,
+)
 
 
 # --- against AWS: StartMessageMoveTask, polled with ListMessageMoveTasks ------------------------------
@@ -30,7 +35,12 @@ def _aws_client() -> Any:
 
 
 def _task(status: str, moved: int, to_move: int | None = 3, **extra: Any) -> dict[str, Any]:
-    entry = {"Status": status, "SourceArn": DLQ_ARN, "DestinationArn": SOURCE_ARN, "ApproximateNumberOfMessagesMoved": moved}
+    entry = {
+        "Status": status,
+        "SourceArn": DLQ_ARN,
+        "DestinationArn": SOURCE_ARN,
+        "ApproximateNumberOfMessagesMoved": moved,
+    }
     if to_move is not None:
         entry["ApproximateNumberOfMessagesToMove"] = to_move
     return {**entry, **extra}
@@ -82,13 +92,18 @@ def test_failed_move_task_reports_moved_left_and_reason() -> None:
 
     assert not outcome.ok
     assert (outcome.moved, outcome.left) == (1, 2)
-    assert outcome.line() == "standard: failed (StartMessageMoveTask), moved 1, not moved 2: AWS.SimpleQueueService.NonExistentQueue"
+    assert (
+        outcome.line()
+        == "standard: failed (StartMessageMoveTask), moved 1, not moved 2: AWS.SimpleQueueService.NonExistentQueue"
+    )
 
 
 def test_a_refused_move_task_is_an_error_not_a_fallback() -> None:
     client = _aws_client()
     stubber = Stubber(client)
-    stubber.add_client_error("start_message_move_task", "AWS.SimpleQueueService.UnsupportedOperation", "one task per queue")
+    stubber.add_client_error(
+        "start_message_move_task", "AWS.SimpleQueueService.UnsupportedOperation", "one task per queue"
+    )
     stubber.activate()
 
     with pytest.raises(ClientError, match="one task per queue"):
@@ -98,7 +113,11 @@ def test_a_refused_move_task_is_an_error_not_a_fallback() -> None:
 def test_the_path_is_chosen_by_endpoint() -> None:
     assert not is_local(_aws_client())
     for endpoint in ("http://localhost:4566", "http://127.0.0.1:5000", "http://[::1]:5000"):
-        assert is_local(boto3.client("sqs", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="x"))
+        assert is_local(
+            boto3.client(
+                "sqs", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="x"
+            )
+        )
 
 
 # --- locally: receive, send, delete ---------------------------------------------------------------------
@@ -113,8 +132,9 @@ def _queues(sqs: Any, fifo: bool) -> Target:
 
 def _drain(sqs: Any, url: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"],
-                                       MessageSystemAttributeNames=["All"]).get("Messages", []):
+    while batch := sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+    ).get("Messages", []):
         for message in batch:
             out.append(message)
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
@@ -122,8 +142,10 @@ def _drain(sqs: Any, url: str) -> list[dict[str, Any]]:
 
 
 def _attrs(i: int) -> dict[str, Any]:
-    return {"reason": {"DataType": "String", "StringValue": f"not JSON {i}"},
-            "blob": {"DataType": "Binary", "BinaryValue": bytes([i])}}
+    return {
+        "reason": {"DataType": "String", "StringValue": f"not JSON {i}"},
+        "blob": {"DataType": "Binary", "BinaryValue": bytes([i])},
+    }
 
 
 def test_local_move_keeps_bodies_and_attributes_of_a_standard_queue() -> None:
@@ -153,8 +175,13 @@ def test_local_move_keeps_fifo_order_group_ids_and_deduplication_ids() -> None:
         for i in range(12):  # two groups interleaved, more than one receive batch
             group = f"acct-{i % 2}"
             dedup = f"pay-{i:02d}"
-            sqs.send_message(QueueUrl=target.dlq_url, MessageBody=f"{group}/{i:02d}", MessageGroupId=group,
-                             MessageDeduplicationId=dedup, MessageAttributes=_attrs(i))
+            sqs.send_message(
+                QueueUrl=target.dlq_url,
+                MessageBody=f"{group}/{i:02d}",
+                MessageGroupId=group,
+                MessageDeduplicationId=dedup,
+                MessageAttributes=_attrs(i),
+            )
             sent.append((group, f"{group}/{i:02d}", dedup))
 
         assert local_move(sqs, target).moved == 12
@@ -206,7 +233,9 @@ def test_a_failed_send_leaves_the_message_in_the_dead_letter_queue(monkeypatch: 
         sqs = boto3.client("sqs", region_name=REGION)
         target = _queues(sqs, fifo=True)
         for i in range(3):
-            sqs.send_message(QueueUrl=target.dlq_url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}")
+            sqs.send_message(
+                QueueUrl=target.dlq_url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}"
+            )
 
         with pytest.raises(ClientError, match="boom"):
             local_move(_FailingOn(sqs, "send_message", nth=2), target)
@@ -227,28 +256,43 @@ def test_an_interrupted_delete_leaves_a_duplicate_never_a_loss() -> None:
 
         assert [m["Body"] for m in _drain(sqs, target.source_url)] == ["m0"]
         sqs.set_queue_attributes(QueueUrl=target.dlq_url, Attributes={"VisibilityTimeout": "0"})
-        in_dlq = sqs.get_queue_attributes(QueueUrl=target.dlq_url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])
+        in_dlq = sqs.get_queue_attributes(
+            QueueUrl=target.dlq_url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+        )
         assert in_dlq["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "1"
 
 
 # --- the command: discovery, path, output ----------------------------------------------------------------
 def _pipeline(target: Target) -> Pipeline:
     mapping = MappingConfig(
-        label=target.label, queue_url=target.source_url, queue_arn=target.source_arn, batch_size=10,
-        batching_window_seconds=0, visibility_timeout_seconds=30, max_receive_count=5, function_name="f",
-        function_timeout_seconds=3, function_memory_mb=128, function_env={}, handler="h.h",
+        label=target.label,
+        queue_url=target.source_url,
+        queue_arn=target.source_arn,
+        batch_size=10,
+        batching_window_seconds=0,
+        visibility_timeout_seconds=30,
+        max_receive_count=5,
+        function_name="f",
+        function_timeout_seconds=3,
+        function_memory_mb=128,
+        function_env={},
+        handler="h.h",
     )
     return Pipeline(mapping=mapping, mapping_uuid="u", dlq_url=target.dlq_url, idempotency_table="", ledger_table="")
 
 
-def test_redrive_moves_every_dead_letter_queue_of_the_stack_locally(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_redrive_moves_every_dead_letter_queue_of_the_stack_locally(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with mock_aws():
         session = boto3.session.Session(region_name=REGION)
         sqs = session.client("sqs")
         queues = {fifo: _queues(sqs, fifo) for fifo in (False, True)}
         sqs.send_message(QueueUrl=queues[False].dlq_url, MessageBody="s")
         sqs.send_message(QueueUrl=queues[True].dlq_url, MessageBody="f", MessageGroupId="g", MessageDeduplicationId="d")
-        monkeypatch.setattr(redrive_module, "discover", lambda s, stack: {t.label: _pipeline(t) for t in queues.values()})
+        monkeypatch.setattr(
+            redrive_module, "discover", lambda s, stack: {t.label: _pipeline(t) for t in queues.values()}
+        )
         monkeypatch.setattr(redrive_module, "is_local", lambda client: True)  # moto in process answers on amazonaws.com
 
         assert redrive("PaymentsSandbox", None, None, session=session) == 0
@@ -271,7 +315,9 @@ def test_redrive_moves_every_dead_letter_queue_of_the_stack_locally(monkeypatch:
         (["--stack", "1bad"], "argument --stack: '1bad' is not a CloudFormation stack name"),
     ],
 )
-def test_cli_rejects_bad_arguments_in_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_rejects_bad_arguments_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_:
         cli.main(["redrive", *argv])
     assert exit_.value.code == 2
@@ -279,7 +325,9 @@ def test_cli_rejects_bad_arguments_in_one_line(argv: list[str], message: str, ca
     assert line.startswith(f"error: {message}")
 
 
-def test_cli_reports_an_expected_error_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_an_expected_error_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def fail(*args: Any, **kwargs: Any) -> int:
         raise redrive_module.RedriveError("stack S has no fifo queue (it has: standard)")
 
@@ -288,7 +336,9 @@ def test_cli_reports_an_expected_error_in_one_line(monkeypatch: pytest.MonkeyPat
     assert capsys.readouterr().err == "error: stack S has no fifo queue (it has: standard)\n"
 
 
-def test_against_a_moto_server_on_loopback_the_local_move_is_used(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_against_a_moto_server_on_loopback_the_local_move_is_used(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Why the fallback exists: moto 5.2.5's server answers StartMessageMoveTask with a 500 (NotImplementedError).
     from botocore.config import Config
     from moto.server import ThreadedMotoServer
@@ -306,12 +356,16 @@ def test_against_a_moto_server_on_loopback_the_local_move_is_used(monkeypatch: p
         with pytest.raises(ClientError):
             sqs.start_message_move_task(SourceArn=target.dlq_arn, DestinationArn=target.source_arn)
         for i in range(3):
-            sqs.send_message(QueueUrl=target.dlq_url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}")
+            sqs.send_message(
+                QueueUrl=target.dlq_url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}"
+            )
         monkeypatch.setattr(redrive_module, "discover", lambda s, stack: {"fifo": _pipeline(target)})
 
         assert redrive("PaymentsSandbox", None, None, session=session) == 0
 
-        assert capsys.readouterr().out.splitlines()[-1] == "fifo: completed (local move: receive, send, delete), moved 3"
+        assert (
+            capsys.readouterr().out.splitlines()[-1] == "fifo: completed (local move: receive, send, delete), moved 3"
+        )
         assert [m["Body"] for m in _drain(sqs, target.source_url)] == ["m0", "m1", "m2"]
     finally:
         server.stop()

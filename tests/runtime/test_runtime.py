@@ -4,108 +4,20 @@ payment sample's: orders keyed on a nested JMESPath, confirmed once each."""
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
-import boto3
 import pytest
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
-from moto import mock_aws
 
 from effectively_once_runtime import Consumer, InvalidRecord, PermanentError, names
 
 from .conftest import (
-    HANDLER_ENV,
-    IDEMPOTENCY_TABLE,
-    REGION,
     FakeLambdaContext,
-    create_table,
     failures,
     redeliver,
     sqs_record,
 )
-from .test_logging import _CurrentStdout
-
-KEY_PREFIX = "shop/orders"
-
-
-class Unfulfillable(PermanentError):
-    """A business rule of the orders domain: never retried into success."""
-
-
-@dataclass
-class Orders:
-    consumer: Consumer
-    dynamodb: Any
-    capsys: pytest.CaptureFixture[str]
-    #: The idempotency key of every executed confirmation (the provider's view).
-    confirmed: list[str | None] = field(default_factory=list)
-
-    def invoke(self, records: list[dict[str, Any]], context: Any = None) -> dict[str, Any]:
-        return self.consumer.handler({"Records": records}, context or FakeLambdaContext())  # type: ignore[no-any-return]
-
-    def invoke_direct(self, event: Any, context: Any = None) -> Any:
-        return self.consumer.handler(event, context or FakeLambdaContext())
-
-    def stored_keys(self) -> list[str]:
-        return [i["id"]["S"] for i in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]]
-
-    def log_lines(self) -> list[dict[str, Any]]:
-        out = self.capsys.readouterr().out
-        return [json.loads(line) for line in out.splitlines() if line.startswith("{") and "_aws" not in line]
-
-    def messages(self, message: str) -> list[dict[str, Any]]:
-        return [line for line in self.log_lines() if line.get("message") == message]
-
-
-def order(order_id: Any, total: int = 100, currency: str = "EUR", **extra: Any) -> dict[str, Any]:
-    return {"order": {"id": order_id, "total": total, "currency": currency, **extra}}
-
-
-def build_consumer(confirmed: list[str | None], **options: Any) -> Consumer:
-    consumer = Consumer(
-        key="order.id", validate="[order.total, order.currency]", key_prefix=KEY_PREFIX, service="orders", **options
-    )
-
-    @consumer.effect
-    def confirm(item: dict[str, Any], *, idempotency_key: str | None) -> dict[str, Any]:
-        if item.get("fail"):
-            raise RuntimeError(f"confirmation service unavailable for {item['id']}")
-        confirmed.append(idempotency_key)
-        return {"confirmation": f"c-{idempotency_key}", "total": item["total"]}
-
-    @consumer.record
-    def handle(body: dict[str, Any]) -> dict[str, Any]:
-        item = body["order"]
-        if item.get("unfulfillable"):
-            raise Unfulfillable(f"order {item['id']} cannot be fulfilled")
-        return confirm(item)
-
-    return consumer
-
-
-@pytest.fixture
-def orders(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[Orders]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv(names.ENV_KEY_PREFIX, raising=False)
-    monkeypatch.delenv(names.ENV_DEAD_LETTER_QUEUE_URL, raising=False)  # test_dead_letter.py sets it
-    with mock_aws():
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        create_table(ddb, IDEMPOTENCY_TABLE, "id")
-        confirmed: list[str | None] = []
-        consumer = build_consumer(confirmed)
-        # The Logger's handler holds the stdout of import time; point it at the one capsys captures.
-        monkeypatch.setattr(consumer.logger.registered_handler, "stream", _CurrentStdout())
-        yield Orders(consumer, ddb, capsys, confirmed)
-
-
-def _stored_key(order_id: str, prefix: str = KEY_PREFIX) -> str:
-    """Powertools' stored key, computed independently: prefix, ``#``, md5 of ``json.dumps(key, sort_keys=True)``."""
-    return f"{prefix}#{hashlib.md5(json.dumps(order_id, sort_keys=True).encode()).hexdigest()}"
-
+from .orders_domain import Orders, _stored_key, build_consumer, order
 
 # --- bad input: one clear line, a batch item failure of that record alone -----------------------------------------
 
@@ -128,7 +40,9 @@ def test_body_where_the_key_finds_nothing_fails_alone(orders: Orders, body: dict
     assert line[names.FIELD_MESSAGE_ID] == bad["messageId"]
 
 
-def test_key_guard_can_be_turned_off_and_then_processes_unguarded(orders: Orders, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_guard_can_be_turned_off_and_then_processes_unguarded(
+    orders: Orders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     confirmed: list[str | None] = []
     consumer = build_consumer(confirmed, raise_on_no_idempotency_key=False)
     body = {"order": {"total": 5, "currency": "EUR"}}
@@ -143,7 +57,14 @@ def test_key_guard_can_be_turned_off_and_then_processes_unguarded(orders: Orders
 
 @pytest.mark.parametrize(
     "raw",
-    ['{"order": {"id": "o-1", ', "not json", '{"order": {"id": "o-1"}, "order": {"id": "o-2"}}', '{"n": NaN}', "[1]", "null"],
+    [
+        '{"order": {"id": "o-1", ',
+        "not json",
+        '{"order": {"id": "o-1"}, "order": {"id": "o-2"}}',
+        '{"n": NaN}',
+        "[1]",
+        "null",
+    ],
     ids=["cut", "text", "repeated key", "NaN", "array", "null"],
 )
 def test_body_that_is_not_a_strict_json_object_fails_alone(orders: Orders, raw: str) -> None:
@@ -252,7 +173,9 @@ def test_direct_invocation_returns_the_result_and_shares_records_with_sqs(orders
     assert orders.confirmed == ["o-direct"]
 
 
-@pytest.mark.parametrize("event", [order(None), ["o-1"], order("o-x", unfulfillable=True)], ids=["no key", "array", "permanent"])
+@pytest.mark.parametrize(
+    "event", [order(None), ["o-1"], order("o-x", unfulfillable=True)], ids=["no key", "array", "permanent"]
+)
 def test_direct_invocation_of_bad_input_raises(orders: Orders, event: Any) -> None:
     with pytest.raises(PermanentError):
         orders.invoke_direct(event)
@@ -299,7 +222,10 @@ def test_one_effect_line_per_executed_effect_and_none_for_a_suppressed_duplicate
     lines = orders.log_lines()
     effects = [line for line in lines if line.get("message") == names.EFFECT_EXECUTED]
 
-    assert [(e[names.FIELD_IDEMPOTENCY_KEY], e[names.FIELD_EFFECT]) for e in effects] == [("o-1", "confirm"), ("o-2", "confirm")]
+    assert [(e[names.FIELD_IDEMPOTENCY_KEY], e[names.FIELD_EFFECT]) for e in effects] == [
+        ("o-1", "confirm"),
+        ("o-2", "confirm"),
+    ]
     assert [line["message"] for line in lines if line.get("message") in names.OUTCOME_MESSAGES] == [
         names.MSG_RECORD_PROCESSED,
         names.MSG_RECORD_PROCESSED,
@@ -338,7 +264,9 @@ def test_stored_key_is_the_prefix_and_the_hash_of_the_key(orders: Orders) -> Non
     assert orders.stored_keys() == ["shop/orders#" + hashlib.md5(b'"o-0001"').hexdigest()]
 
 
-def test_prefix_from_the_environment_wins_over_the_consumers_default(orders: Orders, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prefix_from_the_environment_wins_over_the_consumers_default(
+    orders: Orders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(names.ENV_KEY_PREFIX, "shop/orders-v2")
     orders.consumer.reset()
 
@@ -347,7 +275,9 @@ def test_prefix_from_the_environment_wins_over_the_consumers_default(orders: Ord
     assert orders.stored_keys() == [_stored_key("o-1", "shop/orders-v2")]
 
 
-def test_a_renamed_function_still_answers_the_resend_from_its_record(orders: Orders, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_renamed_function_still_answers_the_resend_from_its_record(
+    orders: Orders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Powertools' default prefix is built from AWS_LAMBDA_FUNCTION_NAME: a replaced function would orphan every record.
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders-blue")
     orders.consumer.reset()

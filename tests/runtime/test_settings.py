@@ -68,7 +68,9 @@ def test_idempotency_table_region_comes_from_its_arn(value: str, region: str | N
     ],
 )
 def test_fails_on_an_arn_that_is_not_a_table(value: str) -> None:
-    with pytest.raises(ValueError, match=f"IDEMPOTENCY_TABLE_NAME must be a table name or a DynamoDB table ARN.*'{value}'"):
+    with pytest.raises(
+        ValueError, match=f"IDEMPOTENCY_TABLE_NAME must be a table name or a DynamoDB table ARN.*'{value}'"
+    ):
         runtime({**BASE, "IDEMPOTENCY_TABLE_NAME": value})
 
 

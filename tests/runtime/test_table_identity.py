@@ -3,7 +3,8 @@ deployments): either way the handler finds it, including in another Region than 
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -12,7 +13,19 @@ from moto import mock_aws
 from payments import gateway as gateway_module
 from payments import handler as handler_module
 
-from .conftest import ACCOUNT, create_table, HANDLER_ENV, IDEMPOTENCY_TABLE, LEDGER_TABLE, REGION, Env, failures, payment, redeliver, sqs_record
+from .conftest import (
+    ACCOUNT,
+    HANDLER_ENV,
+    IDEMPOTENCY_TABLE,
+    LEDGER_TABLE,
+    REGION,
+    Env,
+    create_table,
+    failures,
+    payment,
+    redeliver,
+    sqs_record,
+)
 
 OTHER_REGION = "eu-west-1"
 

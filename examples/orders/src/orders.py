@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -44,7 +44,7 @@ def confirm(order: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
         "order_id": {"S": str(order["order_id"])},
         "customer": {"S": str(order["customer"])},
         "total": {"N": str(order["total"])},
-        "confirmed_at": {"S": datetime.now(timezone.utc).isoformat()},
+        "confirmed_at": {"S": datetime.now(UTC).isoformat()},
     }
     try:
         _table().put_item(
