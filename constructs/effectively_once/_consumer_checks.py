@@ -7,6 +7,8 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from effectively_once_runtime import names
+
 from . import limits
 from ._validation import check_range, fail, is_unresolved, seconds, shown, warn
 
@@ -56,6 +58,23 @@ def check_mapping(
             batch_size,
             "above 10 needs a max_batching_window on a standard queue",
             f"{limits.ESM_DOC} BatchSize",
+        )
+
+
+def check_key_prefix(key_prefix: str | None) -> None:
+    """The runtime's rule for ``IDEMPOTENCY_KEY_PREFIX`` at synth: otherwise every invocation fails at cold start.
+
+    :raises ValueError: ``key_prefix`` is not a string, or is empty or has whitespace or control characters.
+    """
+    if key_prefix is None or is_unresolved(key_prefix):
+        return
+    if not isinstance(key_prefix, str) or not names.is_valid_key_prefix(key_prefix):
+        raise fail(
+            "key_prefix",
+            key_prefix,
+            "must be printable characters without whitespace (every stored idempotency key starts with it; the "
+            "runtime rejects any other value at cold start)",
+            limits.IDEMPOTENCY_DOC,
         )
 
 

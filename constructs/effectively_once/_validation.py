@@ -79,6 +79,22 @@ def fail(prop: str, value: Any, rule: str, source: str | None = None) -> ValueEr
     return ValueError(message(prop, value, rule, source))
 
 
+def check_type(prop: str, value: Any, expected: type | tuple[type, ...], what: str, *, optional: bool = False) -> None:
+    """Raise the library's error when ``value`` is not an instance of ``expected`` (``None`` allowed when
+    ``optional``): a wrong type otherwise surfaces later as an ``AttributeError`` that names no prop.
+
+    :param what: the expected type as the message shows it, e.g. ``"a ProcessingQueue or an ExistingQueue"``.
+    """
+    if value is None and optional:
+        return
+    if isinstance(expected, type) and expected is bool:
+        ok = isinstance(value, bool)
+    else:
+        ok = isinstance(value, expected) and not isinstance(value, bool)
+    if not ok:
+        raise fail(prop, value, f"must be {what}{' or None' if optional else ''}")
+
+
 def warn(scope: IConstruct, id: str, prop: str, value: Any, rule: str, source: str) -> None:
     """Add a warning on ``scope`` (id ``effectively-once:<id>``) worded as :func:`message`."""
     Annotations.of(scope).add_warning_v2(WARNING_ID_PREFIX + id, message(prop, value, rule, source))

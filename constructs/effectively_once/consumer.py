@@ -18,12 +18,13 @@ from ._consumer_checks import (
     advise,
     check_given_visibility_timeout,
     check_idempotency_expiry,
+    check_key_prefix,
     check_mapping,
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
 from ._existing_queue_checks import resolve, warn_unknown
-from ._validation import acknowledge, fail, is_unresolved, template_seconds
+from ._validation import acknowledge, check_type, fail, is_unresolved, template_seconds
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
@@ -105,8 +106,10 @@ class IdempotentQueueConsumer(Construct):
         ``Duration.seconds(...)``: it is written in seconds).
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
         charge twice; for an ``ExistingQueue`` whose retention is unknown, 14 days (the SQS maximum retention).
-    :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``).
-        :default: ``None``: not set; the runtime's default ``effectively-once/payments`` applies.
+    :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``): printable characters
+        without whitespace (the runtime's rule, ``names.is_valid_key_prefix``; checked here at synth).
+        :default: ``None``: not set; the ``key_prefix`` your handler's ``Consumer`` declares applies (the sample's
+        is ``effectively-once/payments``).
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
         handler's failed records; see :class:`AlarmThresholds`); an ``ExistingQueue`` without a dead-letter queue
         gets no DLQ-depth alarm. :default: ``True``.
@@ -206,6 +209,11 @@ class IdempotentQueueConsumer(Construct):
         dead_letter_on_first_sight: bool = True,
     ) -> None:
         super().__init__(scope, id)
+        check_type("queue", queue, (ProcessingQueue, ExistingQueue), "a ProcessingQueue or an ExistingQueue")
+        check_type(
+            "table", table, IdempotencyTable, "an IdempotencyTable (IdempotencyTable.from_table_arn imports one)"
+        )
+        check_key_prefix(key_prefix)
         if isinstance(queue, ExistingQueue):
             queue = resolve(queue)
         check_mapping(bool(queue.queue.fifo), batch_size, max_batching_window, max_concurrency)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 
+from ._validation import check_type, fail
+
 
 @dataclass(frozen=True)
 class ExistingQueue:
@@ -57,3 +59,18 @@ class ExistingQueue:
     dead_letter_queue: sqs.IQueue | None = None
     max_receive_count: int | None = None
     retention_period: Duration | None = None
+
+    def __post_init__(self) -> None:
+        """:raises ValueError: a fact of the wrong type (naming it), before it fails later without a name."""
+        for prop, queue, optional in (
+            ("queue", self.queue, False),
+            ("dead_letter_queue", self.dead_letter_queue, True),
+        ):
+            if (queue is None and not optional) or (queue is not None and not hasattr(queue, "queue_arn")):
+                raise fail(f"ExistingQueue {prop}", queue, "must be an sqs.IQueue" + (" or None" if optional else ""))
+        for prop, value in (
+            ("visibility_timeout", self.visibility_timeout),
+            ("retention_period", self.retention_period),
+        ):
+            check_type(f"ExistingQueue {prop}", value, Duration, "a Duration", optional=True)
+        check_type("ExistingQueue max_receive_count", self.max_receive_count, int, "an int", optional=True)

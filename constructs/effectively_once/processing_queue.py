@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import limits
-from ._validation import acknowledge, check_duration_range, check_range, fail, is_unresolved, seconds, warn
+from ._validation import acknowledge, check_duration_range, check_range, check_type, fail, is_unresolved, seconds, warn
 
 
 class ProcessingQueue(Construct):
@@ -351,6 +351,12 @@ def _check_props(
     retention_period: Duration,
     visibility_timeout: Duration | None,
 ) -> None:
+    for prop, flag in (
+        ("fifo", fifo),
+        ("content_based_deduplication", content_based_deduplication),
+        ("high_throughput", high_throughput),
+    ):
+        check_type(prop, flag, bool, "True or False")
     _check_name(fifo, queue_name)
     if not fifo and content_based_deduplication:
         raise fail(

@@ -108,3 +108,11 @@ EFFECT_FIELDS = (FIELD_IDEMPOTENCY_KEY, FIELD_EFFECT)
 OUTCOME_MESSAGES = (MSG_RECORD_PROCESSED, MSG_DUPLICATE_SUPPRESSED)
 #: Lines the idempotency layer causes when it turns a delivery away or answers it from its record.
 REJECTION_MESSAGES = (MSG_DUPLICATE_SUPPRESSED, MSG_IDEMPOTENCY_REJECTED)
+
+
+# --- rules of the environment contract ------------------------------------------------------------------------------
+def is_valid_key_prefix(value: str) -> bool:
+    """The rule for ``IDEMPOTENCY_KEY_PREFIX``, checked by the runtime at cold start and by the consumer at synth:
+    non-empty printable characters without whitespace (every stored key starts with it: a stray space or newline
+    would orphan every record silently)."""
+    return bool(value) and value.isprintable() and not any(c.isspace() for c in value)

@@ -61,7 +61,7 @@ def check_key_prefix(name: str, raw: str) -> str:
 
     :raises ValueError: empty, or not printable characters without whitespace.
     """
-    if not raw or not raw.isprintable() or any(c.isspace() for c in raw):
+    if not names.is_valid_key_prefix(raw):
         raise ValueError(f"{name} must be printable characters without whitespace, but {raw!r} was given")
     return raw
 

@@ -17,6 +17,7 @@ from aws_cdk.assertions import Annotations, Match
 from effectively_once import (
     AlarmThresholds,
     AsyncInvocationOptions,
+    ExistingQueue,
     IdempotencyTable,
     IdempotentQueueConsumer,
     PaymentProcessor,
@@ -479,3 +480,67 @@ def test_defaults_produce_no_warning(defaults: Annotations) -> None:
 
 def test_defaults_produce_no_error(defaults: Annotations) -> None:
     defaults.has_no_error("*", Match.any_value())
+
+
+# --- wrong types and values the runtime would reject fail at synth, naming the prop ---------------------------------
+def _wired(stack: Stack, **overrides: Any) -> IdempotentQueueConsumer:
+    props: dict[str, Any] = {
+        "queue": ProcessingQueue(stack, "Q"),
+        "function": inline_function(stack, "Fn"),
+        "table": IdempotencyTable(stack, "T"),
+    }
+    props.update(overrides)
+    return IdempotentQueueConsumer(stack, "C", **props)
+
+
+@pytest.mark.parametrize(
+    ("make", "prop"),
+    [
+        (lambda s: {"queue": sqs.Queue(s, "Plain")}, "queue"),
+        (lambda s: {"table": "idempotency"}, "table"),
+        (lambda s: {"key_prefix": "a b"}, "key_prefix"),
+        (lambda s: {"key_prefix": "orders\n"}, "key_prefix"),
+        (lambda s: {"key_prefix": ""}, "key_prefix"),
+    ],
+    ids=[
+        "plain sqs.Queue",
+        "table name string",
+        "key prefix with a space",
+        "key prefix with a newline",
+        "empty prefix",
+    ],
+)
+def test_fails_consumer_prop_of_the_wrong_kind_naming_it(make: Any, prop: str) -> None:
+    stack = new_stack()
+
+    with pytest.raises(ValueError, match=rf"^{prop} must be"):
+        _wired(stack, **make(stack))
+
+
+def test_key_prefix_the_runtime_accepts_passes() -> None:
+    _wired(new_stack(), key_prefix="shop/orders-v2")
+
+
+@pytest.mark.parametrize(
+    ("fields", "prop"),
+    [
+        ({"queue": None}, "ExistingQueue queue"),
+        ({"visibility_timeout": 180}, "ExistingQueue visibility_timeout"),
+        ({"retention_period": 345600}, "ExistingQueue retention_period"),
+        ({"max_receive_count": "5"}, "ExistingQueue max_receive_count"),
+        ({"dead_letter_queue": "arn:aws:sqs:us-east-1:123456789012:dlq"}, "ExistingQueue dead_letter_queue"),
+    ],
+    ids=["no queue", "visibility in seconds", "retention in seconds", "count as text", "dlq as an ARN"],
+)
+def test_fails_existing_queue_fact_of_the_wrong_type_naming_it(fields: dict[str, Any], prop: str) -> None:
+    stack = new_stack()
+    queue = sqs.Queue.from_queue_arn(stack, "Imported", "arn:aws:sqs:us-east-1:123456789012:orders")
+
+    with pytest.raises(ValueError, match=rf"^{prop} must be"):
+        ExistingQueue(**{"queue": queue, **fields})
+
+
+@pytest.mark.parametrize("prop", ["fifo", "content_based_deduplication", "high_throughput"])
+def test_fails_processing_queue_flag_that_is_not_a_bool(prop: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{prop} must be True or False, but 'yes' was given"):
+        ProcessingQueue(new_stack(), "Q", **{prop: "yes"})
