@@ -598,3 +598,24 @@ def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -
     wait = drain_wait_seconds({"standard": pipeline("standard", 180, 5), "fifo": pipeline("fifo", 60, 3)})
 
     assert wait >= 5 * 180 + SETTLE_SECONDS
+
+
+def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `chaos --app-dir examples/orders` with the default relative --run-dir: the CLI runs in the app folder, so a
+    # relative --output landed under it while the runner looked under the working folder.
+    from effectively_once.local import deploy as deploy_module
+
+    calls: list[tuple[list[str], Path]] = []
+    monkeypatch.setattr(deploy_module, "_run", lambda cmd, cwd, env, log, what: calls.append((cmd, cwd)))
+    monkeypatch.setattr(deploy_module, "cdk_command", lambda app_dir: ["cdk"])
+    monkeypatch.chdir(tmp_path)
+    app = tmp_path / "examples" / "orders"
+    app.mkdir(parents=True)
+
+    deploy_module.deploy("http://localhost:1", app, "OrdersExample", {}, Path(".local-aws/chaos/cdk.log"))
+
+    outputs = {cmd[cmd.index("--output") + 1] for cmd, _ in calls}
+    assert outputs == {str(tmp_path / ".local-aws" / "chaos" / "cdk.out")}
+    assert {cwd for _, cwd in calls} == {app}

@@ -59,8 +59,9 @@ def deploy(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cdk = cdk_command(app_dir)
     ctx = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
-    # Synthesize into the run's own folder: the app's cdk.out stays free for a `cdk synth` at the same time.
-    ctx += ["--output", str(log_path.parent / "cdk.out")]
+    # Synthesize into the run's own folder: the app's cdk.out stays free for a `cdk synth` at the same time. The CLI
+    # runs in app_dir and reads a relative --output from there: pass it absolute, where the caller looks for it.
+    ctx += ["--output", str((log_path.parent / "cdk.out").resolve())]
     _run([*cdk, "bootstrap", f"aws://{ACCOUNT}/{REGION}", *ctx], app_dir, env, log_path, "cdk bootstrap")
     _run(
         [*cdk, "deploy", *stacks, "--require-approval", "never", "--progress", "events", *ctx],
