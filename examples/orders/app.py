@@ -5,8 +5,9 @@ Stacks:
   OrdersExample             a standard and a FIFO queue, each wired by ``IdempotentQueueConsumer`` to an order
                             function (``orders.lambda_handler``, keyed on ``order_id``); the confirmations go to one
                             outbox table (partition key ``idempotency_key``, attribute ``order_id``).
-  OrdersMessageIdControl    the same on a standard queue with ``orders.by_message_id_handler``: keyed on the SQS
-                            ``messageId``, the negative control (a resend is confirmed twice).
+  OrdersMessageIdControl    the same (standard and FIFO) with ``orders.by_message_id_handler``: keyed on the SQS
+                            ``messageId``, the negative control (a resend is confirmed twice); the same input
+                            file drives both stacks.
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
 ``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
@@ -84,5 +85,5 @@ class OrdersStack(Stack):
 if __name__ == "__main__":
     app = App()
     OrdersStack(app, "OrdersExample", handler="orders.lambda_handler", kinds=("Standard", "Fifo"))
-    OrdersStack(app, "OrdersMessageIdControl", handler="orders.by_message_id_handler", kinds=("Standard",))
+    OrdersStack(app, "OrdersMessageIdControl", handler="orders.by_message_id_handler", kinds=("Standard", "Fifo"))
     app.synth()

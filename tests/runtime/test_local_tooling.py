@@ -619,3 +619,25 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
     outputs = {cmd[cmd.index("--output") + 1] for cmd, _ in calls}
     assert outputs == {str(tmp_path / ".local-aws" / "chaos" / "cdk.out")}
     assert {cwd for _, cwd in calls} == {app}
+
+
+@pytest.mark.parametrize(
+    ("env", "region"),
+    [
+        ({"AWS_REGION": "eu-west-1"}, "eu-west-1"),
+        ({"AWS_DEFAULT_REGION": "eu-central-1", "AWS_REGION": "eu-west-1"}, "eu-central-1"),
+    ],
+    ids=["AWS_REGION alone (as the README says)", "AWS_DEFAULT_REGION first"],
+)
+def test_real_account_commands_take_the_region_the_cdk_cli_takes(
+    env: dict[str, str], region: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from effectively_once.local.deploy import aws_session
+
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))  # no profile region
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    assert aws_session().region_name == region

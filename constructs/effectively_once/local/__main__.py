@@ -196,6 +196,9 @@ def _check_chaos(parser: _Parser, args: argparse.Namespace) -> None:
         parser.error(f"argument --report: {args.report} is the input file; the report would overwrite it")
     try:
         compile_key(args.key)
+    except InputFileError as exc:
+        parser.error(f"argument --key: {exc}")
+    try:
         lines = load_input(args.input, args.key)
     except InputFileError as exc:
         parser.error(f"argument --input: {exc}")

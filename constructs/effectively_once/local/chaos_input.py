@@ -67,7 +67,7 @@ def compile_key(expression: str) -> Any:
     try:
         return jmespath.compile(expression)
     except jmespath.exceptions.JMESPathError as exc:
-        raise InputFileError(f"--key {expression!r} is not a JMESPath expression: {exc}") from exc
+        raise InputFileError(f"{expression!r} is not a JMESPath expression: {exc}") from exc
 
 
 def load_input(path: Path, key: str) -> list[InputLine]:

@@ -116,3 +116,13 @@ def disable_mappings(session: Any, pipelines: dict[str, Pipeline]) -> None:
     lam = session.client("lambda")
     for pipeline in pipelines.values():
         lam.update_event_source_mapping(UUID=pipeline.mapping_uuid, Enabled=False)
+
+
+def aws_session() -> Any:
+    """A boto3 session on the standard credential chain, for the commands that run against a real account. The
+    region comes from ``AWS_DEFAULT_REGION``, else ``AWS_REGION`` (what the CDK CLI also reads; botocore alone
+    reads only the first), else the profile."""
+    import boto3
+
+    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None
+    return boto3.session.Session(region_name=region)

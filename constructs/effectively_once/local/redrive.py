@@ -36,7 +36,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from ..limits import SQS_MAX_MESSAGE_MOVE_RATE
-from .deploy import discover
+from .deploy import aws_session, discover
 
 #: The highest ``MaxNumberOfMessagesPerSecond`` SQS accepts (``--max-per-second``).
 MAX_MESSAGES_PER_SECOND = SQS_MAX_MESSAGE_MOVE_RATE
@@ -191,9 +191,7 @@ def redrive(stack: str, queue: str | None, max_per_second: int | None, session: 
     :returns: ``0`` when every move completed, ``1`` when a task failed or was cancelled.
     """
     if session is None:
-        import boto3
-
-        session = boto3.session.Session()
+        session = aws_session()
     sqs = session.client("sqs")
     move = local_move if is_local(sqs) else move_task
     code = 0

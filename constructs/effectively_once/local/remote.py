@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .chaos import ChaosConfig
-from .deploy import Pipeline, discover
+from .deploy import Pipeline, aws_session, discover
 from .demo import _in_queue, _validity_check
 from .producer import load_payments, plan_messages, send
 from .report import build_report, render, verdict
@@ -68,9 +68,7 @@ def wait_for_drain(
 
 
 def _session():  # type: ignore[no-untyped-def]
-    import boto3
-
-    return boto3.session.Session()
+    return aws_session()
 
 
 def produce(stack: str, payments: Path, chaos: ChaosConfig) -> int:
