@@ -155,7 +155,9 @@ def _lines() -> list[Line]:
 
 
 @pytest.mark.parametrize("label", [STANDARD, FIFO])
-def test_backlog_picks_charged_payments_and_fresh_valid_ones_of_its_queue(label: str, is_valid: Callable[[str], bool]) -> None:
+def test_backlog_picks_charged_payments_and_fresh_valid_ones_of_its_queue(
+    label: str, is_valid: Callable[[str], bool]
+) -> None:
     lines = _lines()
     mine = [ln for ln in lines if route(ln.account_id) == label]
     ledger_ids = {str(ln.payment_id) for ln in mine[1::2]}
@@ -206,7 +208,10 @@ def test_redrive_counts_of_a_clean_redrive(is_valid: Callable[[str], bool]) -> N
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"calls_after": Counter({"p1": 2, "p2": 2, "n1": 1, "n2": 1})}, "1 provider calls for payments already charged"),
+        (
+            {"calls_after": Counter({"p1": 2, "p2": 2, "n1": 1, "n2": 1})},
+            "1 provider calls for payments already charged",
+        ),
         ({"ledger": Counter({"p1": 1, "p2": 1, "n1": 1})}, "1 of 2 new payments charged exactly once"),
         ({"ledger": Counter({"p1": 1, "p2": 1, "n1": 1, "n2": 2})}, "1 payments charged more than once"),
         ({"ledger": Counter({"p1": 2, "p2": 1, "n1": 1, "n2": 1})}, "1 payments charged more than once"),

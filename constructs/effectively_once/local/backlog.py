@@ -40,7 +40,9 @@ BLOCK_KEYS = (
 )
 
 
-def charged_lines(lines: list[Line], label: str, ledger_ids: set[str], k: int, is_valid: Callable[[str], bool]) -> list[Line]:
+def charged_lines(
+    lines: list[Line], label: str, ledger_ids: set[str], k: int, is_valid: Callable[[str], bool]
+) -> list[Line]:
     """The first ``k`` valid payments routed to ``label`` that the ledger holds (one line per payment id)."""
     picked: dict[str, Line] = {}
     for ln in lines:

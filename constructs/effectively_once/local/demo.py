@@ -273,7 +273,8 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
         report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir)
         if opts.redrive_backlog and not opts.unsafe:
-            log(f"outage backlog: {opts.redrive_backlog} charged + {opts.redrive_backlog} new payments into each DLQ, redrive")
+            k = opts.redrive_backlog
+            log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
             report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, specs, opts)
     report["run"] = {
         "unsafe": opts.unsafe,

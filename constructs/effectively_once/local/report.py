@@ -5,12 +5,13 @@ in-memory counters.
 Keys per queue type and in ``total``: ``payments`` (lines routed there), ``valid_payments``, ``poison``,
 ``deliveries`` (messages handed to the function, redeliveries included), ``charges`` (ledger items: executed
 charges), ``duplicates_suppressed`` (EMF ``DuplicatesSuppressed``: answered from an idempotency record),
-``dead_lettered`` (messages in the DLQ), ``valid_dead_lettered`` (valid payments in the DLQ, e.g. FIFO messages
-queued behind a poison message of their group), ``lost`` (valid payments neither charged nor in the DLQ),
-``double_charged`` (payments with more than one ledger item), ``provider_calls`` and ``provider_replays`` (calls
-the provider answered from its idempotency key), ``poison_in_dlq`` (poison messages found intact in the DLQ),
-``poison_receives_max`` (the most receives any poison message took before it reached the DLQ, from the platform's
-logs: :func:`poison_receives`; ``total`` takes the maximum, not the sum).
+``dead_lettered`` (messages in the DLQ), ``valid_dead_lettered`` (valid payments in the DLQ: FIFO messages held
+behind a transient failure of their group past maxReceiveCount; poison leaves its group at once, so 0 in the demo),
+``lost`` (valid payments neither charged nor in the DLQ), ``double_charged`` (payments with more than one ledger
+item), ``provider_calls`` and ``provider_replays`` (calls the provider answered from its idempotency key),
+``poison_in_dlq`` (poison messages found intact in the DLQ), ``poison_receives_max`` (the most receives any poison
+message took before it reached the DLQ, from the platform's logs: :func:`poison_receives`; ``total`` takes the
+maximum, not the sum).
 """
 
 from __future__ import annotations
@@ -247,7 +248,8 @@ def _copy_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], prefix: st
         }
         attributes = _send_attributes(m)
         original = original_dedup_id(m)
-        if original is not None and (ORIGINAL_DEDUP_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES):
+        room = ORIGINAL_DEDUP_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES
+        if original is not None and room:
             attributes[ORIGINAL_DEDUP_ATTRIBUTE] = {"DataType": "String", "StringValue": original}
         if attributes:
             entry["MessageAttributes"] = attributes
