@@ -234,3 +234,56 @@ def test_fails_redrive_violation(changes: dict[str, Any], message: str, is_valid
 
     assert any(line.startswith(f"redrive fifo: {message}") for line in found), found
     assert code == 1 and reasons == found
+
+
+def test_report_takes_poison_receives_from_the_dlq_and_the_delivery_log(
+    tmp_path: Path, is_valid: Callable[[str], bool]
+) -> None:
+    # GIVEN one poison message per queue type, each copied to its DLQ by the runtime; the FIFO one was received
+    # twice (a kill after the copy, before the delete), the standard one once.
+    from types import SimpleNamespace
+
+    from effectively_once.local.report import build_report
+
+    names_ = [f"acct-{i:03d}" for i in range(50)]
+    accounts = {label: next(a for a in names_ if route(a) == label) for label in (STANDARD, FIFO)}
+    lines = []
+    for label, account in accounts.items():
+        body = json.dumps({"payment_id": f"ok-{label}", "account_id": account, "amount": 10, "currency": "EUR"})
+        lines += [Line(1, body, account, f"ok-{label}"), Line(2, "{oops", account, None)]
+    with mock_aws():
+        session = boto3.session.Session(region_name="us-east-1")
+        sqs, dynamodb = session.client("sqs"), session.client("dynamodb")
+        pipelines = {}
+        for label in (STANDARD, FIFO):
+            table = f"ledger-{label}"
+            dynamodb.create_table(
+                TableName=table, BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": "payment_id", "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": "payment_id", "KeyType": "HASH"}],
+            )
+            dynamodb.put_item(TableName=table, Item={"payment_id": {"S": f"ok-{label}"}})
+            fifo = label == FIFO
+            url = sqs.create_queue(
+                QueueName="dlq.fifo" if fifo else "dlq", Attributes={"FifoQueue": "true"} if fifo else {}
+            )["QueueUrl"]
+            copy = dead_lettered(f"src-{label}", 1)
+            extra = {"MessageGroupId": accounts[label], "MessageDeduplicationId": f"src-{label}"} if fifo else {}
+            sqs.send_message(QueueUrl=url, MessageBody=copy.body, MessageAttributes=copy.attributes, **extra)
+            pipelines[label] = SimpleNamespace(ledger_table=table, dlq_url=url)
+            counts_seen = [1, 2] if fifo else [1]
+            (tmp_path / f"deliveries-{label}-1.jsonl").write_text(
+                "".join(
+                    json.dumps(d) + "\n" for d in delivered(f"src-{label}", *counts_seen) + delivered("other", 1, 2, 3)
+                )
+            )
+
+        # WHEN the report is built
+        report = build_report(session, pipelines, lines, tmp_path, is_valid)
+
+    # THEN each queue shows its poison's receives, the total the highest, and no valid payment waits in a DLQ
+    assert report[STANDARD]["poison_receives_max"] == 1
+    assert report[FIFO]["poison_receives_max"] == 2
+    assert report["total"]["poison_receives_max"] == 2, "a maximum, not a sum"
+    assert report["total"]["valid_dead_lettered"] == 0
+    assert report["total"]["poison_in_dlq"] == 2
