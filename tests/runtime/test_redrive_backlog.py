@@ -110,8 +110,10 @@ def test_fifo_reader_reports_each_original_dedup_id_on_every_read() -> None:
         assert all(m.group_id == "g" for m in second)
 
 
-def test_fifo_reader_never_drops_a_message_with_ten_attributes() -> None:
-    full = {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(MAX_MESSAGE_ATTRIBUTES)}
+@pytest.mark.parametrize("count", [MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_ATTRIBUTES - 1], ids=["ten", "nine"])
+def test_fifo_reader_never_drops_a_message_with_many_attributes(count: int) -> None:
+    # Nine attributes: the id would make ten, and a redriven copy could no longer take the runtime's reason.
+    full = {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(count)}
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = _fifo(sqs)
@@ -124,7 +126,7 @@ def test_fifo_reader_never_drops_a_message_with_ten_attributes() -> None:
 
         assert [m.deduplication_id for m in first] == ["d-full", "d-room"]
         assert [m.body for m in second] == ["full", "room"]
-        assert second[0].attributes == full, "the 10 attributes are kept unchanged, none added"
+        assert second[0].attributes == full, "the attributes are kept unchanged, none added"
         assert second[0].deduplication_id is None, "no room to carry the old id: it is reported unknown, not wrong"
         assert second[1].deduplication_id == "d-room"
         assert ORIGINAL_DEDUP_ATTRIBUTE in second[1].attributes
@@ -287,3 +289,21 @@ def test_report_takes_poison_receives_from_the_dlq_and_the_delivery_log(
     assert report["total"]["poison_receives_max"] == 2, "a maximum, not a sum"
     assert report["total"]["valid_dead_lettered"] == 0
     assert report["total"]["poison_in_dlq"] == 2
+
+
+def test_fifo_reader_carries_the_id_of_a_dead_lettered_message_with_nine_attributes() -> None:
+    # The runtime's copy already holds its reason: a redrive and a second dead-lettering add none.
+    attributes = {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(MAX_MESSAGE_ATTRIBUTES - 2)}
+    attributes.update(dead_lettered("m1", 1).attributes)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = _fifo(sqs)
+        sqs.send_message(QueueUrl=url, MessageBody="{oops", MessageGroupId="g", MessageDeduplicationId="m1",
+                         MessageAttributes=attributes)
+
+        read_dlq_messages(sqs, url)
+        [again] = read_dlq_messages(sqs, url)
+
+        assert again.deduplication_id == "m1"
+        assert len(again.attributes) == MAX_MESSAGE_ATTRIBUTES
+        assert again.reason() == json.loads(attributes[names.DEAD_LETTER_REASON_ATTRIBUTE]["StringValue"])

@@ -94,7 +94,7 @@ DLQ_READ_VISIBILITY_SECONDS = 120
 
 
 #: The message attribute a FIFO DLQ copy made by :func:`read_dlq` carries the original's deduplication id in (when
-#: the original has fewer than ``MAX_MESSAGE_ATTRIBUTES``), so later reads still report it.
+#: there is room, see :func:`read_dlq_messages`), so later reads still report it.
 ORIGINAL_DEDUP_ATTRIBUTE = "effectively-once-original-dedup-id"
 #: At most 10 message attributes per message (Amazon SQS Developer Guide, "Amazon SQS message attributes").
 MAX_MESSAGE_ATTRIBUTES = 10
@@ -149,11 +149,10 @@ def read_dlq_messages(sqs: Any, url: str) -> list[DlqMessage]:
     Amazon SQS"): a copy sent with the original's id would be accepted by SendMessage and silently dropped, and the
     message lost once the original is deleted. Losing nothing wins over keeping the id. The original id stays
     readable instead: each :class:`DlqMessage` reports it (``deduplication_id``), and the copy carries it in the
-    message attribute ``ORIGINAL_DEDUP_ATTRIBUTE`` when the original has fewer than 10 message attributes (SQS's
-    limit), so the next read reports it too; a copy of a message with 10 attributes keeps those 10 unchanged and
-    loses the record of the old id (``deduplication_id`` ``None`` on later reads). The attribute travels with a
-    redrive to the source queue; a message the runtime dead-letters again keeps within 10 attributes, because the
-    reason attribute it sets is one the message already carries.
+    message attribute ``ORIGINAL_DEDUP_ATTRIBUTE`` when that leaves room under SQS's 10 message attributes for the
+    runtime's reason attribute too (the attribute travels with a redrive, and the runtime must be able to add its
+    reason should the message fail for good again), so the next read reports it too; a copy without that room keeps
+    its attributes unchanged and loses the record of the old id (``deduplication_id`` ``None`` on later reads).
 
     :raises DlqReadError: SQS refused a call; the message says that nothing was deleted without its copy.
     """
@@ -248,7 +247,9 @@ def _copy_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], prefix: st
         }
         attributes = _send_attributes(m)
         original = original_dedup_id(m)
-        room = ORIGINAL_DEDUP_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES
+        # Room for the runtime's reason too, should the message be redriven and dead-lettered on first sight.
+        needed = len(attributes) + 1 + (names.DEAD_LETTER_REASON_ATTRIBUTE not in attributes)
+        room = ORIGINAL_DEDUP_ATTRIBUTE in attributes or needed <= MAX_MESSAGE_ATTRIBUTES
         if original is not None and room:
             attributes[ORIGINAL_DEDUP_ATTRIBUTE] = {"DataType": "String", "StringValue": original}
         if attributes:
