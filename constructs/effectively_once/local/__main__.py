@@ -26,6 +26,7 @@ from ..limits import (
     SQS_MAX_MAX_RECEIVE_COUNT,
     SQS_MIN_MAX_RECEIVE_COUNT,
 )
+from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
 from .deploy import DeployError, cdk_command
 from .chaos_input import InputFileError, compile_key
@@ -270,6 +271,13 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--run-dir", type=_output_folder, default=".local-aws/run")
     demo.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.add_argument(
+        "--redrive-backlog",
+        type=_integer(0),
+        default=DEFAULT_BACKLOG,
+        metavar="K",
+        help="after the run, K charged and K new payments into each DLQ, redrive, check (0: off)",
+    )
 
     chaos = sub.add_parser(
         "chaos",
@@ -423,6 +431,7 @@ def _run(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         drain_timeout_seconds=args.drain_timeout,
         quiet=args.quiet,
+        redrive_backlog=args.redrive_backlog,
     )
     code, _ = run_demo(opts)
     return code

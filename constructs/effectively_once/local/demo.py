@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -13,11 +14,12 @@ from typing import Any, Callable
 from effectively_once_runtime import names
 
 from . import effects
+from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
 from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
-from .producer import FIFO, STANDARD, load_payments, plan_messages, send
-from .report import build_report, render, verdict
+from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
+from .report import _jsonl, build_report, render, scan_ledger, verdict
 from .server import LocalAwsError, MotoServer, aws_env
 
 
@@ -36,6 +38,8 @@ class DemoOptions:
     run_dir: Path = Path(".local-aws/run")
     drain_timeout_seconds: int = 600
     quiet: bool = False
+    #: K charged and K new payments per DLQ for the outage backlog after the main run (``backlog.py``); 0: none.
+    redrive_backlog: int = DEFAULT_BACKLOG
 
 
 def _bar(total: int, desc: str, quiet: bool) -> Any:
@@ -114,6 +118,89 @@ def per_key_report(session: Any, pipelines: dict[str, Pipeline], lines: list[Any
     )
 
 
+def _drain(pool: PollerPool, sqs: Any, urls: list[str], total: int, opts: DemoOptions) -> None:
+    """Supervise the pollers until the queues hold nothing twice in a row.
+
+    :raises LocalAwsError: not drained within ``opts.drain_timeout_seconds``.
+    """
+    deadline = time.monotonic() + opts.drain_timeout_seconds
+    settled_polls = 0
+    with _bar(total, "processing", opts.quiet) as bar:
+        while settled_polls < 2:
+            if time.monotonic() > deadline:
+                raise LocalAwsError(f"queues not drained after {opts.drain_timeout_seconds}s; see {opts.run_dir}")
+            time.sleep(1)
+            pool.supervise()
+            remaining = _in_queue(sqs, urls)
+            bar.n = max(0, total - remaining)
+            bar.refresh()
+            settled_polls = settled_polls + 1 if remaining == 0 else 0
+
+
+def _provider_calls(run_dir: Path, label: str) -> Counter[str]:
+    return Counter(
+        str(c.get("payment_id"))
+        for c in _jsonl(sorted(run_dir.glob(f"provider-{label}-*.jsonl")))
+        if c.get("event") == "call"
+    )
+
+
+def redrive_backlog(
+    session: Any,
+    pipelines: dict[str, Pipeline],
+    lines: list[Any],
+    is_valid: Callable[[str], bool],
+    specs: list[tuple[PollerSpec, int]],
+    opts: DemoOptions,
+) -> dict[str, dict[str, int]]:
+    """The outage backlog (``backlog.py``): K charged and K new payments into each DLQ, both DLQs redriven with
+    the ``redrive`` command's local move, the runner polling (without chaos) until the queues drain; the
+    ``redrive`` block."""
+    from dataclasses import replace
+
+    from .backlog import charged_lines, counts, inject, new_lines
+    from .redrive import local_move, targets
+    from .report import read_dlq_messages
+
+    dynamodb, sqs = session.client("dynamodb"), session.client("sqs")
+    k = opts.redrive_backlog
+    taken = {ln.payment_id for ln in lines if ln.payment_id}
+    plan: dict[str, tuple[list[Line], list[Line]]] = {}
+    poison_before: dict[str, int] = {}
+    calls_before: dict[str, Counter[str]] = {}
+    for label, p in sorted(pipelines.items()):
+        ledger_ids = {item["payment_id"]["S"] for item in scan_ledger(dynamodb, p.ledger_table)}
+        plan[label] = (charged_lines(lines, label, ledger_ids, k, is_valid), new_lines(lines, label, k, taken))
+        poison_before[label] = sum(1 for m in read_dlq_messages(sqs, p.dlq_url) if not is_valid(m.body))
+        calls_before[label] = _provider_calls(opts.run_dir, label)
+        inject(sqs, p.dlq_url, label, plan[label][0] + plan[label][1])
+    calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
+    pool = PollerPool(calm)
+    pool.start()
+    try:
+        moved = 0
+        for target in targets(session, opts.stack, None):
+            moved += local_move(sqs, target).moved
+        _drain(pool, sqs, [p.mapping.queue_url for p in pipelines.values()], moved, opts)
+    finally:
+        pool.stop()
+    block: dict[str, dict[str, int]] = {}
+    for label, p in sorted(pipelines.items()):
+        charged, new = plan[label]
+        block[label] = counts(
+            charged=[str(ln.payment_id) for ln in charged],
+            new=[str(ln.payment_id) for ln in new],
+            ledger=Counter(item["payment_id"]["S"] for item in scan_ledger(dynamodb, p.ledger_table)),
+            calls_before=calls_before[label],
+            calls_after=_provider_calls(opts.run_dir, label),
+            poison_redriven=poison_before[label],
+            dlq_after=read_dlq_messages(sqs, p.dlq_url),
+            deliveries=_jsonl(sorted(opts.run_dir.glob(f"deliveries-{label}-*.jsonl"))),
+            is_valid=is_valid,
+        )
+    return block
+
+
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``,
     ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
@@ -180,24 +267,15 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
                 send(sqs, urls, first, bar.update)
                 pool.start()
                 send(sqs, urls, resends, bar.update)
-            deadline = time.monotonic() + opts.drain_timeout_seconds
-            settled_polls = 0
-            with _bar(total, "processing", opts.quiet) as bar:
-                while settled_polls < 2:
-                    if time.monotonic() > deadline:
-                        raise LocalAwsError(
-                            f"queues not drained after {opts.drain_timeout_seconds}s; see {opts.run_dir}"
-                        )
-                    time.sleep(1)
-                    pool.supervise()
-                    remaining = _in_queue(sqs, list(urls.values()))
-                    bar.n = max(0, total - remaining)
-                    bar.refresh()
-                    settled_polls = settled_polls + 1 if remaining == 0 else 0
+            _drain(pool, sqs, list(urls.values()), total, opts)
         finally:
             pool.stop()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
         report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir)
+        if opts.redrive_backlog and not opts.unsafe:
+            k = opts.redrive_backlog
+            log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
+            report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, specs, opts)
     report["run"] = {
         "unsafe": opts.unsafe,
         "chaos": opts.chaos.__dict__,

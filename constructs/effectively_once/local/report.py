@@ -5,10 +5,13 @@ in-memory counters.
 Keys per queue type and in ``total``: ``payments`` (lines routed there), ``valid_payments``, ``poison``,
 ``deliveries`` (messages handed to the function, redeliveries included), ``charges`` (ledger items: executed
 charges), ``duplicates_suppressed`` (EMF ``DuplicatesSuppressed``: answered from an idempotency record),
-``dead_lettered`` (messages in the DLQ), ``valid_dead_lettered`` (valid payments in the DLQ, e.g. FIFO messages
-queued behind a poison message of their group), ``lost`` (valid payments neither charged nor in the DLQ),
-``double_charged`` (payments with more than one ledger item), ``provider_calls`` and ``provider_replays`` (calls
-the provider answered from its idempotency key), ``poison_in_dlq`` (poison messages found intact in the DLQ).
+``dead_lettered`` (messages in the DLQ), ``valid_dead_lettered`` (valid payments in the DLQ: FIFO messages held
+behind a transient failure of their group past maxReceiveCount; poison leaves its group at once, so 0 in the demo),
+``lost`` (valid payments neither charged nor in the DLQ), ``double_charged`` (payments with more than one ledger
+item), ``provider_calls`` and ``provider_replays`` (calls the provider answered from its idempotency key),
+``poison_in_dlq`` (poison messages found intact in the DLQ), ``poison_receives_max`` (the most receives any poison
+message took before it reached the DLQ, from the platform's logs: :func:`poison_receives`; ``total`` takes the
+maximum, not the sum).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,10 +43,13 @@ COUNT_KEYS = (
     "provider_calls",
     "provider_replays",
     "poison_in_dlq",
+    "poison_receives_max",
     "dlq_unread",
     "kills_between_charge_and_completion",
     "unexplained_replays",
 )
+#: Keys whose ``total`` is the maximum over the queue types, not the sum.
+MAX_KEYS = ("poison_receives_max",)
 
 
 def _jsonl(paths: list[Path]) -> list[dict[str, Any]]:
@@ -86,17 +93,66 @@ class DlqReadError(RuntimeError):
 DLQ_READ_VISIBILITY_SECONDS = 120
 
 
+#: The message attribute a FIFO DLQ copy made by :func:`read_dlq` carries the original's deduplication id in (when
+#: there is room, see :func:`read_dlq_messages`), so later reads still report it.
+ORIGINAL_DEDUP_ATTRIBUTE = "effectively-once-original-dedup-id"
+#: At most 10 message attributes per message (Amazon SQS Developer Guide, "Amazon SQS message attributes").
+MAX_MESSAGE_ATTRIBUTES = 10
+
+
+@dataclass(frozen=True)
+class DlqMessage:
+    """One message of a DLQ as :func:`read_dlq_messages` saw it.
+
+    ``deduplication_id``: FIFO only, the deduplication id the message was first sent to this DLQ with (the
+    ``ORIGINAL_DEDUP_ATTRIBUTE`` of a copy a read made, else the ``MessageDeduplicationId`` system attribute);
+    ``None`` on a standard queue, or for a copy that had no room left for the attribute (its own, new id is given
+    then in ``copy_deduplication_id``). ``attributes``: message attributes as ``SendMessage`` takes them.
+    """
+
+    message_id: str
+    body: str
+    attributes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    group_id: str | None = None
+    deduplication_id: str | None = None
+    copy_deduplication_id: str | None = None
+
+    def reason(self) -> dict[str, Any] | None:
+        """The runtime's dead-letter reason (``effectively-once-reason``: ``message_id``, ``receive_count``, ...),
+        or ``None`` for a message SQS moved after ``maxReceiveCount`` receives (or one that is not JSON)."""
+        value = self.attributes.get(names.DEAD_LETTER_REASON_ATTRIBUTE, {}).get("StringValue")
+        try:
+            parsed = json.loads(value) if value else None
+        except json.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+
+
 def read_dlq(sqs: Any, url: str) -> list[str]:
-    """Every body in a DLQ, in order, leaving the queue with the same messages.
+    """Every body in a DLQ, in order, leaving the queue with the same messages (:func:`read_dlq_messages`)."""
+    return [m.body for m in read_dlq_messages(sqs, url)]
+
+
+def read_dlq_messages(sqs: Any, url: str) -> list[DlqMessage]:
+    """Every message in a DLQ, in order, leaving the queue with the same messages.
 
     A standard queue is read with a long visibility timeout: nothing is deleted. A FIFO queue locks a message
     group while any of its messages is in flight, so at most 10 messages of a group can be seen without deleting
     (moto does the same): each batch is first copied to the tail of its group in the same queue (same body, group
-    and message attributes; a new deduplication id, as SQS drops a FIFO message whose id was used in the last 5
-    minutes), and an original is deleted only once its copy is stored. The read stops where its own copies begin
-    (their message ids are kept): those stay in flight, locking their group, until the read releases them. So an
-    interruption at any point (Ctrl-C, throttling, no ``sqs:SendMessage``) loses nothing; it can leave a message
-    and its copy both in the queue. Whatever is still in flight at the end is made visible again.
+    and message attributes), and an original is deleted only once its copy is stored. The read stops where its own
+    copies begin (their message ids are kept): those stay in flight, locking their group, until the read releases
+    them. So an interruption at any point (Ctrl-C, throttling, no ``sqs:SendMessage``) loses nothing; it can leave a
+    message and its copy both in the queue. Whatever is still in flight at the end is made visible again.
+
+    Deduplication ids: a copy gets a **new** one. SQS drops a FIFO message whose deduplication id was used in the
+    last 5 minutes, even after that message was deleted (Amazon SQS Developer Guide, "Exactly-once processing in
+    Amazon SQS"): a copy sent with the original's id would be accepted by SendMessage and silently dropped, and the
+    message lost once the original is deleted. Losing nothing wins over keeping the id. The original id stays
+    readable instead: each :class:`DlqMessage` reports it (``deduplication_id``), and the copy carries it in the
+    message attribute ``ORIGINAL_DEDUP_ATTRIBUTE`` when that leaves room under SQS's 10 message attributes for the
+    runtime's reason attribute too (the attribute travels with a redrive, and the runtime must be able to add its
+    reason should the message fail for good again), so the next read reports it too; a copy without that room keeps
+    its attributes unchanged and loses the record of the old id (``deduplication_id`` ``None`` on later reads).
 
     :raises DlqReadError: SQS refused a call; the message says that nothing was deleted without its copy.
     """
@@ -115,7 +171,7 @@ def read_dlq(sqs: Any, url: str) -> list[str]:
                 VisibilityTimeout=DLQ_READ_VISIBILITY_SECONDS,
                 # Long polling asks every SQS server; a short poll can answer empty while messages remain.
                 WaitTimeSeconds=1,
-                MessageSystemAttributeNames=["MessageGroupId"],
+                MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
             for m in messages:
@@ -140,7 +196,41 @@ def read_dlq(sqs: Any, url: str) -> list[str]:
         ) from exc
     finally:
         _release(sqs, url, in_flight)
-    return [m["Body"] for m in received]
+    return [_dlq_message(m) for m in received]
+
+
+def _send_attributes(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Message attributes as SendMessage takes them (ReceiveMessage adds empty list fields)."""
+    return {
+        name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+        for name, value in message.get("MessageAttributes", {}).items()
+    }
+
+
+def original_dedup_id(message: dict[str, Any]) -> str | None:
+    """The deduplication id a received FIFO message was first sent with: the attribute a read's copy carries, else
+    its own ``MessageDeduplicationId``; ``None`` for a copy without the attribute (no room) or a standard queue."""
+    carried = message.get("MessageAttributes", {}).get(ORIGINAL_DEDUP_ATTRIBUTE, {}).get("StringValue")
+    if carried:
+        return str(carried)
+    own = message.get("Attributes", {}).get("MessageDeduplicationId")
+    return None if own is None or own.startswith(_COPY_DEDUP_MARK) else str(own)
+
+
+def _dlq_message(m: dict[str, Any]) -> DlqMessage:
+    system = m.get("Attributes", {})
+    return DlqMessage(
+        message_id=m["MessageId"],
+        body=m["Body"],
+        attributes=_send_attributes(m),
+        group_id=system.get("MessageGroupId"),
+        deduplication_id=original_dedup_id(m),
+        copy_deduplication_id=system.get("MessageDeduplicationId"),
+    )
+
+
+#: How a read's copy's deduplication id begins (then a uuid4 hex and a position): told apart from an original's.
+_COPY_DEDUP_MARK = "eo-dlq-read-"
 
 
 def _copy_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], prefix: str) -> dict[str, str]:
@@ -152,12 +242,16 @@ def _copy_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], prefix: st
             "Id": str(i),
             "MessageBody": m["Body"],
             "MessageGroupId": m["Attributes"]["MessageGroupId"],
-            "MessageDeduplicationId": f"{prefix}-{i}",  # unique: uuid4 hex + position, under SQS's 128 characters
+            # unique: mark + uuid4 hex + position, under SQS's 128 characters
+            "MessageDeduplicationId": f"{_COPY_DEDUP_MARK}{prefix}-{i}",
         }
-        attributes = {
-            name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
-            for name, value in m.get("MessageAttributes", {}).items()
-        }
+        attributes = _send_attributes(m)
+        original = original_dedup_id(m)
+        # Room for the runtime's reason too, should the message be redriven and dead-lettered on first sight.
+        needed = len(attributes) + 1 + (names.DEAD_LETTER_REASON_ATTRIBUTE not in attributes)
+        room = ORIGINAL_DEDUP_ATTRIBUTE in attributes or needed <= MAX_MESSAGE_ATTRIBUTES
+        if original is not None and room:
+            attributes[ORIGINAL_DEDUP_ATTRIBUTE] = {"DataType": "String", "StringValue": original}
         if attributes:
             entry["MessageAttributes"] = attributes
         entries.append(entry)
@@ -213,7 +307,8 @@ def build_report(
         ledger = scan_ledger(dynamodb, pipeline.ledger_table)
         per_payment = Counter(item["payment_id"]["S"] for item in ledger)
         depth = dlq_depth(sqs, pipeline.dlq_url)
-        dlq_bodies = read_dlq(sqs, pipeline.dlq_url)
+        dlq_messages = read_dlq_messages(sqs, pipeline.dlq_url)
+        dlq_bodies = [m.body for m in dlq_messages]
         dlq_valid_ids = set()
         for body in dlq_bodies:
             if is_valid(body):
@@ -232,17 +327,45 @@ def build_report(
         }
         if run_dir is not None:
             row.update(run_log_counts(run_dir, label))
+            deliveries = _jsonl(sorted(run_dir.glob(f"deliveries-{label}-*.jsonl")))
+            receives = poison_receives([m for m in dlq_messages if not is_valid(m.body)], deliveries)
+            row["poison_receives_max"] = max(receives.values(), default=0)
         report[label] = row
     total: dict[str, Any] = {}
     for key in COUNT_KEYS:
         values = [row[key] for row in report.values() if key in row]
         if values:
-            total[key] = sum(values)
+            total[key] = max(values) if key in MAX_KEYS else sum(values)
     kill_rows = [row["kills"] for row in report.values() if "kills" in row]
     if kill_rows:
         total["kills"] = {p: sum(k[p] for k in kill_rows) for p in kill_rows[0]}
     report["total"] = total
     return report
+
+
+def poison_receives(poison: list[DlqMessage], deliveries: list[dict[str, Any]]) -> dict[str, int]:
+    """How many receives each poison message in a DLQ took before it got there: original message id -> receives.
+
+    The original is the message the runtime's reason attribute names (``message_id``; a copy sent on first sight),
+    else the DLQ message itself (SQS moves a message after ``maxReceiveCount`` receives with its message id). Its
+    receives are the highest ``ApproximateReceiveCount`` of the platform's delivery log for that id
+    (``deliveries-*.jsonl``: one line per message handed to the function) and the reason's ``receive_count``
+    (the receive on which the runtime dead-lettered it), whichever is higher: a kill after the copy was sent and
+    before the delete adds a receive the log shows. A poison message the delivery log never saw and without a
+    reason counts 0 (it was sent straight to the DLQ).
+    """
+    seen: dict[str, int] = {}
+    for d in deliveries:
+        mid = d.get("message_id")
+        if isinstance(mid, str):
+            seen[mid] = max(seen.get(mid, 0), int(d.get("receive_count", 0)))
+    result: dict[str, int] = {}
+    for m in poison:
+        reason = m.reason() or {}
+        original = str(reason.get("message_id") or m.message_id)
+        count = max(int(reason.get("receive_count") or 0), seen.get(original, 0))
+        result[original] = max(result.get(original, 0), count)
+    return result
 
 
 def run_log_counts(run_dir: Path, label: str) -> dict[str, Any]:
@@ -293,9 +416,12 @@ def inflight_at_kill(kill: dict[str, Any], calls: dict[int, list[dict[str, Any]]
 
 def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
     """Exit code and reasons. Safe run: 0 unless something was lost, double-charged, or the provider replayed more
-    than the kills between charge and completion explain. ``--unsafe`` control: 0 when it shows double charges."""
+    than the kills between charge and completion explain, or the ``redrive`` block (the outage backlog,
+    ``backlog.problems``) shows a violation. ``--unsafe`` control: 0 when it shows double charges."""
+    from .backlog import problems as redrive_problems
+
     total = report["total"]
-    problems = []
+    problems = redrive_problems(report.get("redrive", {}))
     if total.get("lost", 0):
         problems.append(f"{total['lost']} payments lost (neither charged nor in a DLQ)")
     if total.get("dlq_unread", 0):
@@ -322,8 +448,12 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
     return (1 if problems else 0), problems
 
 
+#: Top-level report keys that are not a queue type's column.
+NOT_QUEUES = ("total", "run", "verdict", "per_key", "redrive")
+
+
 def render(report: dict[str, Any]) -> str:
-    labels = [k for k in report if k not in ("total", "run", "verdict")] + ["total"]
+    labels = [k for k in report if k not in NOT_QUEUES] + ["total"]
     keys = [k for k in COUNT_KEYS if any(k in report[label] for label in labels)]
     width = max(len(k) for k in keys) + 2
     out = ["".ljust(width) + "".join(label.rjust(10) for label in labels)]
@@ -332,4 +462,8 @@ def render(report: dict[str, Any]) -> str:
     if "kills" in report["total"]:
         kills = report["total"]["kills"]
         out.append("kills: " + ", ".join(f"{k}={v}" for k, v in kills.items()))
+    if report.get("redrive"):
+        from .backlog import render as render_redrive
+
+        out.append(render_redrive(report["redrive"]))
     return "\n".join(out)

@@ -1,0 +1,148 @@
+"""The outage backlog after the demo's main run (``--redrive-backlog K``): a redrive of what an outage leaves in
+the DLQs, checked end to end.
+
+Into each DLQ go K payments that were charged (from the ledger) and K valid payments never sent before (fresh ids,
+accounts routed to that queue; FIFO: the account is the group). Then both DLQs are redriven to their source queues
+with the code the ``redrive`` command runs locally (:func:`.redrive.local_move`), the runner polls until the queues
+drain, and the ledgers, the provider's call log and the DLQs say what happened (:func:`counts`):
+
+- ``charged_resent``, ``charged_new_provider_calls``: the charged payments sent again, and the provider calls made
+  for them during the redrive (must be 0: each is answered from its idempotency record);
+- ``new_sent``, ``new_charged``: the new payments, and those with exactly one ledger item (must be all of them);
+- ``poison_redriven``, ``poison_back_in_dlq``: the poison messages the DLQ held before the redrive, and those back
+  in the DLQ after exactly one receive (must be all of them);
+- ``valid_in_dlq``: valid payments in the DLQ after the redrive (must be 0);
+- ``double_charged``: backlog payments with more than one ledger item (must be 0).
+
+The redrive phase runs without chaos: its checks are exact (one receive, no call), and a kill would add receives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Callable
+
+from .producer import FIFO, SEND_BATCH_MAX, Line, route
+from .report import DlqMessage, poison_receives
+
+#: The ``--redrive-backlog`` default: K charged and K new payments per DLQ.
+DEFAULT_BACKLOG = 5
+BLOCK_KEYS = (
+    "charged_resent",
+    "charged_new_provider_calls",
+    "new_sent",
+    "new_charged",
+    "poison_redriven",
+    "poison_back_in_dlq",
+    "valid_in_dlq",
+    "double_charged",
+)
+
+
+def charged_lines(
+    lines: list[Line], label: str, ledger_ids: set[str], k: int, is_valid: Callable[[str], bool]
+) -> list[Line]:
+    """The first ``k`` valid payments routed to ``label`` that the ledger holds (one line per payment id)."""
+    picked: dict[str, Line] = {}
+    for ln in lines:
+        if len(picked) == k:
+            break
+        pid = ln.payment_id
+        if pid and pid not in picked and pid in ledger_ids and route(ln.account_id) == label and is_valid(ln.body):
+            picked[pid] = ln
+    return list(picked.values())
+
+
+def new_lines(lines: list[Line], label: str, k: int, taken: set[str]) -> list[Line]:
+    """``k`` valid payments never sent: ids ``backlog-<label>-<n>`` not in ``taken``, over the accounts routed to
+    ``label`` (round robin); empty when no account of the input routes there."""
+    accounts = sorted({ln.account_id for ln in lines if route(ln.account_id) == label})
+    out: list[Line] = []
+    n = 0
+    while accounts and len(out) < k:
+        n += 1
+        pid = f"backlog-{label}-{n:04d}"
+        if pid in taken:
+            continue
+        account = accounts[len(out) % len(accounts)]
+        body = json.dumps({"payment_id": pid, "account_id": account, "amount": 1000 + n, "currency": "EUR"})
+        out.append(Line(number=0, body=body, account_id=account, payment_id=pid))
+    return out
+
+
+def inject(sqs: Any, dlq_url: str, label: str, backlog: list[Line]) -> None:
+    """Send ``backlog`` straight into a DLQ, as an outage would have left it (FIFO: group = account, a deduplication
+    id of its own, ``backlog-<payment id>``)."""
+    for start in range(0, len(backlog), SEND_BATCH_MAX):
+        entries = []
+        for i, ln in enumerate(backlog[start : start + SEND_BATCH_MAX]):
+            entry: dict[str, Any] = {"Id": str(i), "MessageBody": ln.body}
+            if label == FIFO:
+                entry["MessageGroupId"] = ln.account_id
+                entry["MessageDeduplicationId"] = f"backlog-{ln.payment_id}"
+            entries.append(entry)
+        result = sqs.send_message_batch(QueueUrl=dlq_url, Entries=entries)
+        if result.get("Failed"):
+            raise RuntimeError(f"SQS refused a backlog message for the {label} DLQ: {result['Failed'][0]}")
+
+
+def counts(
+    *,
+    charged: list[str],
+    new: list[str],
+    ledger: Counter[str],
+    calls_before: Counter[str],
+    calls_after: Counter[str],
+    poison_redriven: int,
+    dlq_after: list[DlqMessage],
+    deliveries: list[dict[str, Any]],
+    is_valid: Callable[[str], bool],
+) -> dict[str, int]:
+    """One queue's ``redrive`` row (see the module docstring) from the ledger items per payment id after the
+    redrive, the provider's calls per payment id before and after it, the DLQ after it and the delivery log."""
+    poison_after = [m for m in dlq_after if not is_valid(m.body)]
+    receives = poison_receives(poison_after, deliveries)
+    return {
+        "charged_resent": len(charged),
+        "charged_new_provider_calls": sum(calls_after[p] - calls_before[p] for p in charged),
+        "new_sent": len(new),
+        "new_charged": sum(1 for p in new if ledger[p] == 1),
+        "poison_redriven": poison_redriven,
+        "poison_back_in_dlq": sum(1 for n in receives.values() if n == 1),
+        "valid_in_dlq": sum(1 for m in dlq_after if is_valid(m.body)),
+        "double_charged": sum(1 for p in set(charged) | set(new) if ledger[p] > 1),
+    }
+
+
+def problems(block: dict[str, dict[str, int]]) -> list[str]:
+    """What a ``redrive`` block shows wrong, one line each; empty when the redrive did what it must."""
+    out = []
+    for label, row in sorted(block.items()):
+        if row["charged_new_provider_calls"]:
+            out.append(
+                f"redrive {label}: {row['charged_new_provider_calls']} provider calls for payments already charged"
+                " (their idempotency records should have answered)"
+            )
+        if row["new_charged"] != row["new_sent"]:
+            out.append(f"redrive {label}: {row['new_charged']} of {row['new_sent']} new payments charged exactly once")
+        if row["poison_back_in_dlq"] != row["poison_redriven"]:
+            out.append(
+                f"redrive {label}: {row['poison_back_in_dlq']} of {row['poison_redriven']} poison messages back in"
+                " the DLQ after one receive"
+            )
+        if row["valid_in_dlq"]:
+            out.append(f"redrive {label}: {row['valid_in_dlq']} valid payments in the DLQ after the redrive")
+        if row["double_charged"]:
+            out.append(f"redrive {label}: {row['double_charged']} payments charged more than once")
+    return out
+
+
+def render(block: dict[str, dict[str, int]]) -> str:
+    """The ``redrive`` block as a table: one column per queue type."""
+    labels = sorted(block)
+    width = max(len(k) for k in BLOCK_KEYS) + 2
+    out = ["redrive".ljust(width) + "".join(label.rjust(10) for label in labels)]
+    for key in BLOCK_KEYS:
+        out.append(key.ljust(width) + "".join(str(block[label].get(key, "-")).rjust(10) for label in labels))
+    return "\n".join(out)
