@@ -23,8 +23,11 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# mypy first: the package ships py.typed (config: pyproject's [tool.mypy]; strict except the dev tooling).
+# Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy: both packages ship py.typed
+# (config: pyproject's [tool.mypy]; strict except the dev tooling), then the tests.
 test: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest
 

@@ -191,7 +191,10 @@ def test_handler_keyed_on_the_message_id_shows_as_duplicates_and_unexpected_keys
     "extra, message",
     [
         (["--effect-table", "Outbox"], "arguments --effect-table, --effect-key: give both"),
-        (["--key", "order_id[", "--effect-table", "T", "--effect-key", "k"], "argument --key: 'order_id[' is not a JMESPath"),
+        (
+            ["--key", "order_id[", "--effect-table", "T", "--effect-key", "k"],
+            "argument --key: 'order_id[' is not a JMESPath",
+        ),
         (["--key", "missing"], "argument --key: 'missing' finds no key in any line"),
         (["--crash-after-effect", "0.6", "--timeouts", "0.6"], "must not exceed 1"),
     ],

@@ -13,7 +13,15 @@ import pytest
 
 from effectively_once.local.chaos import ChaosConfig
 from effectively_once.local.esm import MappingConfig, failed_ids, to_lambda_record
-from effectively_once.local.producer import FIFO, STANDARD, PaymentsFileError, generate_sample, load_payments, plan_messages, route
+from effectively_once.local.producer import (
+    FIFO,
+    STANDARD,
+    PaymentsFileError,
+    generate_sample,
+    load_payments,
+    plan_messages,
+    route,
+)
 from effectively_once.local.report import verdict
 from effectively_once.local.server import MotoServer
 
@@ -44,8 +52,21 @@ def test_cli_rejects_bad_file_before_starting_anything(tmp_path: Path) -> None:
     path = write(tmp_path, "[1, 2]")
 
     proc = subprocess.run(
-        [sys.executable, "-m", "effectively_once.local", "demo", "--payments", str(path), "--run-dir", str(tmp_path / "run")],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "effectively_once.local",
+            "demo",
+            "--payments",
+            str(path),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
     assert proc.returncode == 2
@@ -108,21 +129,44 @@ def test_plan_sends_each_line_once_plus_the_chosen_duplicates(tmp_path: Path) ->
 
 def test_lambda_record_has_the_real_shape() -> None:
     mapping = MappingConfig(
-        label="fifo", queue_url="http://localhost/q", queue_arn="arn:aws:sqs:us-east-1:123456789012:q.fifo",
-        batch_size=10, batching_window_seconds=0, visibility_timeout_seconds=12, max_receive_count=5,
-        function_name="f", function_timeout_seconds=2, function_memory_mb=256, function_env={},
+        label="fifo",
+        queue_url="http://localhost/q",
+        queue_arn="arn:aws:sqs:us-east-1:123456789012:q.fifo",
+        batch_size=10,
+        batching_window_seconds=0,
+        visibility_timeout_seconds=12,
+        max_receive_count=5,
+        function_name="f",
+        function_timeout_seconds=2,
+        function_memory_mb=256,
+        function_env={},
     )
     message = {
-        "MessageId": "m1", "ReceiptHandle": "rh", "Body": "{}", "MD5OfBody": "99914b932bd37a50b983c5e7c90ae93b",
-        "Attributes": {"ApproximateReceiveCount": "2", "MessageGroupId": "g", "MessageDeduplicationId": "d", "SequenceNumber": "1"},
+        "MessageId": "m1",
+        "ReceiptHandle": "rh",
+        "Body": "{}",
+        "MD5OfBody": "99914b932bd37a50b983c5e7c90ae93b",
+        "Attributes": {
+            "ApproximateReceiveCount": "2",
+            "MessageGroupId": "g",
+            "MessageDeduplicationId": "d",
+            "SequenceNumber": "1",
+        },
         "MessageAttributes": {"trace": {"StringValue": "t", "DataType": "String"}},
     }
 
     record = to_lambda_record(message, mapping)
 
     assert set(record) == {
-        "messageId", "receiptHandle", "body", "attributes", "messageAttributes", "md5OfBody",
-        "eventSource", "eventSourceARN", "awsRegion",
+        "messageId",
+        "receiptHandle",
+        "body",
+        "attributes",
+        "messageAttributes",
+        "md5OfBody",
+        "eventSource",
+        "eventSourceARN",
+        "awsRegion",
     }
     assert record["eventSource"] == "aws:sqs" and record["awsRegion"] == "us-east-1"
     assert record["attributes"]["MessageGroupId"] == "g"
@@ -179,8 +223,22 @@ def test_unreachable_endpoint_is_a_one_line_error(tmp_path: Path) -> None:
     }
 
     proc = subprocess.run(
-        [sys.executable, "-m", "effectively_once.local", "report", "--wait", "1", "--payments", str(REPO / "samples" / "payments.jsonl")],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False, env=env,
+        [
+            sys.executable,
+            "-m",
+            "effectively_once.local",
+            "report",
+            "--wait",
+            "1",
+            "--payments",
+            str(REPO / "samples" / "payments.jsonl"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
 
     assert proc.returncode == 2
@@ -221,8 +279,16 @@ class _Interrupting:
     """Wraps an SQS client: the ``nth`` call of ``operation`` raises ``error`` instead of reaching SQS, or, with
     ``fail_entry``, reaches SQS without that entry and reports it failed (a partial batch failure)."""
 
-    def __init__(self, client: object, operation: str, nth: int, error: BaseException | None, fail_entry: str | None = None) -> None:
-        self._client, self._operation, self._nth, self._error, self._fail_entry = client, operation, nth, error, fail_entry
+    def __init__(
+        self, client: object, operation: str, nth: int, error: BaseException | None, fail_entry: str | None = None
+    ) -> None:
+        self._client, self._operation, self._nth, self._error, self._fail_entry = (
+            client,
+            operation,
+            nth,
+            error,
+            fail_entry,
+        )
         self.calls = 0
 
     def __getattr__(self, name: str) -> object:
@@ -238,7 +304,9 @@ class _Interrupting:
                 raise self._error
             entries = [e for e in kwargs["Entries"] if e["Id"] != self._fail_entry]  # type: ignore[attr-defined]
             result = attr(**{**kwargs, "Entries": entries})
-            result["Failed"] = [{"Id": self._fail_entry, "Code": "InternalError", "SenderFault": False, "Message": "boom"}]
+            result["Failed"] = [
+                {"Id": self._fail_entry, "Code": "InternalError", "SenderFault": False, "Message": "boom"}
+            ]
             return result
 
         return call
@@ -251,7 +319,10 @@ def _fifo_dlq(sqs: object, groups: dict[str, int]) -> tuple[str, list[str]]:
         for i in range(count):
             body = f"{group}-m{i:02d}"
             sqs.send_message(  # type: ignore[attr-defined]
-                QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body,
+                QueueUrl=url,
+                MessageBody=body,
+                MessageGroupId=group,
+                MessageDeduplicationId=body,
                 MessageAttributes={"trace": {"DataType": "String", "StringValue": f"t-{body}"}},
             )
             bodies.append(body)
@@ -263,7 +334,10 @@ def _drain(sqs: object, url: str) -> list[dict]:
     out: list[dict] = []
     while True:
         messages = sqs.receive_message(  # type: ignore[attr-defined]
-            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"], MessageAttributeNames=["All"]
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            MessageSystemAttributeNames=["MessageGroupId"],
+            MessageAttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
             return out
@@ -276,7 +350,9 @@ def _drain(sqs: object, url: str) -> list[dict]:
 def _access_denied() -> BaseException:
     from botocore.exceptions import ClientError
 
-    return ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized to perform sqs:SendMessage"}}, "SendMessageBatch")
+    return ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": "not authorized to perform sqs:SendMessage"}}, "SendMessageBatch"
+    )
 
 
 def _throttled() -> BaseException:
@@ -295,7 +371,14 @@ def _throttled() -> BaseException:
         ("receive_message", 3, KeyboardInterrupt),
         ("send_message_batch", 2, None),  # SQS stores all copies but one
     ],
-    ids=["no-SendMessage-permission", "ctrl-c-in-send", "ctrl-c-before-delete", "throttled-delete", "ctrl-c-in-receive", "partial-send"],
+    ids=[
+        "no-SendMessage-permission",
+        "ctrl-c-in-send",
+        "ctrl-c-before-delete",
+        "throttled-delete",
+        "ctrl-c-in-receive",
+        "partial-send",
+    ],
 )
 def test_interrupted_fifo_dlq_read_loses_no_message(operation: str, nth: int, error: object) -> None:
     # Reading a FIFO DLQ must delete (groups lock while in flight); a message may only go once its copy is stored.
@@ -355,7 +438,9 @@ def test_fifo_dlq_copies_keep_group_and_attributes() -> None:
         left = _drain(sqs, url)
         assert sorted(m["Body"] for m in left) == sorted(bodies)
         for group in ("acct-1", "acct-2"):
-            assert [m["Body"] for m in left if m["Attributes"]["MessageGroupId"] == group] == [b for b in bodies if b.startswith(group)]
+            assert [m["Body"] for m in left if m["Attributes"]["MessageGroupId"] == group] == [
+                b for b in bodies if b.startswith(group)
+            ]
         assert all(m["MessageAttributes"]["trace"]["StringValue"] == f"t-{m['Body']}" for m in left)
 
 
@@ -371,9 +456,12 @@ def _inputs(tmp_path: Path) -> dict[str, str]:
         "huge_number": ('{"account_id": "acct-1", "amount": ' + "9" * 5000 + "}\n").encode(),
         "deep": ('{"account_id": "acct-1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n").encode(),
         "no_valid": (
-            json.dumps({"payment_id": "pay-1", "account_id": "acct-1", "amount": -5, "currency": "EUR"}) + "\n"
-            + json.dumps({"raw_body": "{broken", "account_id": "acct-2"}) + "\n"
-            + json.dumps({"raw_body": '{"amount": ' + "9" * 5000 + "}", "account_id": "acct-3"}) + "\n"
+            json.dumps({"payment_id": "pay-1", "account_id": "acct-1", "amount": -5, "currency": "EUR"})
+            + "\n"
+            + json.dumps({"raw_body": "{broken", "account_id": "acct-2"})
+            + "\n"
+            + json.dumps({"raw_body": '{"amount": ' + "9" * 5000 + "}", "account_id": "acct-3"})
+            + "\n"
         ).encode(),
         "valid": (VALID + "\n").encode(),
         "a_file": b"x",
@@ -438,7 +526,9 @@ BAD_INPUTS = [
 ]
 
 
-def _call_cli(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[object, str]:
+def _call_cli(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[object, str]:
     """``main(argv)`` in this process with nothing able to start: no deploy, no AWS call."""
     from effectively_once.local import __main__ as cli
     from effectively_once.local import demo, remote
@@ -486,7 +576,24 @@ def test_default_and_valid_arguments_pass_the_checks(
     monkeypatch.setattr(demo, "run_demo", lambda opts: (started.append(opts), (0, {}))[1])
 
     assert cli.main(["demo", "--run-dir", str(tmp_path / "run"), "--report", str(tmp_path / "r" / "x.json")]) == 0
-    assert cli.main(["demo", "--payments", _inputs(tmp_path)["valid"], "--concurrency", "1", "--timeouts", "1", "--crash-after-charge", "0", "--crash-after-complete", "0"]) == 0
+    assert (
+        cli.main(
+            [
+                "demo",
+                "--payments",
+                _inputs(tmp_path)["valid"],
+                "--concurrency",
+                "1",
+                "--timeouts",
+                "1",
+                "--crash-after-charge",
+                "0",
+                "--crash-after-complete",
+                "0",
+            ]
+        )
+        == 0
+    )
 
     assert [o.concurrency for o in started] == [2, 1]
     assert started[0].handler_root == REPO / "lambda_src"
@@ -508,7 +615,12 @@ def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.
 @pytest.mark.parametrize("argv", [["sample", "--accounts", "0"], ["demo", "--concurrency", "0"]])
 def test_bad_argument_is_one_line_from_the_command_line(argv: list[str]) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "effectively_once.local", *argv], cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        [sys.executable, "-m", "effectively_once.local", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
     assert proc.returncode == 2
@@ -528,7 +640,12 @@ def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
     from effectively_once.local.demo import clear_run_dir
 
     keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
-    stale = [tmp_path / "deliveries-fifo-1.jsonl", tmp_path / "provider-standard-2.jsonl", tmp_path / "chaos-fifo-3.jsonl", tmp_path / "function-fifo-4.log"]
+    stale = [
+        tmp_path / "deliveries-fifo-1.jsonl",
+        tmp_path / "provider-standard-2.jsonl",
+        tmp_path / "chaos-fifo-3.jsonl",
+        tmp_path / "function-fifo-4.log",
+    ]
     for path in keep + stale:
         path.write_text("x")
 
@@ -578,7 +695,9 @@ def test_report_gives_up_when_the_queues_never_drain() -> None:
     clock = _Clock()
 
     with pytest.raises(LocalAwsError, match="not drained after 30s"):
-        wait_for_drain(_Counts([1]), ["q"], wait_seconds=30, settle_seconds=10, sleep=clock.sleep, clock=lambda: clock.now)
+        wait_for_drain(
+            _Counts([1]), ["q"], wait_seconds=30, settle_seconds=10, sleep=clock.sleep, clock=lambda: clock.now
+        )
 
 
 def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -> None:
@@ -589,9 +708,17 @@ def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -
 
     def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
         mapping = MappingConfig(
-            label=label, queue_url="u", queue_arn="arn:aws:sqs:us-east-1:123456789012:q", batch_size=10,
-            batching_window_seconds=0, visibility_timeout_seconds=visibility, max_receive_count=receives,
-            function_name="f", function_timeout_seconds=30, function_memory_mb=256, function_env={},
+            label=label,
+            queue_url="u",
+            queue_arn="arn:aws:sqs:us-east-1:123456789012:q",
+            batch_size=10,
+            batching_window_seconds=0,
+            visibility_timeout_seconds=visibility,
+            max_receive_count=receives,
+            function_name="f",
+            function_timeout_seconds=30,
+            function_memory_mb=256,
+            function_env={},
         )
         return Pipeline(mapping=mapping, mapping_uuid="x", dlq_url="d", idempotency_table="i", ledger_table="l")
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import boto3
 import pytest
@@ -117,8 +118,13 @@ def test_fifo_reader_never_drops_a_message_with_many_attributes(count: int) -> N
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = _fifo(sqs)
-        sqs.send_message(QueueUrl=url, MessageBody="full", MessageGroupId="g", MessageDeduplicationId="d-full",
-                         MessageAttributes=full)
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="full",
+            MessageGroupId="g",
+            MessageDeduplicationId="d-full",
+            MessageAttributes=full,
+        )
         sqs.send_message(QueueUrl=url, MessageBody="room", MessageGroupId="g", MessageDeduplicationId="d-room")
 
         first = read_dlq_messages(sqs, url)
@@ -220,13 +226,26 @@ def test_redrive_counts_of_a_clean_redrive(is_valid: Callable[[str], bool]) -> N
         ({"deliveries": delivered("src-7", 1, 2)}, "0 of 1 poison messages back in the DLQ after one receive"),
         ({"dlq_after": []}, "0 of 1 poison messages back in the DLQ after one receive"),
         (
-            {"dlq_after": [dead_lettered("src-7", 1), DlqMessage("v", json.dumps(
-                {"payment_id": "n9", "account_id": "acct-1", "amount": 5, "currency": "EUR"}))]},
+            {
+                "dlq_after": [
+                    dead_lettered("src-7", 1),
+                    DlqMessage(
+                        "v", json.dumps({"payment_id": "n9", "account_id": "acct-1", "amount": 5, "currency": "EUR"})
+                    ),
+                ]
+            },
             "1 valid payments in the DLQ after the redrive",
         ),
     ],
-    ids=["charged-called-again", "new-not-charged", "new-charged-twice", "charged-twice", "poison-two-receives",
-         "poison-gone", "valid-in-dlq"],
+    ids=[
+        "charged-called-again",
+        "new-not-charged",
+        "new-charged-twice",
+        "charged-twice",
+        "poison-two-receives",
+        "poison-gone",
+        "valid-in-dlq",
+    ],
 )
 def test_fails_redrive_violation(changes: dict[str, Any], message: str, is_valid: Callable[[str], bool]) -> None:
     row = counts(**_good(**changes), is_valid=is_valid)
@@ -260,7 +279,8 @@ def test_report_takes_poison_receives_from_the_dlq_and_the_delivery_log(
         for label in (STANDARD, FIFO):
             table = f"ledger-{label}"
             dynamodb.create_table(
-                TableName=table, BillingMode="PAY_PER_REQUEST",
+                TableName=table,
+                BillingMode="PAY_PER_REQUEST",
                 AttributeDefinitions=[{"AttributeName": "payment_id", "AttributeType": "S"}],
                 KeySchema=[{"AttributeName": "payment_id", "KeyType": "HASH"}],
             )
@@ -298,8 +318,13 @@ def test_fifo_reader_carries_the_id_of_a_dead_lettered_message_with_nine_attribu
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = _fifo(sqs)
-        sqs.send_message(QueueUrl=url, MessageBody="{oops", MessageGroupId="g", MessageDeduplicationId="m1",
-                         MessageAttributes=attributes)
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="{oops",
+            MessageGroupId="g",
+            MessageDeduplicationId="m1",
+            MessageAttributes=attributes,
+        )
 
         read_dlq_messages(sqs, url)
         [again] = read_dlq_messages(sqs, url)

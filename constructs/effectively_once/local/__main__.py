@@ -14,8 +14,9 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -28,19 +29,27 @@ from ..limits import (
 )
 from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
-from .deploy import DeployError, cdk_command
 from .chaos_input import InputFileError, compile_key
+from .deploy import DeployError, cdk_command
 from .producer import PaymentsFileError, SendError, generate_sample, load_payments
 from .redrive import MAX_MESSAGES_PER_SECOND, RedriveError
-from .report import DlqReadError
 from .remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
+from .report import DlqReadError
 from .server import LocalAwsError
 
 # Errors that end in one line on stderr and exit code 2, never a traceback. OSError: a file the run writes
 # (report, run folder, sample) that cannot be written after all, e.g. a full disk.
 _ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
-    PaymentsFileError, InputFileError, LocalAwsError, DeployError, SendError, DlqReadError, BotoCoreError,
-    ClientError, OSError, RedriveError,
+    PaymentsFileError,
+    InputFileError,
+    LocalAwsError,
+    DeployError,
+    SendError,
+    DlqReadError,
+    BotoCoreError,
+    ClientError,
+    OSError,
+    RedriveError,
 )
 
 
@@ -263,7 +272,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once")
     demo.add_argument("--crash-after-charge", type=_fraction, default=0.03, help="fraction of invocations killed")
     demo.add_argument("--crash-after-complete", type=_fraction, default=0.03, help="fraction of invocations killed")
-    demo.add_argument("--timeouts", type=_fraction, default=0.02, help="fraction of invocations stalled past the deadline")
+    demo.add_argument(
+        "--timeouts", type=_fraction, default=0.02, help="fraction of invocations stalled past the deadline"
+    )
     demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes")
     demo.add_argument("--seed", type=_integer(), default=7)
     demo.add_argument("--unsafe", action="store_true", help="control: idempotency layer off and no provider key")
@@ -292,19 +303,40 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
     chaos.add_argument("--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack")
     chaos.add_argument("--effect-key", default=None, help="the attribute of --effect-table holding the business key")
-    chaos.add_argument("--effect-takes-key", action="store_true",
-                       help="without a store: the effect passes the idempotency key on (a replay is answered)")
-    chaos.add_argument("--context", type=_context, action="append", default=[], metavar="KEY=VALUE",
-                       help="cdk deploy -c values (repeatable), e.g. function_timeout_seconds=2")
+    chaos.add_argument(
+        "--effect-takes-key",
+        action="store_true",
+        help="without a store: the effect passes the idempotency key on (a replay is answered)",
+    )
+    chaos.add_argument(
+        "--context",
+        type=_context,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="cdk deploy -c values (repeatable), e.g. function_timeout_seconds=2",
+    )
     chaos.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per mapping")
     chaos.add_argument("--resend", type=_fraction, default=0.10, help="fraction of keys a producer resends")
     chaos.add_argument("--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once")
-    chaos.add_argument("--crash-after-effect", type=_fraction, default=0.03,
-                       help="fraction of invocations killed at an effect line, before completion")
-    chaos.add_argument("--crash-after-complete", type=_fraction, default=0.03,
-                       help="fraction of invocations killed after the handler returned, before the delete")
-    chaos.add_argument("--timeouts", type=_fraction, default=0.02,
-                       help="fraction of invocations stalled past the deadline at an effect line")
+    chaos.add_argument(
+        "--crash-after-effect",
+        type=_fraction,
+        default=0.03,
+        help="fraction of invocations killed at an effect line, before completion",
+    )
+    chaos.add_argument(
+        "--crash-after-complete",
+        type=_fraction,
+        default=0.03,
+        help="fraction of invocations killed after the handler returned, before the delete",
+    )
+    chaos.add_argument(
+        "--timeouts",
+        type=_fraction,
+        default=0.02,
+        help="fraction of invocations stalled past the deadline at an effect line",
+    )
     chaos.add_argument("--seed", type=_integer(), default=7)
     chaos.add_argument("--report", type=_output_file, default="reports/chaos-report.json")
     chaos.add_argument("--run-dir", type=_output_folder, default=".local-aws/chaos")
@@ -330,11 +362,19 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             cmd.add_argument("--concurrent-duplicates", type=_fraction, default=0.05)
             cmd.add_argument("--seed", type=_integer(), default=7)
         else:
-            cmd.add_argument("--wait", type=_integer(0), default=None, help="seconds to wait for the queues to drain "
-                             "(default: (maxReceiveCount + 1) x visibility timeout of the deployed queues, "
-                             f"plus the settle time and {WAIT_MARGIN_SECONDS}s)")
             cmd.add_argument(
-                "--settle", type=_integer(0), default=SETTLE_SECONDS, help="seconds the queues must stay empty (SQS counts are approximate)"
+                "--wait",
+                type=_integer(0),
+                default=None,
+                help="seconds to wait for the queues to drain "
+                "(default: (maxReceiveCount + 1) x visibility timeout of the deployed queues, "
+                f"plus the settle time and {WAIT_MARGIN_SECONDS}s)",
+            )
+            cmd.add_argument(
+                "--settle",
+                type=_integer(0),
+                default=SETTLE_SECONDS,
+                help="seconds the queues must stay empty (SQS counts are approximate)",
             )
             cmd.add_argument("--report", type=_output_file, default="reports/aws-report.json")
     redrive = sub.add_parser(
@@ -343,7 +383,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "task; a local AWS on loopback: receive, send, then delete; see effectively_once.local.redrive)",
     )
     redrive.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
-    redrive.add_argument("--queue", choices=("standard", "fifo"), default=None, help="only this queue's DLQ (default: all)")
+    redrive.add_argument(
+        "--queue", choices=("standard", "fifo"), default=None, help="only this queue's DLQ (default: all)"
+    )
     redrive.add_argument(
         "--max-per-second",
         type=_integer(1, MAX_MESSAGES_PER_SECOND),

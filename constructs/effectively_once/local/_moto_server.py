@@ -28,10 +28,10 @@ from __future__ import annotations
 import base64
 import io
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from importlib.metadata import version
-from typing import Any, Callable
+from typing import Any
 
 #: Powertools' public parameters (see the module docstring) and the layers they name, as Powertools publishes
 #: them (source: Powertools for AWS Lambda (Python) docs, Installation, Lambda Layer).

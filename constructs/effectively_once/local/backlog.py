@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .producer import FIFO, SEND_BATCH_MAX, Line, route
 from .report import DlqMessage, poison_receives

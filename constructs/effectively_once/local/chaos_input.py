@@ -18,9 +18,10 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jmespath
 
@@ -119,7 +120,9 @@ def resolve_queue(name: str | None, labels: dict[str, str]) -> str:
     if name is None:
         if len(labels) == 1:
             return next(iter(labels))
-        raise InputFileError(f"the stack has {len(labels)} SQS mappings: each line must name its queue ({_shown(labels)})")
+        raise InputFileError(
+            f"the stack has {len(labels)} SQS mappings: each line must name its queue ({_shown(labels)})"
+        )
     for label, queue_name in labels.items():
         if name in (label, queue_name):
             return label
@@ -140,7 +143,9 @@ class Outgoing:
     kind: str  # "original", "concurrent_duplicate" or "resend"
 
 
-def plan(lines: list[InputLine], routes: dict[int, str], fifo: dict[str, bool], chaos: ChaosConfig) -> dict[str, list[Outgoing]]:
+def plan(
+    lines: list[InputLine], routes: dict[int, str], fifo: dict[str, bool], chaos: ChaosConfig
+) -> dict[str, list[Outgoing]]:
     """What each mapping's queue is sent, in order: every line once; a fraction sent twice back to back (standard
     queues: a FIFO group is processed one at a time); a fraction resent after all originals (a producer retrying).
     ``routes``: line number -> label."""
@@ -165,8 +170,13 @@ def _fifo_id(text: str) -> str:
     return text if _FIFO_ID.fullmatch(text) else hashlib.sha256(text.encode()).hexdigest()
 
 
-def send(sqs: Any, urls: dict[str, str], fifo: dict[str, bool], messages: dict[str, list[Outgoing]],
-         progress: Callable[[int], None]) -> int:
+def send(
+    sqs: Any,
+    urls: dict[str, str],
+    fifo: dict[str, bool],
+    messages: dict[str, list[Outgoing]],
+    progress: Callable[[int], None],
+) -> int:
     """Send with ``SendMessageBatch``; returns the number sent.
 
     :raises InputFileError: SQS rejected an entry (named with its line).
@@ -186,7 +196,9 @@ def send(sqs: Any, urls: dict[str, str], fifo: dict[str, bool], messages: dict[s
             if result.get("Failed"):
                 bad = result["Failed"][0]
                 number = chunk[int(bad["Id"])].line.number
-                raise InputFileError(f"SQS rejected the message of line {number}: {bad.get('Message', bad.get('Code'))}")
+                raise InputFileError(
+                    f"SQS rejected the message of line {number}: {bad.get('Message', bad.get('Code'))}"
+                )
             sent += len(chunk)
             progress(len(chunk))
     return sent

@@ -6,9 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from effectively_once_runtime import names
 
@@ -44,9 +45,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: s
         raise DeployError(f"{what} failed (exit {proc.returncode}): {reason[:300]} — full output in {log_path}")
 
 
-def deploy(
-    endpoint: str, app_dir: Path, stack: str | Sequence[str], context: dict[str, str], log_path: Path
-) -> None:
+def deploy(endpoint: str, app_dir: Path, stack: str | Sequence[str], context: dict[str, str], log_path: Path) -> None:
     """``cdk bootstrap`` then ``cdk deploy STACK...`` against ``endpoint``, with ``-c key=value`` context values
     (several stacks: one synth, one command).
 

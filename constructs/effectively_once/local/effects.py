@@ -75,7 +75,8 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
             if record.get("phase") != AFTER_COMPLETE:
                 log_name = f"function-{label}-{record.get('pid')}.log"
                 mine = [
-                    ln for ln in lines
+                    ln
+                    for ln in lines
                     if ln["_file"] == log_name and ln.get("function_request_id") == record.get("request_id")
                 ]
                 key = mine[-1].get(names.FIELD_IDEMPOTENCY_KEY) if mine else None
@@ -135,8 +136,13 @@ def build(
             "kills_between_effect_and_completion": sum(killed.values()),
         },
         "effects_counted_from": "store" if store_counts is not None else "effect log lines",
-        "keys": {"lost": lost, "duplicated": duplicated, "unexpected": unexpected[:100],
-                 "replayed_after_kill": replayed, "unexplained_replays": unexplained},
+        "keys": {
+            "lost": lost,
+            "duplicated": duplicated,
+            "unexpected": unexpected[:100],
+            "replayed_after_kill": replayed,
+            "unexplained_replays": unexplained,
+        },
         "replayed_after_kill_safe_because": (
             "each of these keys has one item in the effect store although its effect ran more than once: the effect "
             "takes the idempotency key (a conditional put keyed on it answered the replay), and every replay follows "

@@ -31,11 +31,13 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jmespath
+
 from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
@@ -292,9 +294,7 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         if counter is not None:
             counter.add("lambda.Invoke")
         for m in messages:
-            deliveries.write(
-                message_id=m["MessageId"], receive_count=int(m["Attributes"]["ApproximateReceiveCount"])
-            )
+            deliveries.write(message_id=m["MessageId"], receive_count=int(m["Attributes"]["ApproximateReceiveCount"]))
         event = {"Records": [to_lambda_record(m, mapping) for m in messages]}
         deadline = time.monotonic() + mapping.function_timeout_seconds
         context = LocalLambdaContext(mapping, deadline)

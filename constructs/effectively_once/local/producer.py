@@ -3,8 +3,8 @@
 ``samples/payments.jsonl``: one JSON object per line. A line is sent as the message body, except a line of the form
 ``{"raw_body": "<text>", "account_id": "..."}``, whose ``raw_body`` is sent verbatim (how the file carries a
 deliberately malformed message), and a line with a repeated key, sent as written (re-encoding it would keep only
-the last value, and the handler must see the repetition to reject it). Lines that are not JSON objects are errors: the whole file is checked before
-anything is sent, and the error names the line.
+the last value, and the handler must see the repetition to reject it). Lines that are not JSON objects are errors:
+the whole file is checked before anything is sent, and the error names the line.
 
 Each payment goes to exactly one pipeline, chosen by its account (``route``): the standard or the FIFO queue
 (``MessageGroupId`` = account id, ``MessageDeduplicationId`` = payment id).
@@ -17,9 +17,11 @@ import json
 import random
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..limits import SQS_FIFO_ID_PATTERN
 from .chaos import ChaosConfig
@@ -90,17 +92,21 @@ def load_payments(path: Path) -> list[Line]:
             continue
         repeated: list[str] = []
         try:
-            data = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, repeated))
+            data = json.loads(raw, object_pairs_hook=partial(_object, repeated=repeated))
         except json.JSONDecodeError as exc:
             raise PaymentsFileError(f"{path}:{number}: not valid JSON ({exc.msg}); nothing was sent") from exc
         except (ValueError, RecursionError) as exc:  # a number over 4,300 digits; nesting past the recursion limit
             reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
-            raise PaymentsFileError(f"{path}:{number}: cannot be read ({reason}); use raw_body; nothing was sent") from exc
+            raise PaymentsFileError(
+                f"{path}:{number}: cannot be read ({reason}); use raw_body; nothing was sent"
+            ) from exc
         if not isinstance(data, dict):
             raise PaymentsFileError(f"{path}:{number}: a line must be a JSON object; nothing was sent")
         account = data.get("account_id")
         if not isinstance(account, str) or not account:
-            raise PaymentsFileError(f"{path}:{number}: account_id (a string) is needed to route the payment; nothing was sent")
+            raise PaymentsFileError(
+                f"{path}:{number}: account_id (a string) is needed to route the payment; nothing was sent"
+            )
         if repeated:
             # Re-encoding would keep only the last value of a repeated key: send the line as written instead.
             body, pid = raw.strip(), None
@@ -116,9 +122,10 @@ def load_payments(path: Path) -> list[Line]:
             # SQS refuses a FIFO message whose group or deduplication id breaks its rules: checked before sending.
             for name, value in (("account_id", account), ("payment_id", line.dedup_id)):
                 if not _FIFO_ID.fullmatch(value):
+                    as_what = "MessageGroupId" if name == "account_id" else "MessageDeduplicationId"
                     raise PaymentsFileError(
-                        f"{path}:{number}: {name} goes to a FIFO queue as its {'MessageGroupId' if name == 'account_id' else 'MessageDeduplicationId'}"
-                        " and must be 1-128 characters of letters, digits and punctuation; nothing was sent"
+                        f"{path}:{number}: {name} goes to a FIFO queue as its {as_what} and must be 1-128 characters"
+                        " of letters, digits and punctuation; nothing was sent"
                     )
         lines.append(line)
     if not lines:

@@ -31,8 +31,9 @@ error from a real AWS endpoint must stop the command, never switch it to a slowe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from ..limits import SQS_MAX_MESSAGE_MOVE_RATE
@@ -103,7 +104,9 @@ def targets(session: Any, stack: str, queue: str | None) -> list[Target]:
     found = []
     for label in sorted(pipelines) if queue is None else [queue]:
         pipeline = pipelines[label]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=pipeline.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=pipeline.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         found.append(Target(label, pipeline.dlq_url, dlq_arn, pipeline.mapping.queue_url, pipeline.mapping.queue_arn))
     return found
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .chaos import ChaosConfig
-from .deploy import Pipeline, aws_session, discover
 from .demo import _in_queue, _validity_check
+from .deploy import Pipeline, aws_session, discover
 from .producer import load_payments, plan_messages, send
 from .report import build_report, render, verdict
 from .server import LocalAwsError
@@ -33,9 +34,7 @@ def drain_wait_seconds(pipelines: dict[str, Pipeline]) -> int:
     apart, and moved to the DLQ on the next receive (so are FIFO messages held back behind it), plus the settle
     time and a margin. PaymentsSandbox's defaults (30 s function timeout, so 180 s visibility; 5 receives): 1,440 s.
     """
-    longest = max(
-        (p.mapping.max_receive_count + 1) * p.mapping.visibility_timeout_seconds for p in pipelines.values()
-    )
+    longest = max((p.mapping.max_receive_count + 1) * p.mapping.visibility_timeout_seconds for p in pipelines.values())
     return longest + SETTLE_SECONDS + WAIT_MARGIN_SECONDS
 
 

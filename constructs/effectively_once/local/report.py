@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+
 from effectively_once_runtime import names
 
 from .chaos import AFTER_CHARGE, AFTER_COMPLETE, DEADLINE, TIMEOUT
@@ -286,7 +288,11 @@ def _release(sqs: Any, url: str, in_flight: dict[str, str]) -> None:
 
 
 def dlq_depth(sqs: Any, url: str) -> int:
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     return sum(int(attrs.get(n, 0)) for n in names)
 
@@ -379,7 +385,9 @@ def run_log_counts(run_dir: Path, label: str) -> dict[str, Any]:
     # A kill while a payment's provider call had started and its idempotency record was not yet completed: only
     # such a payment may come back as a provider replay.
     calls = provider_calls_by_pid(run_dir, label)
-    interrupted = [key for k in kill_log if k.get("phase") != AFTER_COMPLETE for key in [inflight_at_kill(k, calls)] if key]
+    interrupted = [
+        key for k in kill_log if k.get("phase") != AFTER_COMPLETE for key in [inflight_at_kill(k, calls)] if key
+    ]
     return {
         "deliveries": len(deliveries),
         "duplicates_suppressed": emf_sum(
@@ -430,7 +438,9 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
         if total.get("double_charged", 0) > 0 and not problems:
             return 0, [f"control run without the guards double-charged {total['double_charged']} payments, as expected"]
         if not total.get("double_charged", 0):
-            problems.append("control run without the guards showed no double charge: the chaos did not exercise duplicates")
+            problems.append(
+                "control run without the guards showed no double charge: the chaos did not exercise duplicates"
+            )
         return 1, problems
     if total.get("double_charged", 0):
         problems.append(f"{total['double_charged']} payments charged more than once")

@@ -61,7 +61,7 @@ class MotoServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
 
-    def start(self) -> "MotoServer":
+    def start(self) -> MotoServer:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")
@@ -101,7 +101,7 @@ class MotoServer:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "MotoServer":
+    def __enter__(self) -> MotoServer:
         return self.start()
 
     def __exit__(

@@ -84,8 +84,12 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path | None) -> list[De
         queue_url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
         # The queue's physical id is its URL on AWS; match on the name, whatever form the emulator keeps.
         label = next(
-            (q["LogicalResourceId"] for q in queues if q.get("PhysicalResourceId", "").rstrip("/").split("/")[-1]
-             == queue_name or q.get("PhysicalResourceId") == queue_arn),
+            (
+                q["LogicalResourceId"]
+                for q in queues
+                if q.get("PhysicalResourceId", "").rstrip("/").split("/")[-1] == queue_name
+                or q.get("PhysicalResourceId") == queue_arn
+            ),
             queue_name,
         )
         attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]

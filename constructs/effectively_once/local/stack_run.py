@@ -11,9 +11,10 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from effectively_once_runtime import names
 
@@ -25,7 +26,7 @@ from .effects import build, effect_lines, kills, render, verdict
 from .esm import PollerPool, PollerSpec
 from .report import read_dlq, scan_ledger
 from .server import LocalAwsError, MotoServer, aws_env
-from .stack import DeployedMapping, discover_mappings, disable
+from .stack import DeployedMapping, disable, discover_mappings
 
 
 @dataclass(frozen=True)
@@ -156,11 +157,21 @@ def _run(
     try:
         # Originals before polling starts, resends while it runs (a producer retrying).
         with _bar(total, "sending", opts.quiet) as bar:
-            send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"] for q, msgs in outgoing.items()},
-                 bar.update)
+            send(
+                sqs,
+                urls,
+                fifo,
+                {q: [o for o in msgs if o.kind != "resend"] for q, msgs in outgoing.items()},
+                bar.update,
+            )
             pool.start()
-            send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
-                 bar.update)
+            send(
+                sqs,
+                urls,
+                fifo,
+                {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
+                bar.update,
+            )
         _drain(pool, sqs, list(urls.values()), total, opts)
     finally:
         pool.stop()
@@ -212,8 +223,15 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     )
     report["run"] = {
         "stack": opts.stack,
-        "mappings": {m.label: {"queue": m.queue_name, "function": m.mapping.function_name,
-                               "handler": m.mapping.handler, "fifo": m.fifo} for m in mappings},
+        "mappings": {
+            m.label: {
+                "queue": m.queue_name,
+                "function": m.mapping.function_name,
+                "handler": m.mapping.handler,
+                "fifo": m.fifo,
+            }
+            for m in mappings
+        },
         "key": opts.key,
         "effect_store": {"table": table, "key_attribute": opts.effect_key} if table else None,
         "chaos": opts.chaos.__dict__,
@@ -229,8 +247,10 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         log("FAIL: " + reason)
     if code == 0:
         t = report["total"]
-        log(f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
-            f"{t['replayed_after_kill']} replayed after a kill")
+        log(
+            f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
+            f"{t['replayed_after_kill']} replayed after a kill"
+        )
     opts.report_path.parent.mkdir(parents=True, exist_ok=True)
     opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     log(f"report written to {opts.report_path}")
