@@ -21,7 +21,7 @@ from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
 from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
 from .report import _jsonl, build_report, render, scan_ledger, verdict
-from .server import LocalAwsError, MotoServer, aws_env
+from .server import LocalAwsError, MotoServer, aws_env, local_session
 
 
 @dataclass(frozen=True)
@@ -119,17 +119,23 @@ def per_key_report(session: Any, pipelines: dict[str, Pipeline], lines: list[Any
     )
 
 
-def _drain(pool: PollerPool, sqs: Any, urls: list[str], total: int, opts: DemoOptions) -> None:
-    """Supervise the pollers until the queues hold nothing twice in a row.
+def _drain_options(opts: DemoOptions) -> dict[str, Any]:
+    return {"timeout_seconds": opts.drain_timeout_seconds, "run_dir": opts.run_dir, "quiet": opts.quiet}
 
-    :raises LocalAwsError: not drained within ``opts.drain_timeout_seconds``.
+
+def drain(
+    pool: PollerPool, sqs: Any, urls: list[str], total: int, *, timeout_seconds: int, run_dir: Path, quiet: bool
+) -> None:
+    """Supervise the pollers until the queues hold nothing twice in a row (``make demo`` and ``chaos``).
+
+    :raises LocalAwsError: not drained within ``timeout_seconds``.
     """
-    deadline = time.monotonic() + opts.drain_timeout_seconds
+    deadline = time.monotonic() + timeout_seconds
     settled_polls = 0
-    with _bar(total, "processing", opts.quiet) as bar:
+    with _bar(total, "processing", quiet) as bar:
         while settled_polls < 2:
             if time.monotonic() > deadline:
-                raise LocalAwsError(f"queues not drained after {opts.drain_timeout_seconds}s; see {opts.run_dir}")
+                raise LocalAwsError(f"queues not drained after {timeout_seconds}s; see {run_dir}")
             time.sleep(1)
             pool.supervise()
             remaining = _in_queue(sqs, urls)
@@ -182,7 +188,7 @@ def redrive_backlog(
         moved = 0
         for target in targets(session, opts.stack, None):
             moved += local_move(sqs, target).moved
-        _drain(pool, sqs, [p.mapping.queue_url for p in pipelines.values()], moved, opts)
+        drain(pool, sqs, [p.mapping.queue_url for p in pipelines.values()], moved, **_drain_options(opts))
     finally:
         pool.stop()
     block: dict[str, dict[str, int]] = {}
@@ -205,7 +211,6 @@ def redrive_backlog(
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``,
     ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
-    import boto3
 
     lines = load_payments(opts.payments)  # checked whole before anything starts
     is_valid = _validity_check(opts.handler_root)
@@ -222,12 +227,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         deploy(aws.endpoint, opts.app_dir, opts.stack, context, opts.run_dir / "cdk.log")
         log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
         env = aws_env(aws.endpoint)
-        session = boto3.session.Session(
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=env["AWS_SESSION_TOKEN"],
-            region_name=env["AWS_REGION"],
-        )
+        session = local_session(aws.endpoint)
         os.environ["AWS_ENDPOINT_URL"] = aws.endpoint  # every client below talks to the local AWS only
         pipelines: dict[str, Pipeline] = discover(session, opts.stack)
         disable_mappings(session, pipelines)
@@ -268,7 +268,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
                 send(sqs, urls, first, bar.update)
                 pool.start()
                 send(sqs, urls, resends, bar.update)
-            _drain(pool, sqs, list(urls.values()), total, opts)
+            drain(pool, sqs, list(urls.values()), total, **_drain_options(opts))
         finally:
             pool.stop()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -108,3 +108,17 @@ class MotoServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def local_session(endpoint: str) -> Any:
+    """A boto3 session with the local AWS's dummy credentials and region (clients still need ``endpoint``, e.g.
+    through ``AWS_ENDPOINT_URL``)."""
+    import boto3
+
+    env = aws_env(endpoint)
+    return boto3.session.Session(
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=env["AWS_SESSION_TOKEN"],
+        region_name=env["AWS_REGION"],
+    )

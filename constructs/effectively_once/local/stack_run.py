@@ -20,12 +20,12 @@ from effectively_once_runtime import names
 
 from .chaos import ChaosConfig
 from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, plan, resolve_queue, send
-from .demo import _bar, _in_queue, clear_run_dir
+from .demo import _bar, clear_run_dir, drain
 from .deploy import DeployError, deploy
 from .effects import build, effect_lines, kills, render, verdict
 from .esm import PollerPool, PollerSpec
 from .report import read_dlq, scan_ledger
-from .server import LocalAwsError, MotoServer, aws_env
+from .server import MotoServer, aws_env, local_session
 from .stack import DeployedMapping, disable, discover_mappings
 
 
@@ -88,39 +88,12 @@ def _attr_text(value: dict[str, Any] | None) -> str | None:
     return json.dumps(value, sort_keys=True)
 
 
-def _session(endpoint: str) -> Any:
-    import boto3
-
-    env = aws_env(endpoint)
-    return boto3.session.Session(
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=env["AWS_SESSION_TOKEN"],
-        region_name=env["AWS_REGION"],
-    )
-
-
-def _drain(pool: PollerPool, sqs: Any, urls: list[str], total: int, opts: ChaosOptions) -> None:
-    deadline = time.monotonic() + opts.drain_timeout_seconds
-    settled = 0
-    with _bar(total, "processing", opts.quiet) as bar:
-        while settled < 2:
-            if time.monotonic() > deadline:
-                raise LocalAwsError(f"queues not drained after {opts.drain_timeout_seconds}s; see {opts.run_dir}")
-            time.sleep(1)
-            pool.supervise()
-            remaining = _in_queue(sqs, urls)
-            bar.n = max(0, total - remaining)
-            bar.refresh()
-            settled = settled + 1 if remaining == 0 else 0
-
-
 def _run(
     opts: ChaosOptions, lines: list[InputLine], endpoint: str, cdk_out: Path, log: Callable[[str], None]
 ) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
     """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
     the store's effects per key (``None`` without a store) and the store's table name."""
-    session = _session(endpoint)
+    session = local_session(endpoint)
     os.environ["AWS_ENDPOINT_URL"] = endpoint  # every client below talks to the local AWS only
     mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
     disable(session, mappings)
@@ -172,7 +145,15 @@ def _run(
                 {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
                 bar.update,
             )
-        _drain(pool, sqs, list(urls.values()), total, opts)
+        drain(
+            pool,
+            sqs,
+            list(urls.values()),
+            total,
+            timeout_seconds=opts.drain_timeout_seconds,
+            run_dir=opts.run_dir,
+            quiet=opts.quiet,
+        )
     finally:
         pool.stop()
     dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
