@@ -257,7 +257,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"), help="JSON Lines input")
     demo.add_argument("--app-dir", type=_folder, default=".", help="folder with cdk.json and node_modules")
     demo.add_argument("--handler-root", type=_folder, default=None, help="folder holding the handler package")
-    demo.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
+    demo.add_argument(
+        "--stack", type=_stack_name, default="PaymentsSandbox", help="the deployed stack (default: %(default)s)"
+    )
     demo.add_argument(
         "--function-timeout",
         type=_integer(LAMBDA_MIN_TIMEOUT_SECONDS, LAMBDA_MAX_TIMEOUT_SECONDS),
@@ -278,8 +280,15 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes")
     demo.add_argument("--seed", type=_integer(), default=7)
     demo.add_argument("--unsafe", action="store_true", help="control: idempotency layer off and no provider key")
-    demo.add_argument("--report", type=_output_file, default="reports/demo-report.json")
-    demo.add_argument("--run-dir", type=_output_folder, default=".local-aws/run")
+    demo.add_argument(
+        "--report", type=_output_file, default="reports/demo-report.json", help="the JSON report (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--run-dir",
+        type=_output_folder,
+        default=".local-aws/run",
+        help="the run's logs and its cdk.out (default: %(default)s; emptied of a previous run's logs)",
+    )
     demo.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.add_argument(
@@ -298,7 +307,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         " replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
     )
     chaos.add_argument("--app-dir", type=_folder, required=True, help="folder with the app's cdk.json")
-    chaos.add_argument("--stack", type=_stack_name, required=True)
+    chaos.add_argument("--stack", type=_stack_name, required=True, help="the stack of --app-dir to deploy and run")
     chaos.add_argument("--input", type=Path, required=True, help="JSON Lines: a body per line, or {body, queue, group}")
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
     chaos.add_argument("--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack")
@@ -338,8 +347,18 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="fraction of invocations stalled past the deadline at an effect line",
     )
     chaos.add_argument("--seed", type=_integer(), default=7)
-    chaos.add_argument("--report", type=_output_file, default="reports/chaos-report.json")
-    chaos.add_argument("--run-dir", type=_output_folder, default=".local-aws/chaos")
+    chaos.add_argument(
+        "--report",
+        type=_output_file,
+        default="reports/chaos-report.json",
+        help="the JSON report (default: %(default)s)",
+    )
+    chaos.add_argument(
+        "--run-dir",
+        type=_output_folder,
+        default=".local-aws/chaos",
+        help="the run's logs and its cdk.out (default: %(default)s; emptied of a previous run's logs)",
+    )
     chaos.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
     chaos.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -354,7 +373,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         ("report", "wait for a deployed stack's queues to drain, then report from its ledgers and DLQs"),
     ):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
+        cmd.add_argument(
+            "--stack", type=_stack_name, default="PaymentsSandbox", help="the deployed stack (default: %(default)s)"
+        )
         cmd.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"))
         cmd.add_argument("--handler-root", type=_folder, default=None)
         if name == "produce":
@@ -376,13 +397,24 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                 default=SETTLE_SECONDS,
                 help="seconds the queues must stay empty (SQS counts are approximate)",
             )
-            cmd.add_argument("--report", type=_output_file, default="reports/aws-report.json")
+            cmd.add_argument(
+                "--report",
+                type=_output_file,
+                default="reports/aws-report.json",
+                help="the JSON report (default: %(default)s)",
+            )
     redrive = sub.add_parser(
         "redrive",
         help="move a deployed stack's dead-letter queues back to their source queues (AWS: SQS's message move "
         "task; a local AWS on loopback: receive, send, then delete; see effectively_once.local.redrive)",
+        description="Move every dead-letter queue of --stack (or only --queue's) back to its source queue. Against "
+        "AWS: StartMessageMoveTask with an explicit destination, waited for; against a local AWS on loopback "
+        "(AWS_ENDPOINT_URL): receive, send, then delete, keeping bodies, attributes, group ids, order and "
+        "deduplication ids. Safe to repeat: the consumer is idempotent. README: 'Dead letters: runbook'.",
     )
-    redrive.add_argument("--stack", type=_stack_name, default="PaymentsSandbox")
+    redrive.add_argument(
+        "--stack", type=_stack_name, default="PaymentsSandbox", help="the deployed stack (default: %(default)s)"
+    )
     redrive.add_argument(
         "--queue", choices=("standard", "fifo"), default=None, help="only this queue's DLQ (default: all)"
     )
