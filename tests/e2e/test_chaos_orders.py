@@ -8,6 +8,7 @@ the SQS messageId), then one ``run_chaos`` per stack against that deployment. Th
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[
                 cdk_out=tmp / "cdk.out",
             )
             out[stack] = run_chaos(opts, log=lambda _: None)
+            assert "AWS_ENDPOINT_URL" not in os.environ, "a run leaves this process's environment as it was"
     return out
 
 

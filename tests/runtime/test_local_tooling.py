@@ -768,3 +768,23 @@ def test_real_account_commands_take_the_region_the_cdk_cli_takes(
         monkeypatch.setenv(name, value)
 
     assert aws_session().region_name == region
+
+
+@pytest.mark.parametrize("before", [None, "http://localhost:1"], ids=["unset before", "set before"])
+def test_local_endpoint_leaves_the_environment_as_it_was(before: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # run_demo and run_chaos run in a test's process: a leaked AWS_ENDPOINT_URL sent every later moto-mocked
+    # client to a stopped server.
+    import os
+
+    from effectively_once.local.server import local_endpoint
+
+    if before is None:
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    else:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", before)
+
+    with pytest.raises(KeyboardInterrupt), local_endpoint("http://localhost:2"):
+        assert os.environ["AWS_ENDPOINT_URL"] == "http://localhost:2"
+        raise KeyboardInterrupt
+
+    assert os.environ.get("AWS_ENDPOINT_URL") == before

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
 from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
 from .report import _jsonl, build_report, render, scan_ledger, verdict
-from .server import LocalAwsError, MotoServer, aws_env, local_session
+from .server import LocalAwsError, MotoServer, aws_env, local_endpoint, local_session
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     is_valid = _validity_check(opts.handler_root)
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
-    with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
+    with MotoServer(log_path=opts.run_dir / "moto.log") as aws, ExitStack() as scope:
         log(f"local AWS (moto) on {aws.endpoint}")
         context = {
             "function_timeout_seconds": str(opts.function_timeout_seconds),
@@ -228,7 +228,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
         env = aws_env(aws.endpoint)
         session = local_session(aws.endpoint)
-        os.environ["AWS_ENDPOINT_URL"] = aws.endpoint  # every client below talks to the local AWS only
+        scope.enter_context(local_endpoint(aws.endpoint))  # every client below talks to the local AWS only
         pipelines: dict[str, Pipeline] = discover(session, opts.stack)
         disable_mappings(session, pipelines)
         for label, p in sorted(pipelines.items()):

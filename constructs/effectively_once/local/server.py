@@ -14,6 +14,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -122,3 +124,18 @@ def local_session(endpoint: str) -> Any:
         aws_session_token=env["AWS_SESSION_TOKEN"],
         region_name=env["AWS_REGION"],
     )
+
+
+@contextmanager
+def local_endpoint(endpoint: str) -> Iterator[None]:
+    """``AWS_ENDPOINT_URL=endpoint`` in this process while the block runs (every client made in it talks to the
+    local AWS only), then the previous value again: a run called from a test leaves the environment as it was."""
+    previous = os.environ.get("AWS_ENDPOINT_URL")
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("AWS_ENDPOINT_URL", None)
+        else:
+            os.environ["AWS_ENDPOINT_URL"] = previous

@@ -8,7 +8,6 @@ with the local runner under chaos, report per business key (``effects.py``).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from .deploy import DeployError, deploy
 from .effects import build, effect_lines, kills, render, verdict
 from .esm import PollerPool, PollerSpec
 from .report import read_dlq, scan_ledger
-from .server import MotoServer, aws_env, local_session
+from .server import MotoServer, aws_env, local_endpoint, local_session
 from .stack import DeployedMapping, disable, discover_mappings
 
 
@@ -93,8 +92,14 @@ def _run(
 ) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
     """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
     the store's effects per key (``None`` without a store) and the store's table name."""
+    with local_endpoint(endpoint):  # every client below talks to the local AWS only
+        return _run_on(opts, lines, endpoint, cdk_out, log)
+
+
+def _run_on(
+    opts: ChaosOptions, lines: list[InputLine], endpoint: str, cdk_out: Path, log: Callable[[str], None]
+) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
     session = local_session(endpoint)
-    os.environ["AWS_ENDPOINT_URL"] = endpoint  # every client below talks to the local AWS only
     mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
     disable(session, mappings)
     for m in mappings:
