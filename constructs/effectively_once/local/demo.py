@@ -91,7 +91,9 @@ def clear_run_dir(run_dir: Path) -> None:
             stale.unlink()
 
 
-def per_key_report(session: Any, pipelines: dict[str, Pipeline], lines: list[Any], run_dir: Path) -> dict[str, Any]:
+def per_key_report(
+    session: Any, pipelines: dict[str, Pipeline], lines: list[Any], run_dir: Path, messages_sent: int
+) -> dict[str, Any]:
     """The general chaos report (``effects.py``) for the payments: business key ``payment_id``, the ledgers as the
     effect store (items per ``payment_id``), the charge's effect lines as the cross-check."""
     from collections import Counter
@@ -109,7 +111,7 @@ def per_key_report(session: Any, pipelines: dict[str, Pipeline], lines: list[Any
     return effects.build(
         sent=Counter(k for k in keys if k is not None),
         invalid_lines=sum(1 for k in keys if k is None),
-        messages_sent=0,  # the demo's own report counts what was sent (run.messages_sent)
+        messages_sent=messages_sent,
         dlq_keys={k for k in (body_key(key, b) for b in dlq_bodies) if k is not None},
         dead_lettered=len(dlq_bodies),
         log_counts=Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effects.effect_lines(run_dir)),
@@ -272,7 +274,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         finally:
             pool.stop()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
-        report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir)
+        report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, total)
         if opts.redrive_backlog and not opts.unsafe:
             k = opts.redrive_backlog
             log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
