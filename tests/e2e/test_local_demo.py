@@ -81,6 +81,20 @@ def test_nothing_lost_and_nothing_double_charged(safe_run: tuple[int, dict[str, 
     assert total["charges"] + total["valid_dead_lettered"] >= total["valid_payments"]
 
 
+def test_the_general_per_key_report_agrees(safe_run: tuple[int, dict[str, Any], str]) -> None:
+    report = safe_run[1]
+    per_key = report["per_key"]["total"]
+
+    assert per_key["messages_sent"] == report["run"]["messages_sent"] > 0
+    assert (per_key["lost"], per_key["duplicated"], per_key["unexpected"], per_key["unexplained_replays"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert per_key["effects"] == report["total"]["charges"]
+
+
 def test_chaos_really_happened(safe_run: tuple[int, dict[str, Any], str]) -> None:
     total = safe_run[1]["total"]
 
