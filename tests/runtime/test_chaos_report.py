@@ -43,11 +43,28 @@ def test_input_lines_are_bodies_or_wrappers_and_the_key_comes_from_the_body(tmp_
     assert lines[2].body == "not json"
 
 
+def test_a_body_with_a_repeated_key_is_sent_as_written_and_has_no_valid_key(tmp_path: Path) -> None:
+    # Re-encoding would keep the last value only; the runtime rejects the repetition (strict JSON), so the report
+    # must not expect an effect for it.
+    row = '{"order_id": "o1", "total": 1, "total": 100000}'
+    path = write(tmp_path, row, '{"order_id": "o2", "total": NaN}')
+
+    lines = load_input(path, "order_id")
+
+    assert [ln.body for ln in lines] == [row, '{"order_id":"o2","total":NaN}']
+    assert [ln.key for ln in lines] == [None, None]
+
+
+def test_a_wrapper_line_with_a_repeated_key_fails_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match=r"in.jsonl:1: a wrapper line repeats the key 'total'"):
+        load_input(write(tmp_path, '{"body": {"order_id": "o1", "total": 1, "total": 2}}'), "order_id")
+
+
 @pytest.mark.parametrize(
     "row, reason",
     [
         ("[1]", "must be a JSON object"),
-        ("{nope", "not JSON"),
+        ("{nope", "not valid JSON"),
         ('{"body": 5}', "body must be a JSON object or a string"),
         ('{"body": {}, "queue": 3}', "queue must be a string"),
     ],

@@ -64,6 +64,19 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def _chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosConfig:
+    """The chaos flags both runners share; ``crash_after_effect`` is ``--crash-after-effect`` (chaos) or
+    ``--crash-after-charge`` (demo): the same kill, named after what each run's effect is."""
+    return ChaosConfig(
+        resend=args.resend,
+        concurrent_duplicates=args.concurrent_duplicates,
+        crash_after_charge=crash_after_effect,
+        crash_after_complete=args.crash_after_complete,
+        timeout=args.timeouts,
+        seed=args.seed,
+    )
+
+
 def _default_handler_root(app_dir: Path) -> Path:
     repo = app_dir / "lambda_src"
     if repo.is_dir():
@@ -453,14 +466,7 @@ def _run(args: argparse.Namespace) -> int:
                 effect_key=args.effect_key,
                 effect_takes_key=args.effect_takes_key,
                 concurrency=args.concurrency,
-                chaos=ChaosConfig(
-                    resend=args.resend,
-                    concurrent_duplicates=args.concurrent_duplicates,
-                    crash_after_charge=args.crash_after_effect,
-                    crash_after_complete=args.crash_after_complete,
-                    timeout=args.timeouts,
-                    seed=args.seed,
-                ),
+                chaos=_chaos_config(args, args.crash_after_effect),
                 context=dict(args.context),
                 report_path=args.report,
                 run_dir=args.run_dir,
@@ -479,18 +485,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from .demo import DemoOptions, run_demo
 
-    chaos = (
-        ChaosConfig(seed=args.seed)
-        if args.no_chaos
-        else ChaosConfig(
-            resend=args.resend,
-            concurrent_duplicates=args.concurrent_duplicates,
-            crash_after_charge=args.crash_after_charge,
-            crash_after_complete=args.crash_after_complete,
-            timeout=args.timeouts,
-            seed=args.seed,
-        )
-    )
+    chaos = ChaosConfig(seed=args.seed) if args.no_chaos else _chaos_config(args, args.crash_after_charge)
     opts = DemoOptions(
         payments=args.payments,
         app_dir=args.app_dir.resolve(),

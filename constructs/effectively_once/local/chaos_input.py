@@ -25,8 +25,12 @@ from typing import Any
 
 import jmespath
 
+from effectively_once_runtime.body import parse_object
+from effectively_once_runtime.errors import InvalidRecord
+
 from ..limits import SQS_FIFO_ID_PATTERN
 from .chaos import ChaosConfig
+from .json_lines import JsonLinesError, read_json_lines
 
 SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
 _WRAPPER_KEYS = {"body", "queue", "group"}
@@ -55,12 +59,14 @@ def key_text(value: Any) -> str | None:
 
 
 def body_key(path: Any, body: str) -> str | None:
-    """The business key of a message body (``None``: not a JSON object, or no key)."""
+    """The business key of a message body, read as the runtime reads it (``effectively_once_runtime.body``: strict
+    JSON, so a repeated key, ``NaN`` or an unreadable number make the body invalid): ``None`` for an invalid body, one
+    that is not an object, or no key."""
     try:
-        doc = json.loads(body)
-    except (json.JSONDecodeError, ValueError):
+        doc = parse_object(body)
+    except InvalidRecord:
         return None
-    return key_text(path.search(doc)) if isinstance(doc, dict) else None
+    return key_text(path.search(doc))
 
 
 def compile_key(expression: str) -> Any:
@@ -79,21 +85,21 @@ def load_input(path: Path, key: str) -> list[InputLine]:
     """
     key_path = compile_key(key)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"{path}: cannot be read: {exc}") from exc
+        parsed = read_json_lines(path, unreadable_hint='send it as a string body: {"body": "<text>"}')
+    except JsonLinesError as exc:
+        raise InputFileError(str(exc)) from exc
     lines: list[InputLine] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            doc = json.loads(raw)
-        except (json.JSONDecodeError, ValueError, RecursionError) as exc:
-            raise InputFileError(f"{path}:{number}: not JSON ({exc})") from exc
+    for item in parsed:
+        number, doc = item.number, item.data
         if not isinstance(doc, dict):
             raise InputFileError(f"{path}:{number}: a line must be a JSON object (a body, or a wrapper with 'body')")
         queue = group = None
         if "body" in doc and set(doc) <= _WRAPPER_KEYS:
+            if item.repeated:
+                raise InputFileError(
+                    f"{path}:{number}: a wrapper line repeats the key {item.repeated[0]!r}; give a body with"
+                    " repeated keys as a string body"
+                )
             body_value, queue, group = doc["body"], doc.get("queue"), doc.get("group")
             for name, value in (("queue", queue), ("group", group)):
                 if value is not None and not isinstance(value, str):
@@ -104,6 +110,9 @@ def load_input(path: Path, key: str) -> list[InputLine]:
                 body = json.dumps(body_value, separators=(",", ":"))
             else:
                 raise InputFileError(f"{path}:{number}: body must be a JSON object or a string")
+        elif item.repeated:
+            # Re-encoding would keep only the last value of a repeated key: send the line as written instead.
+            body = item.raw
         else:
             body = json.dumps(doc, separators=(",", ":"))
         lines.append(InputLine(number, body, body_key(key_path, body), queue, group))

@@ -19,12 +19,12 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..limits import SQS_FIFO_ID_PATTERN
 from .chaos import ChaosConfig
+from .json_lines import JsonLinesError, read_json_lines
 
 STANDARD = "standard"
 FIFO = "fifo"
@@ -59,16 +59,6 @@ def route(account_id: str) -> str:
     return FIFO if zlib.crc32(account_id.encode()) % 2 else STANDARD
 
 
-def _object(pairs: list[tuple[str, Any]], repeated: list[str]) -> dict[str, Any]:
-    """``json.loads`` object hook: the object, with the keys it repeats added to ``repeated``."""
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            repeated.append(key)
-        seen.add(key)
-    return dict(pairs)
-
-
 def load_payments(path: Path) -> list[Line]:
     """Read and check the whole file.
 
@@ -77,29 +67,13 @@ def load_payments(path: Path) -> list[Line]:
         to route it), or, routed to the FIFO queue, has an ``account_id`` or ``payment_id`` that SQS refuses as a
         group or deduplication id — naming ``path:line``.
     """
-    if path.is_dir():
-        raise PaymentsFileError(f"{path}: is a folder, not a payments file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PaymentsFileError(f"{path}: cannot read the payments file: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        at = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise PaymentsFileError(f"{path}:{at}: not UTF-8 (byte {exc.start}); nothing was sent") from exc
+        parsed = read_json_lines(path, unreadable_hint="use raw_body")
+    except JsonLinesError as exc:
+        raise PaymentsFileError(f"{exc}; nothing was sent") from exc
     lines: list[Line] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        repeated: list[str] = []
-        try:
-            data = json.loads(raw, object_pairs_hook=partial(_object, repeated=repeated))
-        except json.JSONDecodeError as exc:
-            raise PaymentsFileError(f"{path}:{number}: not valid JSON ({exc.msg}); nothing was sent") from exc
-        except (ValueError, RecursionError) as exc:  # a number over 4,300 digits; nesting past the recursion limit
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
-            raise PaymentsFileError(
-                f"{path}:{number}: cannot be read ({reason}); use raw_body; nothing was sent"
-            ) from exc
+    for item in parsed:
+        number, data, repeated = item.number, item.data, item.repeated
         if not isinstance(data, dict):
             raise PaymentsFileError(f"{path}:{number}: a line must be a JSON object; nothing was sent")
         account = data.get("account_id")
@@ -109,7 +83,7 @@ def load_payments(path: Path) -> list[Line]:
             )
         if repeated:
             # Re-encoding would keep only the last value of a repeated key: send the line as written instead.
-            body, pid = raw.strip(), None
+            body, pid = item.raw, None
         elif "raw_body" in data:
             if not isinstance(data["raw_body"], str):
                 raise PaymentsFileError(f"{path}:{number}: raw_body must be a string; nothing was sent")

@@ -38,6 +38,7 @@ from urllib.parse import urlparse
 
 from ..limits import SQS_MAX_MESSAGE_MOVE_RATE
 from .deploy import aws_session, discover
+from .report import send_attributes
 
 #: The highest ``MaxNumberOfMessagesPerSecond`` SQS accepts (``--max-per-second``).
 MAX_MESSAGES_PER_SECOND = SQS_MAX_MESSAGE_MOVE_RATE
@@ -140,14 +141,6 @@ def move_task(
         sleep(poll_seconds)
 
 
-def _attributes(message: dict[str, Any]) -> dict[str, Any]:
-    """Message attributes as SendMessage takes them (ReceiveMessage adds empty list fields)."""
-    return {
-        name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
-        for name, value in message.get("MessageAttributes", {}).items()
-    }
-
-
 def local_move(
     sqs: Any,
     target: Target,
@@ -175,7 +168,7 @@ def local_move(
         for message in received:
             request: dict[str, Any] = {"QueueUrl": target.source_url, "MessageBody": message["Body"]}
             if message.get("MessageAttributes"):
-                request["MessageAttributes"] = _attributes(message)
+                request["MessageAttributes"] = send_attributes(message)
             system = message.get("Attributes", {})
             for key in ("MessageGroupId", "MessageDeduplicationId"):
                 if key in system:

@@ -201,7 +201,7 @@ def read_dlq_messages(sqs: Any, url: str) -> list[DlqMessage]:
     return [_dlq_message(m) for m in received]
 
 
-def _send_attributes(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def send_attributes(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Message attributes as SendMessage takes them (ReceiveMessage adds empty list fields)."""
     return {
         name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
@@ -224,7 +224,7 @@ def _dlq_message(m: dict[str, Any]) -> DlqMessage:
     return DlqMessage(
         message_id=m["MessageId"],
         body=m["Body"],
-        attributes=_send_attributes(m),
+        attributes=send_attributes(m),
         group_id=system.get("MessageGroupId"),
         deduplication_id=original_dedup_id(m),
         copy_deduplication_id=system.get("MessageDeduplicationId"),
@@ -247,7 +247,7 @@ def _copy_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], prefix: st
             # unique: mark + uuid4 hex + position, under SQS's 128 characters
             "MessageDeduplicationId": f"{_COPY_DEDUP_MARK}{prefix}-{i}",
         }
-        attributes = _send_attributes(m)
+        attributes = send_attributes(m)
         original = original_dedup_id(m)
         # Room for the runtime's reason too, should the message be redriven and dead-lettered on first sight.
         needed = len(attributes) + 1 + (names.DEAD_LETTER_REASON_ATTRIBUTE not in attributes)
