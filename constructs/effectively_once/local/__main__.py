@@ -77,6 +77,22 @@ def _chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosC
     )
 
 
+def _add_run_outputs(parser: argparse.ArgumentParser, *, report: str, run_dir: str) -> None:
+    """The options a deploy-and-run command (demo, chaos) shares: where its report and run folder go, how long it
+    waits for the queues to drain, progress bars."""
+    parser.add_argument("--report", type=_output_file, default=report, help="the JSON report (default: %(default)s)")
+    parser.add_argument(
+        "--run-dir",
+        type=_output_folder,
+        default=run_dir,
+        help="the run's logs and its cdk.out (default: %(default)s; emptied of a previous run's logs)",
+    )
+    parser.add_argument(
+        "--drain-timeout", type=_integer(1), default=600, help="seconds to wait for the queues to drain"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def _default_handler_root(app_dir: Path) -> Path:
     repo = app_dir / "lambda_src"
     if repo.is_dir():
@@ -264,7 +280,6 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     """The parser and its subcommands' parsers (checks across arguments report through the subcommand's)."""
     parser = _Parser(prog="python -m effectively_once.local", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    seconds = _integer(1)
 
     demo = sub.add_parser("demo", help="deploy to a local AWS (moto), send payments with chaos, report")
     demo.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"), help="JSON Lines input")
@@ -293,17 +308,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes")
     demo.add_argument("--seed", type=_integer(), default=7)
     demo.add_argument("--unsafe", action="store_true", help="control: idempotency layer off and no provider key")
-    demo.add_argument(
-        "--report", type=_output_file, default="reports/demo-report.json", help="the JSON report (default: %(default)s)"
-    )
-    demo.add_argument(
-        "--run-dir",
-        type=_output_folder,
-        default=".local-aws/run",
-        help="the run's logs and its cdk.out (default: %(default)s; emptied of a previous run's logs)",
-    )
-    demo.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
-    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_run_outputs(demo, report="reports/demo-report.json", run_dir=".local-aws/run")
     demo.add_argument(
         "--redrive-backlog",
         type=_integer(0),
@@ -360,20 +365,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="fraction of invocations stalled past the deadline at an effect line",
     )
     chaos.add_argument("--seed", type=_integer(), default=7)
-    chaos.add_argument(
-        "--report",
-        type=_output_file,
-        default="reports/chaos-report.json",
-        help="the JSON report (default: %(default)s)",
-    )
-    chaos.add_argument(
-        "--run-dir",
-        type=_output_folder,
-        default=".local-aws/chaos",
-        help="the run's logs and its cdk.out (default: %(default)s; emptied of a previous run's logs)",
-    )
-    chaos.add_argument("--drain-timeout", type=seconds, default=600, help="seconds to wait for the queues to drain")
-    chaos.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
 
     sample = sub.add_parser("sample", help="write a deterministic sample payments file")
     sample.add_argument("--count", type=_integer(1), default=1000, help="valid payments (six poison lines are added)")
