@@ -15,7 +15,7 @@ UUID, its CloudFormation ``Ref``):
   dead-letter queue by the queue's redrive policy instead), so anything above 0 here needs a look.
 
 Source: AWS Lambda Developer Guide, "Types of metrics for Lambda functions", section "Event source mapping
-metrics" (:data:`DOC`). They are charged as CloudWatch metrics (Lambda's own function metrics are not).
+metrics" (:data:`DOC`).
 """
 
 from __future__ import annotations

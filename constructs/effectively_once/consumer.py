@@ -120,7 +120,7 @@ class IdempotentQueueConsumer(Construct):
     :param event_source_mapping_metrics: turn on the mapping's event-count metrics (``MetricsConfig: {Metrics:
         [EventCount]}``: ``PolledEventCount``, ``InvokedEventCount``, ``FailedInvokeEventCount``,
         ``DeletedEventCount``, ``DroppedEventCount``, ``FilteredOutEventCount`` in ``AWS/Lambda`` by
-        ``EventSourceMappingUUID``; read them with the ``metric_*`` methods). Charged as CloudWatch custom metrics.
+        ``EventSourceMappingUUID``; read them with the ``metric_*`` methods).
         Source: AWS Lambda Developer Guide, "Event source mapping metrics",
         https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html#event-source-mapping-metrics.
         :default: ``True``.

@@ -636,6 +636,8 @@ def _wired(stack: Stack, **overrides: Any) -> IdempotentQueueConsumer:
         (lambda s: {"key_prefix": "a b"}, "key_prefix"),
         (lambda s: {"key_prefix": "orders\n"}, "key_prefix"),
         (lambda s: {"key_prefix": ""}, "key_prefix"),
+        (lambda s: {"provisioned_poller_config": {"minimum_pollers": 2}}, "provisioned_poller_config"),
+        (lambda s: {"event_source_mapping_metrics": "yes"}, "event_source_mapping_metrics"),
     ],
     ids=[
         "plain sqs.Queue",
@@ -643,6 +645,8 @@ def _wired(stack: Stack, **overrides: Any) -> IdempotentQueueConsumer:
         "key prefix with a space",
         "key prefix with a newline",
         "empty prefix",
+        "poller config as a dict",
+        "metrics flag as a string",
     ],
 )
 def test_fails_consumer_prop_of_the_wrong_kind_naming_it(make: Any, prop: str) -> None:
