@@ -61,6 +61,56 @@ def check_mapping(
         )
 
 
+def check_provisioned_pollers(config: lambda_.ProvisionedPollerConfig | None, max_concurrency: int | None) -> None:
+    """Provisioned mode on an SQS mapping, checked as aws-cdk-lib's ``SqsEventSource`` does (the generic
+    ``EventSourceMapping`` the consumer creates checks only the Kafka ranges). Tokens are skipped.
+
+    :raises ValueError: ``max_concurrency`` given as well (the two are exclusive); minimum pollers outside 2..200 or
+        maximum pollers outside 2..2000; minimum above maximum; a ``poller_group_name`` (Kafka only).
+    """
+    if config is None:
+        return
+    source = limits.ESM_PROVISIONED_DOC
+    if max_concurrency is not None:
+        raise fail(
+            "max_concurrency",
+            max_concurrency,
+            "must not be given with provisioned_poller_config: on an SQS mapping the two are exclusive (in "
+            "provisioned mode maximum_pollers bounds the concurrency, up to "
+            f"{limits.LAMBDA_SQS_INVOKES_PER_POLLER} concurrent invokes per poller)",
+            f"{limits.LAMBDA_SQS_MAX_CONCURRENCY_DOC}; {source}",
+        )
+    minimum, maximum = config.minimum_pollers, config.maximum_pollers
+    prop = "provisioned_poller_config"
+    check_range(
+        f"{prop}.minimum_pollers",
+        minimum,
+        limits.ESM_SQS_MIN_MINIMUM_POLLERS,
+        limits.ESM_SQS_MAX_MINIMUM_POLLERS,
+        source,
+    )
+    check_range(
+        f"{prop}.maximum_pollers",
+        maximum,
+        limits.ESM_SQS_MIN_MAXIMUM_POLLERS,
+        limits.ESM_SQS_MAX_MAXIMUM_POLLERS,
+        source,
+    )
+    # Unset, the maximum is 200, the top of the minimum's own range.
+    if None not in (minimum, maximum) and not is_unresolved(minimum) and not is_unresolved(maximum):
+        assert minimum is not None and maximum is not None
+        if minimum > maximum:
+            raise fail(f"{prop}.minimum_pollers", minimum, f"must be at most maximum_pollers ({maximum:g})", source)
+    if config.poller_group_name is not None:
+        raise fail(
+            f"{prop}.poller_group_name",
+            config.poller_group_name,
+            "must not be given on an SQS mapping: poller groups share Event Poller Units between Amazon MSK and "
+            "self-managed Apache Kafka mappings only",
+            limits.ESM_POLLER_GROUP_DOC,
+        )
+
+
 def check_key_prefix(key_prefix: str | None) -> None:
     """The runtime's rule for ``IDEMPOTENCY_KEY_PREFIX`` at synth: otherwise every invocation fails at cold start.
 
@@ -169,40 +219,74 @@ def advise(
         )
 
 
-def check_reserved_concurrency(scope: Construct, function: lambda_.IFunction, max_concurrency: int | None) -> None:
-    """Warn when the function's reserved concurrency is below the total maximum concurrency of the SQS event
-    source mappings that invoke it (this one included, counted when this consumer is created). Skipped for
-    an imported function (its reserved concurrency is unknown), for unset values and for tokens."""
-    if max_concurrency is None or is_unresolved(max_concurrency) or not isinstance(function, lambda_.Function):
+def check_reserved_concurrency(
+    scope: Construct,
+    function: lambda_.IFunction,
+    max_concurrency: int | None,
+    provisioned: lambda_.ProvisionedPollerConfig | None = None,
+) -> None:
+    """Warn when the function's reserved concurrency is below the total concurrency the SQS event source mappings
+    that invoke it can drive (this one included, counted when this consumer is created): ``MaximumConcurrency``
+    of an on-demand mapping, 10 concurrent invokes per poller x ``MaximumPollers`` (200 when unset) of a
+    provisioned one. Skipped for an imported function (its reserved concurrency is unknown), when this mapping sets
+    neither, and for tokens."""
+    if max_concurrency is None and provisioned is None:
+        return
+    if not isinstance(function, lambda_.Function):
         return
     # lambda.Function has no getter for its reserved concurrency: read the L1 property.
     reserved = getattr(function.node.default_child, "reserved_concurrent_executions", None)
     if reserved is None or is_unresolved(reserved):
         return
-    maxima = _mapping_max_concurrencies(function)
-    if any(is_unresolved(maximum) for maximum in maxima):
+    ceilings = _mapping_ceilings(function)
+    if any(is_unresolved(ceiling) for ceiling in ceilings):
         return
-    total = sum(maxima)
+    total = sum(ceilings)
     if reserved < total:
-        mappings = f"{len(maxima)} mapping" + ("s" if len(maxima) > 1 else "")
+        mappings = f"{len(ceilings)} mapping" + ("s" if len(ceilings) > 1 else "")
+        if provisioned is None:
+            here = f"max_concurrency {max_concurrency} here"
+            source = limits.LAMBDA_SQS_MAX_CONCURRENCY_DOC
+        else:
+            maximum = provisioned.maximum_pollers
+            shown_max = (
+                f"{limits.ESM_SQS_DEFAULT_MAXIMUM_POLLERS} (unset: the default)" if maximum is None else f"{maximum}"
+            )
+            here = (
+                f"provisioned mode: {limits.LAMBDA_SQS_INVOKES_PER_POLLER} concurrent invokes per poller x "
+                f"maximum_pollers {shown_max} = {_ceiling(None, maximum)} here"
+            )
+            source = limits.LAMBDA_SQS_PROVISIONED_CONCURRENCY_DOC
         warn(
             scope,
             "reservedConcurrencyBelowMaxConcurrency",
             "function reserved_concurrent_executions",
             reserved,
             "should be at least the maximum concurrency of the SQS event source mappings that invoke it "
-            f"(max_concurrency {max_concurrency} here; {total} in total over {mappings}): otherwise Lambda "
+            f"({here}; {total:g} in total over {mappings}): otherwise Lambda "
             "throttles the invocations above the reserved concurrency, the throttled batches return to the queue "
             "and their receive counts climb toward the dead-letter queue",
-            limits.LAMBDA_SQS_MAX_CONCURRENCY_DOC,
+            source,
         )
 
 
-def _mapping_max_concurrencies(function: lambda_.Function) -> list[float]:
-    """``MaximumConcurrency`` of every event source mapping in the function's stack that invokes it and sets one."""
+def _ceiling(max_concurrency: float | None, maximum_pollers: float | None) -> float:
+    """The most concurrent invocations one mapping drives: its maximum concurrency, or in provisioned mode 10 per
+    poller x its maximum pollers (200 when unset)."""
+    if max_concurrency is not None:
+        return max_concurrency
+    pollers = limits.ESM_SQS_DEFAULT_MAXIMUM_POLLERS if maximum_pollers is None else maximum_pollers
+    if is_unresolved(pollers):
+        return pollers
+    return limits.LAMBDA_SQS_INVOKES_PER_POLLER * pollers
+
+
+def _mapping_ceilings(function: lambda_.Function) -> list[float]:
+    """The concurrency ceiling of every event source mapping in the function's stack that invokes it and sets one
+    (``MaximumConcurrency``, or ``ProvisionedPollerConfig``)."""
     stack = Stack.of(function)
     target = stack.resolve(function.function_name)
-    maxima = []
+    ceilings = []
     for construct in stack.node.find_all():
         if (
             isinstance(construct, lambda_.CfnEventSourceMapping)
@@ -210,9 +294,12 @@ def _mapping_max_concurrencies(function: lambda_.Function) -> list[float]:
             and stack.resolve(construct.function_name) == target
         ):
             maximum = getattr(construct.scaling_config, "maximum_concurrency", None)
+            pollers = construct.provisioned_poller_config
             if maximum is not None:
-                maxima.append(maximum)
-    return maxima
+                ceilings.append(maximum)
+            elif pollers is not None:
+                ceilings.append(_ceiling(None, getattr(pollers, "maximum_pollers", None)))
+    return ceilings
 
 
 def visibility_timeout_needed(timeout: Duration, window: Duration) -> ValueError:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Annotations, Duration, RemovalPolicy, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -13,13 +15,14 @@ from constructs import Construct
 
 from effectively_once_runtime import names
 
-from . import limits
+from . import _mapping_metrics, limits
 from ._consumer_checks import (
     advise,
     check_given_visibility_timeout,
     check_idempotency_expiry,
     check_key_prefix,
     check_mapping,
+    check_provisioned_pollers,
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
@@ -101,7 +104,26 @@ class IdempotentQueueConsumer(Construct):
         :default: ``None``: no batching window.
     :param max_concurrency: most concurrent invocations this mapping makes (2..1000). The function's reserved
         concurrency, when set, should be at least the total of its SQS mappings' maximum concurrency (a warning).
+        Exclusive with ``provisioned_poller_config``.
         :default: ``None``: no limit beyond the function's concurrency.
+    :param provisioned_poller_config: the mapping's provisioned mode: ``lambda.ProvisionedPollerConfig(
+        minimum_pollers=..., maximum_pollers=...)``, minimum 2..200 (Lambda's default 2), maximum 2..2000 (default
+        200), minimum <= maximum, no ``poller_group_name`` (Kafka only); exclusive with ``max_concurrency`` (the
+        SQS ranges and rules of aws-cdk-lib's ``SqsEventSource``). Each poller drives up to 10 concurrent
+        invocations (AWS Lambda Developer Guide, "Configuring scaling behavior for SQS event source mappings"), so
+        the function's reserved concurrency, when set, should be at least 10 x ``maximum_pollers`` (a warning).
+        **Always-on cost**: the minimum pollers are billed every hour whether or not messages arrive, in Event
+        Poller Unit-hours (AWS Lambda pricing, https://aws.amazon.com/lambda/pricing/: provisioned mode is charged
+        for the provisioned minimum event pollers and the pollers added while scaling), and each poller long-polls
+        the queue with up to 10 polls a second, billed as SQS requests (https://aws.amazon.com/sqs/pricing/).
+        :default: ``None``: on-demand mode (Lambda scales its pollers itself, nothing billed while idle).
+    :param event_source_mapping_metrics: turn on the mapping's event-count metrics (``MetricsConfig: {Metrics:
+        [EventCount]}``: ``PolledEventCount``, ``InvokedEventCount``, ``FailedInvokeEventCount``,
+        ``DeletedEventCount``, ``DroppedEventCount``, ``FilteredOutEventCount`` in ``AWS/Lambda`` by
+        ``EventSourceMappingUUID``; read them with the ``metric_*`` methods).
+        Source: AWS Lambda Developer Guide, "Event source mapping metrics",
+        https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html#event-source-mapping-metrics.
+        :default: ``True``.
     :param idempotency_expiry: how long a completed record answers duplicates (a token must be
         ``Duration.seconds(...)``: it is written in seconds).
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
@@ -142,7 +164,8 @@ class IdempotentQueueConsumer(Construct):
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
-        given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a batching window
+        given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a
+        ``provisioned_poller_config`` breaking the rules above; a batching window
         on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
         ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a
         negative alarm threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside
@@ -160,16 +183,18 @@ class IdempotentQueueConsumer(Construct):
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
     queue's retention period (a resend after the record expires would be charged twice); the queue's
     ``max_receive_count`` below 5 (throttling alone could move a valid message to the DLQ); the function's
-    reserved concurrency below the total maximum concurrency of the SQS mappings that invoke it, counted when
-    this consumer is created (AWS Lambda Developer Guide, SQS scaling: throttled batches return to the queue
-    and climb toward the DLQ); a table whose ARN names another Region (the function's client must be built
-    there) or another account (its resource-based policy must allow the function's role); for an
+    reserved concurrency below the total maximum concurrency of the SQS mappings that invoke it
+    (``max_concurrency``, or 10 x ``maximum_pollers`` in provisioned mode), counted when this consumer is created
+    (AWS Lambda Developer Guide, SQS scaling: throttled batches return to the queue and climb toward the DLQ); a
+    table whose ARN names another Region (the function's client must be built there) or another account (its
+    resource-based policy must allow the function's role); for an
     ``ExistingQueue``, one per unknown fact: no dead-letter queue, no ``max_receive_count``, no
     ``visibility_timeout``, no ``retention_period`` (with a given ``idempotency_expiry`` under 14 days), an
     imported queue without its KMS key (``kms:Decrypt`` not granted).
 
     Attributes:
         event_source_mapping (lambda.EventSourceMapping): the mapping.
+        event_source_mapping_metrics (bool): the prop: whether the mapping publishes its event counts.
         queue (sqs.IQueue): the source queue (``ProcessingQueue.queue`` or ``ExistingQueue.queue``).
         dead_letter_queue (sqs.IQueue | None): its dead-letter queue; ``None`` for an ``ExistingQueue`` without one.
         function, table: the inputs.
@@ -196,6 +221,8 @@ class IdempotentQueueConsumer(Construct):
         batch_size: int = 10,
         max_batching_window: Duration | None = None,
         max_concurrency: int | None = None,
+        provisioned_poller_config: lambda_.ProvisionedPollerConfig | None = None,
+        event_source_mapping_metrics: bool = True,
         idempotency_expiry: Duration | None = None,
         key_prefix: str | None = None,
         alarms: bool = True,
@@ -217,6 +244,15 @@ class IdempotentQueueConsumer(Construct):
         if isinstance(queue, ExistingQueue):
             queue = resolve(queue)
         check_mapping(bool(queue.queue.fifo), batch_size, max_batching_window, max_concurrency)
+        check_type(
+            "provisioned_poller_config",
+            provisioned_poller_config,
+            lambda_.ProvisionedPollerConfig,
+            "a lambda.ProvisionedPollerConfig",
+            optional=True,
+        )
+        check_provisioned_pollers(provisioned_poller_config, max_concurrency)
+        check_type("event_source_mapping_metrics", event_source_mapping_metrics, bool, "a bool")
         check_idempotency_expiry(idempotency_expiry)
         thresholds = alarm_thresholds or AlarmThresholds()
         check_alarm_thresholds(thresholds)
@@ -263,8 +299,11 @@ class IdempotentQueueConsumer(Construct):
             batch_size=batch_size,
             max_batching_window=max_batching_window,
             max_concurrency=max_concurrency,
+            provisioned_poller_config=provisioned_poller_config,
+            metrics_config=_mapping_metrics.metrics_config(event_source_mapping_metrics),
             report_batch_item_failures=True,
         )
+        self.event_source_mapping_metrics = event_source_mapping_metrics
         acknowledge(
             self.event_source_mapping.node.default_child,  # type: ignore[arg-type]
             "Serverless-LambdaEventSourceMappingDestination",
@@ -305,7 +344,7 @@ class IdempotentQueueConsumer(Construct):
         advise(self, self.idempotency_expiry, queue.retention_period, queue.max_receive_count)
         if isinstance(queue, ExistingQueue):
             warn_unknown(self, queue, function, max_batching_window, idempotency_expiry)
-        check_reserved_concurrency(self, function, max_concurrency)
+        check_reserved_concurrency(self, function, max_concurrency, provisioned_poller_config)
         advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
             function.add_environment(ENV_TABLE_NAME, table.table_arn)
@@ -356,6 +395,37 @@ class IdempotentQueueConsumer(Construct):
             self.event_invoke_config, self.on_failure_queue = build_async_invocation(
                 self, function, async_invocation, removal_policy
             )
+
+    # --- the mapping's event counts (named after the CloudWatch metrics; _mapping_metrics.DOC) ---------------
+    def metric_polled_event_count(self, **props: Any) -> cloudwatch.Metric:
+        """``PolledEventCount``: events the mapping read from the queue. ``props``: ``MetricOptions``.
+        No data with ``event_source_mapping_metrics=False``. :default: sum per minute."""
+        return _mapping_metrics.mapping_metric(self.event_source_mapping, _mapping_metrics.POLLED_EVENT_COUNT, **props)
+
+    def metric_filtered_out_event_count(self, **props: Any) -> cloudwatch.Metric:
+        """``FilteredOutEventCount``: events dropped by filter criteria (the consumer sets none). As above."""
+        return _mapping_metrics.mapping_metric(
+            self.event_source_mapping, _mapping_metrics.FILTERED_OUT_EVENT_COUNT, **props
+        )
+
+    def metric_invoked_event_count(self, **props: Any) -> cloudwatch.Metric:
+        """``InvokedEventCount``: events that invoked the function. As above."""
+        return _mapping_metrics.mapping_metric(self.event_source_mapping, _mapping_metrics.INVOKED_EVENT_COUNT, **props)
+
+    def metric_failed_invoke_event_count(self, **props: Any) -> cloudwatch.Metric:
+        """``FailedInvokeEventCount``: events whose invocation failed (reported batch item failures included).
+        As above."""
+        return _mapping_metrics.mapping_metric(
+            self.event_source_mapping, _mapping_metrics.FAILED_INVOKE_EVENT_COUNT, **props
+        )
+
+    def metric_deleted_event_count(self, **props: Any) -> cloudwatch.Metric:
+        """``DeletedEventCount``: events deleted from the queue after processing. As above."""
+        return _mapping_metrics.mapping_metric(self.event_source_mapping, _mapping_metrics.DELETED_EVENT_COUNT, **props)
+
+    def metric_dropped_event_count(self, **props: Any) -> cloudwatch.Metric:
+        """``DroppedEventCount``: events Lambda dropped on expiry or retry exhaustion. As above."""
+        return _mapping_metrics.mapping_metric(self.event_source_mapping, _mapping_metrics.DROPPED_EVENT_COUNT, **props)
 
 
 def _grant_dead_letter_send(function: lambda_.IFunction, dead_letter_queue: sqs.IQueue) -> iam.Grant:

@@ -116,6 +116,40 @@ ESM_MAX_BATCHING_WINDOW_SECONDS: Final = 300
 ESM_MIN_MAX_CONCURRENCY: Final = 2
 ESM_MAX_MAX_CONCURRENCY: Final = 1000
 
+#: Provisioned mode (``ProvisionedPollerConfig``) on an SQS mapping: minimum pollers 2..200 (default 2), maximum
+#: pollers 2..2,000 (default 200), and exclusive with ``ScalingConfig.MaximumConcurrency`` ("When using provisioned
+#: mode, you control concurrency through the maximum event pollers setting"). Sources: AWS Lambda Developer Guide,
+#: "How Lambda processes records from stream and queue-based event sources" (provisioned mode,
+#: https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventsourcemapping.html) and "Configuring scaling behavior
+#: for SQS event source mappings" ("These are mutually exclusive options"); aws-cdk-lib 2.275.0 ``SqsEventSource``
+#: (aws-lambda-event-sources/lib/sqs.ts), whose checks these are. The generic ``lambda.EventSourceMapping`` checks only
+#: 1..200 / 1..2,000 (the Kafka ranges). The Lambda API reference has since raised the SQS maximum to 10,000; the
+#: L2 of aws-cdk-lib 2.275 rejects anything above 2,000, so 2,000 stays the ceiling here.
+ESM_PROVISIONED_DOC: Final = (
+    "AWS Lambda Developer Guide, How Lambda processes records from stream and queue-based event sources "
+    "(provisioned mode); aws-cdk-lib SqsEventSource; CloudFormation AWS::Lambda::EventSourceMapping "
+    "ProvisionedPollerConfig"
+)
+ESM_SQS_MIN_MINIMUM_POLLERS: Final = 2
+ESM_SQS_MAX_MINIMUM_POLLERS: Final = 200
+ESM_SQS_MIN_MAXIMUM_POLLERS: Final = 2
+ESM_SQS_MAX_MAXIMUM_POLLERS: Final = 2000
+#: What Lambda uses when ``MinimumPollers`` / ``MaximumPollers`` is left unset on an SQS mapping. Source: as above.
+ESM_SQS_DEFAULT_MINIMUM_POLLERS: Final = 2
+ESM_SQS_DEFAULT_MAXIMUM_POLLERS: Final = 200
+#: In provisioned mode each SQS event poller handles up to 1 MB/s, up to 10 concurrent invokes, or up to 10 SQS
+#: polling API calls per second, so a mapping can drive up to 10 x MaximumPollers concurrent invocations: the
+#: reserved-concurrency guidance compares against that. Source: AWS Lambda Developer Guide, "Configuring scaling
+#: behavior for SQS event source mappings" and "Using Lambda with Amazon SQS" (provisioned mode).
+LAMBDA_SQS_INVOKES_PER_POLLER: Final = 10
+LAMBDA_SQS_PROVISIONED_CONCURRENCY_DOC: Final = (
+    "AWS Lambda Developer Guide, Configuring scaling behavior for SQS event source mappings (provisioned mode: each "
+    "event poller handles up to 10 concurrent invokes)"
+)
+#: ``PollerGroupName`` groups Kafka mappings of one VPC to share Event Poller Units; it is documented for Amazon MSK
+#: and self-managed Apache Kafka only. Source: AWS Lambda API Reference, ProvisionedPollerConfig.
+ESM_POLLER_GROUP_DOC: Final = "AWS Lambda API Reference, ProvisionedPollerConfig PollerGroupName"
+
 #: The function timeout Lambda uses when none is set: 3 seconds. Source: AWS Lambda Developer Guide,
 #: "Configure Lambda function timeout".
 LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3

@@ -26,7 +26,7 @@ from constructs import Construct
 
 from effectively_once_runtime import names
 
-from . import limits
+from . import _mapping_metrics, limits
 from ._validation import acknowledge, check_range, fail, is_unresolved, template_seconds
 
 #: Outcome lines the runtime logs once per delivery (record processed, duplicate suppressed).
@@ -336,9 +336,12 @@ def build_dashboard(
     namespace: str,
     service: str,
     metric_names: Sequence[str] = EMF_METRICS,
+    event_source_mapping: lambda_.IEventSourceMapping | None = None,
 ) -> cloudwatch.Dashboard:
     """A dashboard (child ``Dashboard``): the handler's EMF counts beside queue depth, DLQ depth (an empty graph
-    without a dead-letter queue), oldest message age and Lambda errors/throttles, at 1-minute resolution."""
+    without a dead-letter queue), oldest message age and Lambda errors/throttles, at 1-minute resolution; with
+    ``event_source_mapping`` (one that publishes its event counts), a row of its polled, invoked, failed, deleted
+    and dropped events (``_mapping_metrics.DASHBOARD_EVENT_COUNTS``, sum per minute)."""
     emf = [emf_metric(name, namespace=namespace, service=service) for name in metric_names]
     maximum = cloudwatch.Stats.MAXIMUM
     depth = queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
@@ -362,4 +365,15 @@ def build_dashboard(
             width=6,
         ),
     )
+    if event_source_mapping is not None:
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Event source mapping: polled, invoked, failed, deleted, dropped events (sum per minute)",
+                left=[
+                    _mapping_metrics.mapping_metric(event_source_mapping, name, period=_PERIOD)
+                    for name in _mapping_metrics.DASHBOARD_EVENT_COUNTS
+                ],
+                width=24,
+            )
+        )
     return dashboard

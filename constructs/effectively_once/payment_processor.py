@@ -61,6 +61,11 @@ class PaymentProcessor(Construct):
     :param batch_size: records per invocation. :default: ``10``.
     :param max_batching_window: batching window (standard only). :default: ``None`` (none).
     :param max_concurrency: mapping's maximum concurrency (2..1000). :default: ``None`` (unlimited).
+    :param provisioned_poller_config: the mapping's provisioned mode (minimum 2..200 and maximum 2..2000 pollers;
+        exclusive with ``max_concurrency``); the minimum pollers are billed every hour, traffic or not (see
+        :class:`IdempotentQueueConsumer`). :default: ``None``: on-demand mode.
+    :param event_source_mapping_metrics: the mapping's event-count metrics, and the dashboard's row of them.
+        :default: ``True``.
     :param visibility_timeout: the source queue's visibility timeout.
         :default: ``None``: 6 x ``function_timeout`` + batching window (180 s with the defaults); required when
         ``function_timeout`` or ``max_batching_window`` is a deploy-time token (a ``ValueError`` otherwise).
@@ -92,7 +97,8 @@ class PaymentProcessor(Construct):
         role (iam.Role),
         runtime_layer (RuntimeLayer: the runtime and Powertools layers of the function),
         dashboard (cloudwatch.Dashboard): the handler's EMF counts (namespace ``metrics_namespace``, dimension
-        ``service`` = ``service_name``) beside queue depth, DLQ depth, oldest message age, Lambda errors.
+        ``service`` = ``service_name``) beside queue depth, DLQ depth, oldest message age, Lambda errors, and the
+        mapping's polled, invoked, failed, deleted and dropped events (with ``event_source_mapping_metrics``).
     """
 
     def __init__(
@@ -108,6 +114,8 @@ class PaymentProcessor(Construct):
         batch_size: int = 10,
         max_batching_window: Duration | None = None,
         max_concurrency: int | None = None,
+        provisioned_poller_config: lambda_.ProvisionedPollerConfig | None = None,
+        event_source_mapping_metrics: bool = True,
         visibility_timeout: Duration | None = None,
         retention_period: Duration | None = None,
         content_based_deduplication: bool = False,
@@ -209,6 +217,8 @@ class PaymentProcessor(Construct):
             batch_size=batch_size,
             max_batching_window=max_batching_window,
             max_concurrency=max_concurrency,
+            provisioned_poller_config=provisioned_poller_config,
+            event_source_mapping_metrics=event_source_mapping_metrics,
             idempotency_expiry=idempotency_expiry,
             key_prefix=key_prefix,
             alarms=alarms,
@@ -227,4 +237,5 @@ class PaymentProcessor(Construct):
             function=self.function,
             namespace=metrics_namespace,
             service=service_name,
+            event_source_mapping=self.consumer.event_source_mapping if event_source_mapping_metrics else None,
         )

@@ -788,3 +788,65 @@ def test_local_endpoint_leaves_the_environment_as_it_was(before: str | None, mon
         raise KeyboardInterrupt
 
     assert os.environ.get("AWS_ENDPOINT_URL") == before
+
+
+def test_mapping_in_provisioned_mode_with_metrics_deploys_and_is_discovered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's CloudFormation takes a mapping's MetricsConfig and ProvisionedPollerConfig (the consumer's defaults
+    and its provisioned mode), and the local tooling still finds the mapping, reads it and switches it off."""
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.stack import disable, discover_mappings
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    template = {
+        "Resources": {
+            "Queue": {"Type": "AWS::SQS::Queue", "Properties": {"VisibilityTimeout": 60}},
+            "Role": {
+                "Type": "AWS::IAM::Role",
+                "Properties": {
+                    "AssumeRolePolicyDocument": {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Principal": {"Service": "lambda.amazonaws.com"},
+                                "Action": "sts:AssumeRole",
+                            }
+                        ],
+                    }
+                },
+            },
+            "Function": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Runtime": "python3.13",
+                    "Handler": "index.handler",
+                    "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+                    "Timeout": 10,
+                    "Code": {"ZipFile": "def handler(event, context):\n    return {}\n"},
+                },
+            },
+            "Mapping": {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {
+                    "EventSourceArn": {"Fn::GetAtt": ["Queue", "Arn"]},
+                    "FunctionName": {"Ref": "Function"},
+                    "BatchSize": 10,
+                    "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                    "MetricsConfig": {"Metrics": ["EventCount"]},
+                    "ProvisionedPollerConfig": {"MinimumPollers": 2, "MaximumPollers": 20},
+                },
+            },
+        }
+    }
+    with mock_aws():
+        session = boto3.Session(region_name="us-east-1")
+        session.client("cloudformation").create_stack(StackName="Provisioned", TemplateBody=json.dumps(template))
+        (found,) = discover_mappings(session, "Provisioned", None)
+        assert (found.label, found.mapping.batch_size, found.mapping.function_timeout_seconds) == ("Queue", 10, 10)
+        disable(session, [found])
+        esm = session.client("lambda").get_event_source_mapping(UUID=found.mapping_uuid)
+        assert esm["State"] == "Disabled"
+        assert esm["ProvisionedPollerConfig"] == {"MinimumPollers": 2, "MaximumPollers": 20}
+        assert esm["MetricsConfig"] == {"Metrics": ["EventCount"]}

@@ -68,6 +68,16 @@ def synth() -> dict:
         table=table,
         dead_letter_on_first_sight=False,
     )
+    # provisioned mode, and the mapping's event-count metrics turned off
+    wired["provisioned"] = IdempotentQueueConsumer(
+        stack,
+        "ProvisionedConsumer",
+        queue=ProcessingQueue(stack, "ProvisionedQueue"),
+        function=inline_function(stack, "ProvisionedFunction"),
+        table=table,
+        provisioned_poller_config=lambda_.ProvisionedPollerConfig(minimum_pollers=3, maximum_pollers=40),
+        event_source_mapping_metrics=False,
+    )
     template = Template.from_stack(stack)
     return {"stack": stack, "template": template, "wired": wired, "key": key, "table": table}
 
@@ -101,7 +111,7 @@ def _environment(synth: dict, name: str) -> dict:
 
 
 def test_one_mapping_per_consumer_with_report_batch_item_failures(synth: dict) -> None:
-    synth["template"].resource_count_is("AWS::Lambda::EventSourceMapping", 4)
+    synth["template"].resource_count_is("AWS::Lambda::EventSourceMapping", 5)
     for name in synth["wired"]:
         assert _mapping(synth, name)["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
@@ -120,6 +130,49 @@ def test_batching_window_and_concurrency_are_passed_on(synth: dict) -> None:
     props = _mapping(synth, "standard")
     assert props["MaximumBatchingWindowInSeconds"] == 10
     assert props["ScalingConfig"] == {"MaximumConcurrency": 5}
+
+
+def test_event_count_metrics_are_on_by_default(synth: dict) -> None:
+    for name in ("standard", "fifo", "imported", "counting"):
+        assert _mapping(synth, name)["MetricsConfig"] == {"Metrics": ["EventCount"]}
+
+
+def test_event_count_metrics_can_be_turned_off(synth: dict) -> None:
+    assert "MetricsConfig" not in _mapping(synth, "provisioned")
+
+
+def test_provisioned_pollers_are_passed_on_without_a_scaling_config(synth: dict) -> None:
+    props = _mapping(synth, "provisioned")
+    assert props["ProvisionedPollerConfig"] == {"MinimumPollers": 3, "MaximumPollers": 40}
+    assert "ScalingConfig" not in props
+    assert "ProvisionedPollerConfig" not in _mapping(synth, "standard")
+
+
+@pytest.mark.parametrize(
+    ("method", "metric"),
+    [
+        ("metric_polled_event_count", "PolledEventCount"),
+        ("metric_filtered_out_event_count", "FilteredOutEventCount"),
+        ("metric_invoked_event_count", "InvokedEventCount"),
+        ("metric_failed_invoke_event_count", "FailedInvokeEventCount"),
+        ("metric_deleted_event_count", "DeletedEventCount"),
+        ("metric_dropped_event_count", "DroppedEventCount"),
+    ],
+)
+def test_metric_methods_read_the_mappings_event_counts(synth: dict, method: str, metric: str) -> None:
+    stack: Stack = synth["stack"]
+    consumer = synth["wired"]["standard"]
+    found = getattr(consumer, method)()
+    assert (found.namespace, found.metric_name, found.statistic) == ("AWS/Lambda", metric, "Sum")
+    assert found.period.to_seconds() == 60
+    mapping_id = _logical_id(stack, consumer.event_source_mapping.event_source_mapping_id)
+    assert stack.resolve(found.dimensions["EventSourceMappingUUID"]) == {"Ref": mapping_id}
+    assert synth["template"].to_json()["Resources"][mapping_id]["Type"] == "AWS::Lambda::EventSourceMapping"
+
+
+def test_metric_methods_take_metric_options(synth: dict) -> None:
+    found = synth["wired"]["standard"].metric_polled_event_count(period=Duration.minutes(5), statistic="Maximum")
+    assert (found.period.to_seconds(), found.statistic) == (300, "Maximum")
 
 
 def test_visibility_timeout_is_six_function_timeouts_plus_the_window(synth: dict) -> None:

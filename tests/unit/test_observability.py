@@ -263,9 +263,57 @@ def test_query_names_are_unique_per_consumer(synth: dict) -> None:
 
 
 # --- dashboard ---------------------------------------------------------------------------------------------
-def _dashboard_body(synth: dict) -> str:
-    (dashboard,) = synth["template"].find_resources("AWS::CloudWatch::Dashboard").values()
-    return json.dumps(dashboard["Properties"]["DashboardBody"])
+def _dashboard_body(synth: dict, name: str = "processor") -> str:
+    dashboard = synth["wired"][name].dashboard
+    resources = synth["template"].to_json()["Resources"]
+    return json.dumps(resources[_logical_id(synth, dashboard.dashboard_name)]["Properties"]["DashboardBody"])
+
+
+# The Lambda Developer Guide's names (monitoring-metrics-types.html#event-source-mapping-metrics), spelled out here
+# on purpose: the dashboard takes them from effectively_once._mapping_metrics.
+MAPPING_EVENT_COUNTS = (
+    "PolledEventCount",
+    "InvokedEventCount",
+    "FailedInvokeEventCount",
+    "DeletedEventCount",
+    "DroppedEventCount",
+)
+
+
+def _dashboard_metrics(synth: dict, name: str) -> list[list[Any]]:
+    """Every metric line of the dashboard's graphs, a reference rendered as ``REF(<logical id>)``, any other
+    intrinsic as ``INTRINSIC``."""
+    dashboard = synth["wired"][name].dashboard
+    body = synth["template"].to_json()["Resources"][_logical_id(synth, dashboard.dashboard_name)]["Properties"]
+    parts = body["DashboardBody"]["Fn::Join"][1]
+    rendered = "".join(
+        part if isinstance(part, str) else f"REF({part['Ref']})" if "Ref" in part else "INTRINSIC" for part in parts
+    )
+    return [line for widget in json.loads(rendered)["widgets"] for line in widget["properties"].get("metrics", [])]
+
+
+def test_dashboard_shows_the_mappings_event_counts_by_its_uuid(synth: dict) -> None:
+    mapping = synth["wired"]["processor"].consumer.event_source_mapping
+    uuid = f"REF({_logical_id(synth, mapping.event_source_mapping_id)})"
+    lines = [line[:4] for line in _dashboard_metrics(synth, "processor") if line[0] == "AWS/Lambda"]
+    for name in MAPPING_EVENT_COUNTS:
+        assert ["AWS/Lambda", name, "EventSourceMappingUUID", uuid] in lines, name
+
+
+@pytest.fixture(scope="module")
+def quiet() -> dict[str, Any]:
+    """A processor whose mapping publishes no event counts."""
+    stack = new_stack(id="Quiet")
+    processor = PaymentProcessor(stack, "Processor", event_source_mapping_metrics=False)
+    return {"stack": stack, "template": Template.from_stack(stack), "wired": {"processor": processor}}
+
+
+def test_dashboard_without_mapping_metrics_shows_no_event_counts(quiet: dict) -> None:
+    body = _dashboard_body(quiet)
+    assert "EventSourceMappingUUID" not in body
+    assert "ApproximateNumberOfMessagesVisible" in body
+    (mapping,) = quiet["template"].find_resources("AWS::Lambda::EventSourceMapping").values()
+    assert "MetricsConfig" not in mapping["Properties"]
 
 
 def test_dashboard_shows_the_handlers_emf_metrics_with_the_service_dimension(synth: dict) -> None:

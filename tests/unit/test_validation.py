@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import CfnParameter, Duration, Stack
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Annotations, Match
 
@@ -214,6 +215,73 @@ def test_fails_max_concurrency_out_of_range(concurrency: int) -> None:
         _consumer(new_stack(), max_concurrency=concurrency)
 
 
+# --- provisioned pollers (the SQS ranges of aws-cdk-lib's SqsEventSource) ------------------------------------
+def _pollers(minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
+    return {
+        "provisioned_poller_config": lambda_.ProvisionedPollerConfig(minimum_pollers=minimum, maximum_pollers=maximum)
+    }
+
+
+@pytest.mark.parametrize("minimum", [1, 201])
+def test_fails_minimum_pollers_outside_two_to_two_hundred(minimum: int) -> None:
+    with _raises(
+        f"provisioned_poller_config.minimum_pollers must be between 2 and 200, but {minimum} was given",
+        "ProvisionedPollerConfig",
+    ):
+        _consumer(new_stack(), **_pollers(minimum=minimum))
+
+
+@pytest.mark.parametrize("maximum", [1, 2001])
+def test_fails_maximum_pollers_outside_two_to_two_thousand(maximum: int) -> None:
+    with _raises(
+        f"provisioned_poller_config.maximum_pollers must be between 2 and 2000, but {maximum} was given",
+        "ProvisionedPollerConfig",
+    ):
+        _consumer(new_stack(), **_pollers(maximum=maximum))
+
+
+@pytest.mark.parametrize(("minimum", "maximum"), [(2, 2), (200, 2000), (2, None), (None, 2000)])
+def test_pollers_at_the_ends_of_the_sqs_ranges_are_accepted(minimum: int | None, maximum: int | None) -> None:
+    consumer = _consumer(new_stack(), **_pollers(minimum, maximum))
+    assert consumer.event_source_mapping is not None
+
+
+def test_fails_minimum_pollers_above_maximum() -> None:
+    with _raises(
+        "provisioned_poller_config.minimum_pollers must be at most maximum_pollers (10)",
+        "but 11 was given",
+        "ProvisionedPollerConfig",
+    ):
+        _consumer(new_stack(), **_pollers(minimum=11, maximum=10))
+
+
+def test_fails_provisioned_pollers_with_max_concurrency() -> None:
+    with _raises(
+        "max_concurrency must not be given with provisioned_poller_config",
+        "maximum_pollers",
+        "but 5 was given",
+        "Configuring scaling behavior for SQS event source mappings",
+    ):
+        _consumer(new_stack(), max_concurrency=5, **_pollers(minimum=2, maximum=10))
+
+
+def test_fails_poller_group_name_on_an_sqs_mapping() -> None:
+    config = lambda_.ProvisionedPollerConfig(minimum_pollers=2, poller_group_name="shared")
+    with _raises("provisioned_poller_config.poller_group_name", "Kafka", "but 'shared' was given"):
+        _consumer(new_stack(), provisioned_poller_config=config)
+
+
+def test_token_pollers_are_skipped_and_written_to_the_template() -> None:
+    stack = new_stack()
+    minimum, maximum = _token(stack, "MinPollers"), _token(stack, "MaxPollers")
+    consumer = _consumer(stack, **_pollers(minimum, maximum))
+    cfn = consumer.event_source_mapping.node.default_child
+    assert stack.resolve(cfn.provisioned_poller_config) == {  # type: ignore[union-attr]
+        "minimumPollers": {"Ref": "MinPollers"},
+        "maximumPollers": {"Ref": "MaxPollers"},
+    }
+
+
 # --- idempotency table and expiry ----------------------------------------------------------------------
 def test_fails_in_progress_expiration_as_ttl_attribute() -> None:
     with _raises(
@@ -355,6 +423,18 @@ def warnings() -> Annotations:
         function_props={"reserved_concurrent_executions": _token(stack, "Reserved")},
         max_concurrency=5,
     )
+    # provisioned mode: each poller drives up to 10 concurrent invokes, so the ceiling is 10 x maximum_pollers
+    _consumer(stack, id="FewReservedPollers", function_props={"reserved_concurrent_executions": 50}, **_pollers(2, 10))
+    _consumer(
+        stack, id="EnoughReservedPollers", function_props={"reserved_concurrent_executions": 100}, **_pollers(2, 10)
+    )
+    _consumer(stack, id="DefaultMaxPollers", function_props={"reserved_concurrent_executions": 1000}, **_pollers(2))
+    _consumer(
+        stack,
+        id="TokenMaxPollers",
+        function_props={"reserved_concurrent_executions": 5},
+        **_pollers(2, _token(stack, "MaxPollers")),
+    )
     # two mappings on one function: the guidance is about their total
     shared = inline_function(stack, "SharedFunction", reserved_concurrent_executions=5)
     table = IdempotencyTable(stack, "SharedTable")
@@ -362,6 +442,24 @@ def warnings() -> Annotations:
         IdempotentQueueConsumer(
             stack, id, queue=ProcessingQueue(stack, f"{id}Queue"), function=shared, table=table, max_concurrency=3
         )
+    # one on-demand and one provisioned mapping on one function: both ceilings count
+    mixed = inline_function(stack, "MixedFunction", reserved_concurrent_executions=50)
+    IdempotentQueueConsumer(
+        stack,
+        "MixedOnDemand",
+        queue=ProcessingQueue(stack, "MixedOnDemandQueue"),
+        function=mixed,
+        table=table,
+        max_concurrency=10,
+    )
+    IdempotentQueueConsumer(
+        stack,
+        "MixedProvisioned",
+        queue=ProcessingQueue(stack, "MixedProvisionedQueue"),
+        function=mixed,
+        table=table,
+        **_pollers(2, 5),
+    )
     return Annotations.from_stack(stack)
 
 
@@ -453,6 +551,43 @@ def test_reserved_concurrency_at_least_max_concurrency_or_unset_is_clean(warning
     assert _warnings_under(warnings, f"/Warn/{path}") == []
 
 
+def test_warns_reserved_concurrency_below_ten_invokes_per_provisioned_poller(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/FewReservedPollers",
+        Match.string_like_regexp(
+            re.escape(
+                "function reserved_concurrent_executions should be at least the maximum concurrency of the SQS event "
+                "source mappings that invoke it (provisioned mode: 10 concurrent invokes per poller x maximum_pollers "
+                "10 = 100 here; 100 in total over 1 mapping)"
+            )
+            + ".*but 50 was given.*each event poller.*10 concurrent invokes.*"
+            + "effectively-once:reservedConcurrencyBelowMaxConcurrency"
+        ),
+    )
+
+
+def test_warns_reserved_concurrency_below_the_default_maximum_pollers(warnings: Annotations) -> None:
+    warnings.has_warning(
+        "/Warn/DefaultMaxPollers",
+        Match.string_like_regexp(
+            re.escape("maximum_pollers 200 (unset: the default) = 2000 here") + ".*but 1000 was given"
+        ),
+    )
+
+
+def test_warns_reserved_concurrency_below_on_demand_and_provisioned_mappings_together(warnings: Annotations) -> None:
+    assert _warnings_under(warnings, "/Warn/MixedOnDemand") == []
+    warnings.has_warning(
+        "/Warn/MixedProvisioned",
+        Match.string_like_regexp(re.escape("= 50 here; 60 in total over 2 mappings)") + ".*but 50 was given"),
+    )
+
+
+@pytest.mark.parametrize("path", ["EnoughReservedPollers", "TokenMaxPollers"])
+def test_reserved_concurrency_covering_the_pollers_or_a_token_is_clean(warnings: Annotations, path: str) -> None:
+    assert _warnings_under(warnings, f"/Warn/{path}") == []
+
+
 def test_warns_reserved_concurrency_below_the_total_of_a_functions_mappings(warnings: Annotations) -> None:
     assert _warnings_under(warnings, "/Warn/SharedFirst") == []
     warnings.has_warning(
@@ -501,6 +636,8 @@ def _wired(stack: Stack, **overrides: Any) -> IdempotentQueueConsumer:
         (lambda s: {"key_prefix": "a b"}, "key_prefix"),
         (lambda s: {"key_prefix": "orders\n"}, "key_prefix"),
         (lambda s: {"key_prefix": ""}, "key_prefix"),
+        (lambda s: {"provisioned_poller_config": {"minimum_pollers": 2}}, "provisioned_poller_config"),
+        (lambda s: {"event_source_mapping_metrics": "yes"}, "event_source_mapping_metrics"),
     ],
     ids=[
         "plain sqs.Queue",
@@ -508,6 +645,8 @@ def _wired(stack: Stack, **overrides: Any) -> IdempotentQueueConsumer:
         "key prefix with a space",
         "key prefix with a newline",
         "empty prefix",
+        "poller config as a dict",
+        "metrics flag as a string",
     ],
 )
 def test_fails_consumer_prop_of_the_wrong_kind_naming_it(make: Any, prop: str) -> None:
