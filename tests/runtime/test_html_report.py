@@ -16,7 +16,7 @@ import pytest
 from effectively_once.local import chaos as chaos_module
 from effectively_once.local.chaos import AFTER_CHARGE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
 from effectively_once.local.html_report import (
-    SendClock,
+    RunClock,
     TimedEvent,
     conclude,
     page_path,
@@ -173,15 +173,17 @@ def test_events_are_read_from_the_run_logs(tmp_path: Path) -> None:
     assert next(e for e in events if e.kind == "duplicate_suppressed").t == pytest.approx(1_800_000_003.0)
 
 
-def test_send_clock_times_each_batch_per_queue() -> None:
+def test_run_clock_times_each_batch_per_queue_and_the_marks() -> None:
     shown: list[int] = []
-    clock = SendClock()
+    clock = RunClock()
     clock.progress("fifo", shown.append)(3)
+    clock.mark("polling starts")
     clock.progress("standard", shown.append)(2)
 
     assert shown == [3, 2]
     assert [(e.kind, e.queue, e.count) for e in clock.events] == [("sent", "fifo", 3), ("sent", "standard", 2)]
-    assert all(abs(e.t - time.time()) < 60 for e in clock.events)
+    assert clock.started <= clock.events[0].t <= clock.marks[0][0] <= clock.events[1].t <= time.time()
+    assert clock.marks[0][1] == "polling starts"
 
 
 def test_conclude_shows_the_report_then_writes_json_and_page(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ loads nothing else.
 
 Where each series comes from (:func:`read_events`; every line is timed by its writer, wall-clock epoch seconds):
 
-- sent: the producer's batches as ``SendMessageBatch`` accepted them (:class:`SendClock`);
+- sent: the producer's batches as ``SendMessageBatch`` accepted them (:class:`RunClock`);
 - deliveries: the local event source mapping's delivery log, ``deliveries-*.jsonl`` (``ts``);
 - charges: the simulated provider's call log, ``provider-*.jsonl``, results not answered from a key (``ts``);
 - effects: the runtime's effect lines in the function logs (Powertools Logger ``timestamp``);
@@ -49,6 +49,8 @@ KINDS = {
     "dlq_arrival": "DLQ arrivals (runtime, first sight)",
     "kill": "kills",
 }
+#: One colour per kill kind (tab10 colours the cumulative lines do not use first).
+_KILL_COLOURS = ("tab:red", "tab:purple", "tab:olive", "tab:cyan", "tab:brown")
 #: Powertools Logger's default ``timestamp`` format (``%F`` is its milliseconds directive).
 _POWERTOOLS_TIME = "%Y-%m-%d %H:%M:%S,%f%z"
 
@@ -66,10 +68,13 @@ class TimedEvent:
 
 
 @dataclass
-class SendClock:
-    """Times what the producer sends: ``progress(queue, show)`` is the progress callback for one queue's sends."""
+class RunClock:
+    """What the run itself times: the producer's sends (``progress(queue, show)`` is the progress callback for one
+    queue's sends) and the moments a run marks (``mark(text)``: drawn as dashed lines, e.g. when polling starts)."""
 
     events: list[TimedEvent] = field(default_factory=list)
+    marks: list[tuple[float, str]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
 
     def progress(self, queue: str, show: Callable[[int], Any]) -> Callable[[int], None]:
         def sent(n: int) -> None:
@@ -77,6 +82,9 @@ class SendClock:
             show(n)
 
         return sent
+
+    def mark(self, text: str) -> None:
+        self.marks.append((time.time(), text))
 
 
 def _label(path: Path, prefix: str) -> str:
@@ -183,8 +191,9 @@ def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float
     phases = sorted({e.detail for e in by_kind["kill"]})
     for i, phase in enumerate(phases):
         xs = [e.t - started for e in by_kind["kill"] if e.detail == phase]
-        kills.scatter(xs, [i] * len(xs), marker="x", s=50, label=f"{phase}: {len(xs)}")
-    kills.set_yticks(range(len(phases)), phases)
+        kills.scatter(xs, [i] * len(xs), marker="x", s=50, color=_KILL_COLOURS[i % len(_KILL_COLOURS)])
+    counts = Counter(e.detail for e in by_kind["kill"])
+    kills.set_yticks(range(len(phases)), [f"{p}: {counts[p]}" for p in phases])
     kills.set_ylim(-0.7, max(len(phases), 1) - 0.3)
     kills.set_title("Kills of the execution environment, by kind", loc="left", fontsize=12)
     kills.grid(True, axis="x", alpha=0.3)
@@ -192,12 +201,18 @@ def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float
         kills.text(0.5, 0.5, "no kills in this run", transform=kills.transAxes, ha="center", va="center", color="gray")
     kills.set_xlabel("seconds since the run started")
     kills.set_xlim(0, end * 1.02)
-    for ax in (flow, guards, kills):
-        for t, text in marks:
+    for i, (t, text) in enumerate(marks):
+        for ax in (flow, guards, kills):
             ax.axvline(t - started, color="gray", linestyle="--", linewidth=1)
-    for t, text in marks:
-        flow.annotate(text, (t - started, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                      textcoords="offset points", fontsize=9, color="dimgray")  # fmt: skip
+        flow.annotate(
+            text,
+            (t - started, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12 - 12 * (i % 3)),  # staggered: marks close in time stay readable
+            textcoords="offset points",
+            fontsize=9,
+            color="dimgray",
+        )
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
