@@ -16,6 +16,7 @@ import pytest
 from effectively_once.local import chaos as chaos_module
 from effectively_once.local.chaos import AFTER_CHARGE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
 from effectively_once.local.html_report import (
+    LATER,
     RunClock,
     TimedEvent,
     conclude,
@@ -74,7 +75,7 @@ def _flat(total: dict[str, Any]) -> dict[str, int]:
 
 def test_page_is_written_self_contained_and_holds_the_reports_totals(tmp_path: Path) -> None:
     report = _demo_report()
-    path = write_page(tmp_path / "report.html", report, _events(), started=T0, title="demo")
+    path = write_page(tmp_path / "report.html", report, _events(), clock=RunClock(started=T0), title="demo")
 
     page = path.read_text(encoding="utf-8")
     assert path == tmp_path / "report.html"
@@ -91,7 +92,7 @@ def test_page_is_written_self_contained_and_holds_the_reports_totals(tmp_path: P
 def test_page_of_a_report_without_queue_rows_counts_its_events_per_queue(tmp_path: Path) -> None:
     # The general chaos report has totals only: the per-queue table comes from the timed events.
     report = {"total": {"messages_sent": 6, "effects": 1, "kills": {"after_effect": 1}}, "run": {"seconds": 9.0}}
-    path = write_page(tmp_path / "chaos.html", report, _events(), started=T0, title="chaos")
+    path = write_page(tmp_path / "chaos.html", report, _events(), clock=RunClock(started=T0), title="chaos")
 
     page = path.read_text(encoding="utf-8")
     assert _totals_in(page, "total") == _flat(report["total"])
@@ -100,9 +101,22 @@ def test_page_of_a_report_without_queue_rows_counts_its_events_per_queue(tmp_pat
     assert re.search(r'data-queue="standard" data-key="duplicate_suppressed">2<', page)
 
 
+def test_events_after_the_report_was_taken_get_a_column_of_their_own(tmp_path: Path) -> None:
+    # The demo's outage backlog runs after its report: the per-queue counts stop where the report's figures do.
+    clock = RunClock(started=T0, report_at=T0 + 3.5)
+    page = write_page(tmp_path / "r.html", _demo_report(), _events(), clock=clock, title="demo").read_text("utf-8")
+
+    assert re.search(r'data-queue="fifo" data-key="delivery">2<', page)  # at T0+2 and T0+3
+    assert re.search(rf'data-queue="{LATER}" data-key="delivery">2<', page)
+    assert re.search(rf'data-queue="{LATER}" data-key="kill">1<', page)
+    assert "DLQ arrivals timed up to the report: 0 runtime sends" in page
+
+
 def test_page_of_a_run_with_no_events_still_shows_its_totals(tmp_path: Path) -> None:
     report = {"total": {"messages_sent": 0, "effects": 0}}
-    page = write_page(tmp_path / "empty.html", report, [], started=T0, title="empty").read_text(encoding="utf-8")
+    page = write_page(tmp_path / "empty.html", report, [], clock=RunClock(started=T0), title="empty").read_text(
+        encoding="utf-8"
+    )
 
     assert _totals_in(page, "total") == {"messages_sent": 0, "effects": 0}
 
@@ -197,7 +211,7 @@ def test_conclude_shows_the_report_then_writes_json_and_page(tmp_path: Path) -> 
         ok_line=None,
         report_path=tmp_path / "out" / "r.json",
         events=_events(),
-        started=T0,
+        clock=RunClock(started=T0),
         title="demo",
         log=shown.append,
     )
@@ -208,6 +222,7 @@ def test_conclude_shows_the_report_then_writes_json_and_page(tmp_path: Path) -> 
     assert shown[1:3] == ["the table", ""]
     assert "FAIL: 2 payments lost" in shown
     assert shown[-2:] == [f"report written to {tmp_path / 'out' / 'r.json'}", f"page: {page.resolve().as_uri()}"]
+    assert "<p>FAIL: 2 payments lost</p>" in page.read_text(encoding="utf-8")
 
 
 def test_conclude_prints_the_ok_line_when_given(tmp_path: Path) -> None:
@@ -220,7 +235,7 @@ def test_conclude_prints_the_ok_line_when_given(tmp_path: Path) -> None:
         ok_line="OK: 1 effect",
         report_path=tmp_path / "r.json",
         events=[],
-        started=T0,
+        clock=RunClock(started=T0),
         title="chaos",
         log=shown.append,
     )

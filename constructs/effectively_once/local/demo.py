@@ -268,7 +268,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             # Originals go in before polling starts, resends while it runs (a producer retrying). Sending while
             # pollers run is slow on moto: every SendMessage scans the whole queue (Queue.attributes).
             with _bar(total, "sending", opts.quiet) as bar:
-                clock.mark("sending")
+                clock.mark("deployed: sending")
                 for queue, msgs in first.items():
                     send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update))
                 pool.start()
@@ -278,6 +278,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             drain(pool, sqs, list(urls.values()), total, **_drain_options(opts))
         finally:
             pool.stop()
+        clock.report_taken()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
         report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, total)
         if opts.redrive_backlog and not opts.unsafe:
@@ -316,9 +317,8 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         else None,
         report_path=opts.report_path,
         events=clock.events + read_events(opts.run_dir),
-        started=clock.started,
+        clock=clock,
         title=f"{opts.stack}: payments demo{' (control run, no guards)' if opts.unsafe else ''}",
-        marks=clock.marks,
         log=log,
     )
     return code, report

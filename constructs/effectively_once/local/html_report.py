@@ -15,9 +15,10 @@ Where each series comes from (:func:`read_events`; every line is timed by its wr
 - effects: the runtime's effect lines in the function logs (Powertools Logger ``timestamp``);
 - duplicates suppressed: the runtime's EMF ``DuplicatesSuppressed`` (``_aws.Timestamp``), what the report sums;
 - DLQ arrivals: the runtime's ``record dead-lettered`` line (a permanent failure sent on first sight). A message
-  SQS itself moves after ``maxReceiveCount`` receives leaves no timed trace the runner can read (SQS keeps a standard
-  message's ``SentTimestamp`` when it moves it, and the DLQ read only sees when it read), so the page counts those in
-  its tables, not on the chart, and says how many arrivals it timed;
+  SQS itself moves after ``maxReceiveCount`` receives leaves no timed trace the runner can read: SQS keeps a standard
+  queue message's enqueue time when it moves it (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html),
+  and the report's read of a FIFO DLQ replaces each message with a copy (``report.read_dlq_messages``). The page
+  counts those in its tables, not on the chart, and says how many arrivals it timed;
 - kills: the chaos log, ``chaos-*.jsonl`` (``ts``, ``phase``).
 """
 
@@ -49,6 +50,15 @@ KINDS = {
     "dlq_arrival": "DLQ arrivals (runtime, first sight)",
     "kill": "kills",
 }
+#: One colour and line style per cumulative series, the same in every run whatever series it has.
+_STYLES = {
+    "sent": ("tab:blue", "-"),
+    "delivery": ("tab:orange", "-"),
+    "charge": ("tab:green", "-"),
+    "effect": ("tab:red", "--"),  # dashed: in the payments demo it runs on top of the charges
+    "duplicate_suppressed": ("tab:blue", "-"),
+    "dlq_arrival": ("tab:orange", "-"),
+}
 #: One colour per kill kind (tab10 colours the cumulative lines do not use first).
 _KILL_COLOURS = ("tab:red", "tab:purple", "tab:olive", "tab:cyan", "tab:brown")
 #: Powertools Logger's default ``timestamp`` format (``%F`` is its milliseconds directive).
@@ -69,12 +79,16 @@ class TimedEvent:
 
 @dataclass
 class RunClock:
-    """What the run itself times: the producer's sends (``progress(queue, show)`` is the progress callback for one
-    queue's sends) and the moments a run marks (``mark(text)``: drawn as dashed lines, e.g. when polling starts)."""
+    """What the run itself times: when it started (wall-clock epoch seconds), the producer's sends
+    (``progress(queue, show)`` is the progress callback for one queue's sends), the moments a run marks (``mark(text)``:
+    dashed lines, e.g. when polling starts) and when the report's figures were read (``report_taken()``: what the page
+    counts its timed events up to, beside the report's figures; later events, e.g. the outage backlog, get a column
+    of their own)."""
 
     events: list[TimedEvent] = field(default_factory=list)
     marks: list[tuple[float, str]] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    report_at: float | None = None
 
     def progress(self, queue: str, show: Callable[[int], Any]) -> Callable[[int], None]:
         def sent(n: int) -> None:
@@ -85,6 +99,10 @@ class RunClock:
 
     def mark(self, text: str) -> None:
         self.marks.append((time.time(), text))
+
+    def report_taken(self) -> None:
+        self.report_at = time.time()
+        self.mark("report")
 
 
 def _label(path: Path, prefix: str) -> str:
@@ -180,7 +198,10 @@ def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float
                 xs, ys = _cumulative(by_kind[kind], started)
                 xs.append(end)
                 ys.append(ys[-1])
-                ax.step(xs, ys, where="post", linewidth=2, label=f"{KINDS[kind]}: {ys[-1]}")
+                colour, style = _STYLES[kind]
+                ax.step(
+                    xs, ys, where="post", linewidth=2, color=colour, linestyle=style, label=f"{KINDS[kind]}: {ys[-1]}"
+                )
         ax.set_title(title, loc="left", fontsize=12)
         ax.set_ylabel("count")
         ax.grid(True, alpha=0.3)
@@ -229,6 +250,7 @@ table { border-collapse: collapse; margin: 8px 0; font-size: 14px; }
 th, td { border: 1px solid #ccc; padding: 4px 10px; } td { text-align: right; font-variant-numeric: tabular-nums; }
 th { text-align: left; background: #f4f4f4; font-weight: 600; } thead th { text-align: right; }
 img { max-width: 100%; } .note { color: #555; font-size: 13px; }
+.row { display: flex; flex-wrap: wrap; gap: 12px 36px; align-items: flex-start; } .row h2 { margin-top: 12px; }
 """
 
 
@@ -275,54 +297,69 @@ def _queue_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _event_columns(events: Iterable[TimedEvent]) -> dict[str, dict[str, Any]]:
+#: The column of the events after the report's figures were read (all queues).
+LATER = "after the report"
+
+
+def _event_columns(events: Iterable[TimedEvent], report_at: float | None) -> dict[str, dict[str, Any]]:
+    """Events per queue and kind up to ``report_at`` (all when ``None``), then one column for those after it."""
     counts: dict[str, Counter[str]] = {}
+    later: Counter[str] = Counter()
     for e in events:
-        counts.setdefault(e.queue, Counter())[e.kind] += e.count
-    return {q: dict(c) for q, c in sorted(counts.items())}
+        if report_at is not None and e.t > report_at:
+            later[e.kind] += e.count
+        else:
+            counts.setdefault(e.queue, Counter())[e.kind] += e.count
+    columns = {q: dict(c) for q, c in sorted(counts.items())}
+    if later:
+        columns[LATER] = dict(later)
+    return columns
 
 
 def render_page(
     report: dict[str, Any],
     events: list[TimedEvent],
     *,
-    started: float,
+    clock: RunClock,
     title: str,
-    marks: list[tuple[float, str]] | None = None,
+    headline: list[str] | None = None,
 ) -> str:
     """The page's HTML (see :func:`write_page`)."""
-    png = base64.b64encode(_chart_png(events, started, marks or [])).decode("ascii")
+    png = base64.b64encode(_chart_png(events, clock.started, clock.marks)).decode("ascii")
     verdict = report.get("verdict") or {}
     parts = [f"<h1>{_esc(title)}</h1>"]
-    when = datetime.fromtimestamp(started).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    when = datetime.fromtimestamp(clock.started).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
     seconds = (report.get("run") or {}).get("seconds")
     parts.append(f'<p class="note">started {_esc(when)}' + (f", {_esc(seconds)} s" if seconds is not None else ""))
     if "exit_code" in verdict:
-        reasons = verdict.get("reasons") or []
         ok = verdict["exit_code"] == 0
+        lines = headline if headline is not None else list(verdict.get("reasons") or [])
         parts.append(f'<p class="{"ok" if ok else "fail"}">exit code {_esc(verdict["exit_code"])}</p>')
-        parts += [f"<p>{_esc(r)}</p>" for r in reasons]
+        parts += [f"<p>{_esc(line)}</p>" for line in lines]
     parts.append('<h2>Over time</h2><img alt="the run over time" src="data:image/png;base64,' + png + '">')
-    timed_dlq = sum(e.count for e in events if e.kind == "dlq_arrival")
+    before = [e for e in events if clock.report_at is None or e.t <= clock.report_at]
+    timed_dlq = sum(e.count for e in before if e.kind == "dlq_arrival")
     dead = (report.get("total") or {}).get("dead_lettered")
     if dead is not None:
         parts.append(
-            f'<p class="note">DLQ arrivals timed: {timed_dlq} of the {_esc(dead)} messages in the DLQs (only the '
-            "runtime's sends on first sight are timed; a message SQS moved after maxReceiveCount receives is "
-            "counted in the tables only).</p>"
+            f'<p class="note">DLQ arrivals timed{" up to the report" if clock.report_at else ""}: {timed_dlq} '
+            f"runtime sends on first sight; the DLQs held {_esc(dead)} messages when the report read them. A send "
+            "repeated after a kill is deduplicated by a FIFO DLQ; a message SQS moved after maxReceiveCount receives "
+            "is not timed (tables only).</p>"
         )
+    tables = ["<div><h2>Totals (the report's)</h2>" + _totals_table(report.get("total") or {}, "total") + "</div>"]
     queues = _queue_rows(report)
     if queues:
         keys = list(dict.fromkeys(k for row in queues.values() for k, v in row.items() if not isinstance(v, dict)))
-        parts.append("<h2>Per queue (the report's figures)</h2>" + _queue_table(queues, keys, {}))
-    columns = _event_columns(events)
-    if columns:
-        kinds = [k for k in KINDS if any(k in c for c in columns.values())]
-        parts.append("<h2>Per queue (the timed events above)</h2>" + _queue_table(columns, kinds, KINDS))
-    parts.append("<h2>Totals (the report's)</h2>" + _totals_table(report.get("total") or {}, "total"))
+        tables.append("<div><h2>Per queue (the report's)</h2>" + _queue_table(queues, keys, {}) + "</div>")
     per_key = (report.get("per_key") or {}).get("total")
     if per_key:
-        parts.append("<h2>Per business key (the general chaos report)</h2>" + _totals_table(per_key, "per-key-total"))
+        tables.append("<div><h2>Per business key</h2>" + _totals_table(per_key, "per-key-total") + "</div>")
+    columns = _event_columns(events, clock.report_at)
+    if columns:
+        kinds = [k for k in KINDS if any(k in c for c in columns.values())]
+        tables.append("<div><h2>Per queue (the timed events)</h2>" + _queue_table(columns, kinds, KINDS) + "</div>")
+    parts.append('<div class="row">' + "\n".join(tables) + "</div>")
     run = report.get("run")
     if run:
         parts.append(f"<h2>Run</h2><pre>{_esc(json.dumps(run, indent=2))}</pre>")
@@ -343,15 +380,18 @@ def write_page(
     report: dict[str, Any],
     events: list[TimedEvent],
     *,
-    started: float,
+    clock: RunClock,
     title: str,
-    marks: list[tuple[float, str]] | None = None,
+    headline: list[str] | None = None,
 ) -> Path:
-    """Write the page: ``events`` over time (seconds since ``started``, wall-clock epoch seconds; ``marks``: dashed
-    lines ``(t, label)``), the report's per-queue rows (else the events per queue) and its ``total`` (and
-    ``per_key.total``). Returns ``path``. :raises OSError: it cannot be written."""
+    """Write the page: ``events`` over time (seconds since ``clock.started``; ``clock.marks`` as dashed lines), the
+    report's ``total`` (and ``per_key.total``), its per-queue rows, and the events per queue up to
+    ``clock.report_at``. ``headline``: lines under the exit code (default: the verdict's reasons). Returns ``path``.
+
+    :raises OSError: it cannot be written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(report, events, started=started, title=title, marks=marks), encoding="utf-8")
+    path.write_text(render_page(report, events, clock=clock, title=title, headline=headline), encoding="utf-8")
     return path
 
 
@@ -364,9 +404,8 @@ def conclude(
     ok_line: str | None,
     report_path: Path,
     events: list[TimedEvent],
-    started: float,
+    clock: RunClock,
     title: str,
-    marks: list[tuple[float, str]] | None = None,
     log: Callable[[str], None] = print,
 ) -> Path | None:
     """The tail of every local run (``demo``, ``chaos``): show the report (``text``), a line per reason, the OK line,
@@ -387,7 +426,8 @@ def conclude(
     report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     log(f"report written to {report_path}")
     try:
-        page = write_page(page_path(report_path), report, events, started=started, title=title, marks=marks)
+        headline = [fail_prefix + r for r in reasons] + ([ok_line] if ok_line else [])
+        page = write_page(page_path(report_path), report, events, clock=clock, title=title, headline=headline)
     except Exception as exc:  # noqa: BLE001 - the picture is extra: the verdict and the JSON report stand
         log(f"page not written: {type(exc).__name__}: {exc}")
         return None

@@ -146,7 +146,7 @@ def _run_on(
     try:
         # Originals before polling starts, resends while it runs (a producer retrying).
         with _bar(total, "sending", opts.quiet) as bar:
-            clock.mark("sending")
+            clock.mark("deployed: sending" if opts.endpoint is None else "sending")
             for q, msgs in outgoing.items():
                 send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"]}, clock.progress(q, bar.update))
             pool.start()
@@ -245,9 +245,8 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         else None,
         report_path=opts.report_path,
         events=clock.events + read_events(opts.run_dir),
-        started=clock.started,
+        clock=clock,
         title=f"{opts.stack}: chaos run",
-        marks=clock.marks,
         log=log,
     )
     return code, report
