@@ -134,7 +134,7 @@ def test_redrive_of_an_outage_backlog_charges_only_the_new_payments(safe_run: tu
 def test_the_demo_writes_its_page_holding_the_reports_totals(safe_run: tuple[int, dict[str, Any], str]) -> None:
     # The page beside the JSON report (html_report.py), linked from the terminal output after the report.
     _, report, output = safe_run
-    links = re.findall(r"^page: (file://\S+)$", output, flags=re.MULTILINE)
+    links = [m.group(1) for line in output.splitlines() if (m := re.fullmatch(r"page: (file://\S+)", line))]
     assert len(links) == 1, output
     page = Path(urllib.parse.unquote(urllib.parse.urlparse(links[0]).path)).read_text(encoding="utf-8")
 
