@@ -91,10 +91,17 @@ def test_page_is_written_self_contained_and_holds_the_reports_totals(tmp_path: P
 
 def test_page_of_a_report_without_queue_rows_counts_its_events_per_queue(tmp_path: Path) -> None:
     # The general chaos report has totals only: the per-queue table comes from the timed events.
-    report = {"total": {"messages_sent": 6, "effects": 1, "kills": {"after_effect": 1}}, "run": {"seconds": 9.0}}
+    report = {
+        "total": {"messages_sent": 6, "effects": 1, "kills": {"after_effect": 1}},
+        "effects_counted_from": "store",
+        "keys": {"lost": [], "duplicated": []},
+        "cross_check": {"store_items_without_log_line": 0, "log_keys_without_store_item": 0},
+        "run": {"seconds": 9.0},
+    }
     path = write_page(tmp_path / "chaos.html", report, _events(), clock=RunClock(started=T0), title="chaos")
 
     page = path.read_text(encoding="utf-8")
+    assert "Per queue (the report's)" not in page and 'data-queue="cross_check"' not in page
     assert _totals_in(page, "total") == _flat(report["total"])
     assert re.search(r'data-queue="standard" data-key="sent">6<', page)
     assert re.search(r'data-queue="fifo" data-key="delivery">4<', page)
