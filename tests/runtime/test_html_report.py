@@ -232,6 +232,12 @@ def test_conclude_shows_the_report_then_writes_json_and_page(tmp_path: Path) -> 
     assert "<p>FAIL: 2 payments lost</p>" in page.read_text(encoding="utf-8")
 
 
+def test_the_page_never_takes_the_json_reports_own_path() -> None:
+    assert page_path(Path("reports/demo-report.json")) == Path("reports/demo-report.html")
+    assert page_path(Path("out/report")) == Path("out/report.html")
+    assert page_path(Path("out/report.html")) == Path("out/report.html.html")
+
+
 def test_conclude_prints_the_ok_line_when_given(tmp_path: Path) -> None:
     shown: list[str] = []
     conclude(

@@ -281,7 +281,10 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo.add_argument("--seed", type=_integer(), default=7)
     demo.add_argument("--unsafe", action="store_true", help="control: idempotency layer off and no provider key")
     demo.add_argument(
-        "--report", type=_output_file, default="reports/demo-report.json", help="the JSON report (default: %(default)s)"
+        "--report",
+        type=_output_file,
+        default="reports/demo-report.json",
+        help="the JSON report, its HTML page beside it (.html) (default: %(default)s)",
     )
     demo.add_argument(
         "--run-dir",
@@ -351,7 +354,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "--report",
         type=_output_file,
         default="reports/chaos-report.json",
-        help="the JSON report (default: %(default)s)",
+        help="the JSON report, its HTML page beside it (.html) (default: %(default)s)",
     )
     chaos.add_argument(
         "--run-dir",

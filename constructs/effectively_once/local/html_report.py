@@ -378,8 +378,10 @@ def render_page(
 
 
 def page_path(report_path: Path) -> Path:
-    """Where the page of a JSON report goes: beside it, same name, ``.html``."""
-    return report_path.with_suffix(".html")
+    """Where the page of a JSON report goes: beside it, same name, ``.html`` (``.html`` added to a report that is
+    already named ``.html``: the page never overwrites it)."""
+    page = report_path.with_suffix(".html")
+    return page if page != report_path else report_path.with_name(report_path.name + ".html")
 
 
 def write_page(
