@@ -230,7 +230,9 @@ def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float
             text,
             (t - started, 1),
             xycoords=("data", "axes fraction"),
-            xytext=(3, -12 - 12 * (i % 3)),  # staggered: marks close in time stay readable
+            # staggered: marks close in time stay readable; left of a line near the right edge, inside the axes
+            xytext=(-3 if t - started > 0.8 * end else 3, -12 - 12 * (i % 3)),
+            ha="right" if t - started > 0.8 * end else "left",
             textcoords="offset points",
             fontsize=9,
             color="dimgray",
