@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test synth demo demo-aws bench clean
+.PHONY: setup test synth demo demo-aws bench report-screenshot clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -39,6 +39,11 @@ synth: setup
 # with duplicates and crashes; report in reports/demo-report.json. DEMO_ARGS="--unsafe" runs the control.
 demo: setup
 	$(PY) -m effectively_once.local demo $(DEMO_ARGS)
+
+# A screenshot of the last demo's HTML page (reports/demo-report.png) in headless Chromium: Debian's package, installed
+# by the script when missing (needs root). PAGE=... OUT=... for another page (a chaos run's).
+report-screenshot:
+	scripts/screenshot.sh $(or $(PAGE),reports/demo-report.html) $(OUT)
 
 # The same payments against a real AWS account (README "Deploy into your sandbox account": credentials, region,
 # `cdk bootstrap` once): deploys the sandbox, sends the payments, waits for the queues to drain and reports from the

@@ -10,8 +10,10 @@ each DLQ, then a redrive) and asserts its ``redrive`` block.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,21 @@ def test_redrive_of_an_outage_backlog_charges_only_the_new_payments(safe_run: tu
         assert row["poison_back_in_dlq"] == row["poison_redriven"] > 0
         assert row["valid_in_dlq"] == 0 and row["double_charged"] == 0
     assert "poison_back_in_dlq" in output, "the block is rendered"
+
+
+def test_the_demo_writes_its_page_holding_the_reports_totals(safe_run: tuple[int, dict[str, Any], str]) -> None:
+    # The page beside the JSON report (html_report.py), linked from the terminal output after the report.
+    _, report, output = safe_run
+    links = [m.group(1) for line in output.splitlines() if (m := re.fullmatch(r"page: (file://\S+)", line))]
+    assert len(links) == 1, output
+    page = Path(urllib.parse.unquote(urllib.parse.urlparse(links[0]).path)).read_text(encoding="utf-8")
+
+    shown = {k: int(v) for k, v in re.findall(r'data-total="([\w.]+)">(-?\d+)<', page)}
+    expected = {k: v for k, v in report["total"].items() if isinstance(v, int)}
+    expected |= {f"kills.{k}": v for k, v in report["total"]["kills"].items()}
+    assert shown == expected
+    assert 'src="data:image/png;base64,' in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
 
 
 def test_unsafe_control_run_double_charges(tmp_path: Path) -> None:

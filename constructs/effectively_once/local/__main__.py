@@ -80,7 +80,12 @@ def _chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosC
 def _add_run_outputs(parser: argparse.ArgumentParser, *, report: str, run_dir: str) -> None:
     """The options a deploy-and-run command (demo, chaos) shares: where its report and run folder go, how long it
     waits for the queues to drain, progress bars."""
-    parser.add_argument("--report", type=_output_file, default=report, help="the JSON report (default: %(default)s)")
+    parser.add_argument(
+        "--report",
+        type=_output_file,
+        default=report,
+        help="the JSON report, its HTML page beside it (.html) (default: %(default)s)",
+    )
     parser.add_argument(
         "--run-dir",
         type=_output_folder,

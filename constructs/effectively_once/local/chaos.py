@@ -61,14 +61,16 @@ class ChaosConfig:
 
 
 class EventLog:
-    """Append-only JSON Lines file, one per process, flushed per line so a SIGKILL loses nothing written."""
+    """Append-only JSON Lines file, one per process, flushed per line so a SIGKILL loses nothing written. Every line
+    carries ``ts``, the wall-clock time it was written (epoch seconds, a float; the run's picture,
+    ``html_report.py``, plots it), after the record's own fields."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "a", buffering=1, encoding="utf-8")
 
     def write(self, **record: Any) -> None:
-        self._fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._fh.write(json.dumps({**record, "ts": time.time()}, separators=(",", ":")) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 

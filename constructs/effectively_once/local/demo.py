@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import Counter
@@ -19,6 +18,7 @@ from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
 from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
+from .html_report import RunClock, conclude, read_events
 from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
 from .report import _jsonl, build_report, render, scan_ledger, verdict
 from .server import LocalAwsError, MotoServer, aws_env, local_endpoint, local_session
@@ -218,6 +218,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     is_valid = _validity_check(opts.handler_root)
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
+    clock = RunClock()
     with MotoServer(log_path=opts.run_dir / "moto.log") as aws, ExitStack() as scope:
         log(f"local AWS (moto) on {aws.endpoint}")
         context = {
@@ -267,17 +268,23 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             # Originals go in before polling starts, resends while it runs (a producer retrying). Sending while
             # pollers run is slow on moto: every SendMessage scans the whole queue (Queue.attributes).
             with _bar(total, "sending", opts.quiet) as bar:
-                send(sqs, urls, first, bar.update)
+                clock.mark("deployed: sending")
+                for queue, msgs in first.items():
+                    send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update))
                 pool.start()
-                send(sqs, urls, resends, bar.update)
+                clock.mark("polling")
+                for queue, msgs in resends.items():
+                    send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update))
             drain(pool, sqs, list(urls.values()), total, **_drain_options(opts))
         finally:
             pool.stop()
+        clock.report_taken()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
         report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, total)
         if opts.redrive_backlog and not opts.unsafe:
             k = opts.redrive_backlog
             log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
+            clock.mark("outage backlog")
             report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, specs, opts)
     report["run"] = {
         "unsafe": opts.unsafe,
@@ -294,20 +301,24 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         reasons += [f"per key: {r}" for r in per_key_reasons]
         code = max(code, per_key_code)
     report["verdict"] = {"exit_code": code, "reasons": reasons}
-    log("")
-    log(render(report))
-    log("per payment id (the general chaos report): " + effects.render(report["per_key"]).replace("\n", "\n  "))
-    log("")
-    for reason in reasons:
-        log(("CONTROL: " if opts.unsafe else "FAIL: ") + reason)
-    if code == 0 and not opts.unsafe:
-        t = report["total"]
-        log(
+    t = report["total"]
+    conclude(
+        report,
+        text=render(report)
+        + "\nper payment id (the general chaos report): "
+        + effects.render(report["per_key"]).replace("\n", "\n  "),
+        reasons=reasons,
+        fail_prefix="CONTROL: " if opts.unsafe else "FAIL: ",
+        ok_line=(
             f"OK: {t['valid_payments']} valid payments, {t['charges']} charges, 0 lost, 0 double-charged, "
             f"{t['duplicates_suppressed']} duplicates suppressed, {t['dead_lettered']} in DLQs"
         )
-    # Written after it is shown: a write that fails after all (a full disk) still leaves the result on screen.
-    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
-    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    log(f"report written to {opts.report_path}")
+        if code == 0 and not opts.unsafe
+        else None,
+        report_path=opts.report_path,
+        events=clock.events + read_events(opts.run_dir),
+        clock=clock,
+        title=f"{opts.stack}: payments demo{' (control run, no guards)' if opts.unsafe else ''}",
+        log=log,
+    )
     return code, report

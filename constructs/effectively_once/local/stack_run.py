@@ -23,6 +23,7 @@ from .demo import _bar, clear_run_dir, drain
 from .deploy import DeployError, deploy
 from .effects import build, effect_lines, kills, render, verdict
 from .esm import PollerPool, PollerSpec
+from .html_report import RunClock, conclude, read_events
 from .report import read_dlq, scan_ledger
 from .server import MotoServer, aws_env, local_endpoint, local_session
 from .stack import DeployedMapping, disable, discover_mappings
@@ -88,16 +89,26 @@ def _attr_text(value: dict[str, Any] | None) -> str | None:
 
 
 def _run(
-    opts: ChaosOptions, lines: list[InputLine], endpoint: str, cdk_out: Path, log: Callable[[str], None]
+    opts: ChaosOptions,
+    lines: list[InputLine],
+    endpoint: str,
+    cdk_out: Path,
+    log: Callable[[str], None],
+    clock: RunClock,
 ) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
     """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
     the store's effects per key (``None`` without a store) and the store's table name."""
     with local_endpoint(endpoint):  # every client below talks to the local AWS only
-        return _run_on(opts, lines, endpoint, cdk_out, log)
+        return _run_on(opts, lines, endpoint, cdk_out, log, clock)
 
 
 def _run_on(
-    opts: ChaosOptions, lines: list[InputLine], endpoint: str, cdk_out: Path, log: Callable[[str], None]
+    opts: ChaosOptions,
+    lines: list[InputLine],
+    endpoint: str,
+    cdk_out: Path,
+    log: Callable[[str], None],
+    clock: RunClock,
 ) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
     session = local_session(endpoint)
     mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
@@ -135,21 +146,13 @@ def _run_on(
     try:
         # Originals before polling starts, resends while it runs (a producer retrying).
         with _bar(total, "sending", opts.quiet) as bar:
-            send(
-                sqs,
-                urls,
-                fifo,
-                {q: [o for o in msgs if o.kind != "resend"] for q, msgs in outgoing.items()},
-                bar.update,
-            )
+            clock.mark("deployed: sending" if opts.endpoint is None else "sending")
+            for q, msgs in outgoing.items():
+                send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"]}, clock.progress(q, bar.update))
             pool.start()
-            send(
-                sqs,
-                urls,
-                fifo,
-                {q: [o for o in msgs if o.kind == "resend"] for q, msgs in outgoing.items()},
-                bar.update,
-            )
+            clock.mark("polling")
+            for q, msgs in outgoing.items():
+                send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"]}, clock.progress(q, bar.update))
         drain(
             pool,
             sqs,
@@ -172,7 +175,7 @@ def _run_on(
 
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
-    report (also written to ``opts.report_path``).
+    report (also written to ``opts.report_path``, with its HTML page beside it: ``html_report.py``).
 
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
@@ -181,17 +184,18 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     key_path = compile_key(opts.key)
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
+    clock = RunClock()
     if opts.endpoint is None:
         with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
             log(f"local AWS (moto) on {aws.endpoint}")
             t0 = time.monotonic()
             deploy(aws.endpoint, opts.app_dir, opts.stack, dict(opts.context), opts.run_dir / "cdk.log")
             log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
-            outcome = _run(opts, lines, aws.endpoint, opts.run_dir / "cdk.out", log)
+            outcome = _run(opts, lines, aws.endpoint, opts.run_dir / "cdk.out", log, clock)
     else:
         if opts.cdk_out is None:
             raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
-        outcome = _run(opts, lines, opts.endpoint, opts.cdk_out, log)
+        outcome = _run(opts, lines, opts.endpoint, opts.cdk_out, log, clock)
     mappings, total, restarts, dlq_bodies, store, table = outcome
     sent = Counter(ln.key for ln in lines if ln.key is not None)
     log_counts = Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir))
@@ -227,17 +231,22 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     }
     code, reasons = verdict(report)
     report["verdict"] = {"exit_code": code, "reasons": reasons}
-    log("")
-    log(render(report))
-    for reason in reasons:
-        log("FAIL: " + reason)
-    if code == 0:
-        t = report["total"]
-        log(
+    t = report["total"]
+    conclude(
+        report,
+        text=render(report),
+        reasons=reasons,
+        fail_prefix="FAIL: ",
+        ok_line=(
             f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
             f"{t['replayed_after_kill']} replayed after a kill"
         )
-    opts.report_path.parent.mkdir(parents=True, exist_ok=True)
-    opts.report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    log(f"report written to {opts.report_path}")
+        if code == 0
+        else None,
+        report_path=opts.report_path,
+        events=clock.events + read_events(opts.run_dir),
+        clock=clock,
+        title=f"{opts.stack}: chaos run",
+        log=log,
+    )
     return code, report
