@@ -53,8 +53,8 @@ RUNTIME_LAYER_RUNTIMES = (
 #: Architectures Lambda offers; the runtime is pure Python, so its layer declares both.
 RUNTIME_LAYER_ARCHITECTURES = (lambda_.Architecture.X86_64, lambda_.Architecture.ARM_64)
 
-#: Lambda's default architecture: a function without ``architecture`` runs on it (CloudFormation
-#: ``AWS::Lambda::Function`` ``Architectures``: "The default value is x86_64").
+#: Lambda's default architecture: a function without ``architecture`` runs on it (AWS Lambda API Reference,
+#: ``Architectures`` of CreateFunction / UpdateFunctionCode: "The default value is x86_64").
 LAMBDA_DEFAULT_ARCHITECTURE = lambda_.Architecture.X86_64
 
 _BYTE_CODE_DIRS = {"__pycache__"}
@@ -173,9 +173,8 @@ class RuntimeLayer(Construct):
         ``POWERTOOLS_VERSION`` for ``architecture`` and ``runtime``; required where Powertools publishes no SSM
         parameter (the China and GovCloud partitions, regions outside ``limits.POWERTOOLS_SSM_REGIONS``).
     :raises ValueError: ``architecture`` is not a ``lambda_.Architecture`` or is neither x86_64 nor arm64;
-        ``runtime`` is not one of
-        :data:`RUNTIME_LAYER_RUNTIMES`; ``powertools_layer`` is ``None`` and the stack's region is known and has no
-        Powertools parameter.
+        ``runtime`` is not one of :data:`RUNTIME_LAYER_RUNTIMES`; ``powertools_layer`` is ``None`` and the stack's
+        region is known and has no Powertools parameter.
     :raises FileNotFoundError: the runtime package is not installed (:func:`runtime_package_dir`).
     :raises RuntimeError: at synth (``app.synth()``: "Validation failed"), a function in the same stack uses the
         resolved Powertools layer and runs on another architecture than ``architecture``.
