@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test synth demo demo-aws bench report-screenshot clean
+.PHONY: setup test synth demo demo-aws bench capacity report-screenshot clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -54,9 +54,15 @@ demo-aws: setup
 	$(PY) -m effectively_once.local report --stack PaymentsSandbox
 
 # Benchmarks (issue 9; 5 to 6 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
-# payment, handler import time, asset size, unit-test time. Prints a table, writes reports/bench.json.
+# payment, handler import time, asset size, unit-test time. Prints a table, writes reports/bench.json and the
+# capacity model's measured inputs, benchmarks/measured.json (committed), then regenerates docs/capacity.md.
 bench: setup
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/capacity.py
+
+# docs/capacity.md from benchmarks/measured.json (no measuring; tests/unit/test_capacity.py checks it is current).
+capacity: setup
+	$(PY) benchmarks/capacity.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist

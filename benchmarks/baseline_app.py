@@ -39,7 +39,7 @@ from effectively_once.runtime_layer import stage_runtime_layer
 LAMBDA_SRC = Path(__file__).resolve().parent.parent / "lambda_src"
 # The sandbox's layer: Powertools' public SSM parameter for the pinned release, resolved at deploy time (the pin
 # is read from the library, so the two apps cannot drift apart).
-LAYER_PARAMETER = f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
+LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.14/{POWERTOOLS_VERSION}"
 
 
 class BaselineStack(Stack):
@@ -106,7 +106,7 @@ class BaselineStack(Stack):
             self,
             f"{kind}Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.X86_64,
+            architecture=lambda_.Architecture.ARM_64,
             handler="payments.handler.lambda_handler",
             code=lambda_.Code.from_asset(
                 str(LAMBDA_SRC), exclude=["__pycache__", "*.pyc", "**/__pycache__", "effectively_once_runtime"]

@@ -1,7 +1,9 @@
 """Cost per 1 million payments: SQS requests, Lambda requests and GB-seconds, DynamoDB on-demand request units.
 
-Prices: us-east-1 list prices as known to the author (2025). They change: RE-CHECK them on the source pages
-before quoting a figure. Free tiers are ignored.
+Prices: us-east-1 (US East, N. Virginia) on-demand list prices, first price tier, free tiers ignored, each with its
+source page (``PRICE_SOURCES``) and the date they were read (``PRICES_AS_OF``). They change: RE-CHECK them on the
+source pages before quoting a figure. Lambda is priced per architecture (``LAMBDA_PER_GB_SECOND``): the sample
+function runs on arm64 (Graviton) by default, x86_64 is kept for comparison.
 
 The model, per payment, on a standard queue whose messages are all under 64 KB (one billed request each):
 
@@ -19,20 +21,40 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# --- Prices (USD, us-east-1, on-demand list prices; as of 2025 to the author's knowledge: re-check) ---------------
-#: Source: "AWS SQS pricing" (aws.amazon.com/sqs/pricing), standard queue, per million requests beyond the free tier.
+# --- Prices (USD, us-east-1, on-demand list prices, first tier) -------------------------------------------------
+LAMBDA_PRICING_URL = "https://aws.amazon.com/lambda/pricing/"
+SQS_PRICING_URL = "https://aws.amazon.com/sqs/pricing/"
+DYNAMODB_PRICING_URL = "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+#: Standard queue, per million requests beyond the free tier; a request of up to 64 KB of payload is one billed
+#: request, each further 64 KB chunk another. Source: SQS_PRICING_URL.
 SQS_STANDARD_PER_MILLION_REQUESTS = 0.40
-#: Source: "AWS SQS pricing", FIFO queue, per million requests.
+#: FIFO queue, per million requests (64 KB chunks as above). Source: SQS_PRICING_URL.
 SQS_FIFO_PER_MILLION_REQUESTS = 0.50
-#: Source: "AWS Lambda pricing" (aws.amazon.com/lambda/pricing), per million requests.
+#: SQS bills each 64 KB chunk of a request's payload as one request. Source: SQS_PRICING_URL.
+SQS_BILLED_CHUNK_BYTES = 64 * 1024
+#: Per million requests, the same on both architectures. Source: LAMBDA_PRICING_URL.
 LAMBDA_PER_MILLION_REQUESTS = 0.20
-#: Source: "AWS Lambda pricing", x86, first price tier, per GB-second.
-LAMBDA_PER_GB_SECOND_X86 = 0.0000166667
-#: Source: "Amazon DynamoDB pricing" (aws.amazon.com/dynamodb/pricing/on-demand), per million write request units.
+#: Per GB-second of duration, by architecture (``lambda_.Architecture.name``), first tier (the first 6 billion
+#: GB-seconds a month on x86, 7.5 billion on Arm). Source: LAMBDA_PRICING_URL, US East (N. Virginia).
+LAMBDA_PER_GB_SECOND: dict[str, float] = {"arm64": 0.0000133334, "x86_64": 0.0000166667}
+#: Kept for callers of the x86 constant.
+LAMBDA_PER_GB_SECOND_X86 = LAMBDA_PER_GB_SECOND["x86_64"]
+#: On-demand, per million write request units (one per write of an item up to 1 KB). Source: DYNAMODB_PRICING_URL.
 DYNAMODB_PER_MILLION_WRU = 0.625
-#: Source: "Amazon DynamoDB pricing", on-demand, per million read request units.
+#: On-demand, per million read request units (one per strongly consistent read up to 4 KB). Source: as above.
 DYNAMODB_PER_MILLION_RRU = 0.125
-PRICES_AS_OF = "2025, author's knowledge of the list prices; re-check on the AWS pricing pages"
+#: When and how the prices were read. The Lambda page renders its price table with JavaScript: the stored copy
+#: read here shows the tiers' text but not the figures, which were taken from the same page as quoted by
+#: cloudchipr.com/blog/aws-lambda-pricing (2025: Arm first tier $0.0000133334, x86 $0.0000166667 per GB-second;
+#: $0.20 per million requests) and agree with the 20 % Arm discount the page states.
+PRICES_AS_OF = "2026-11-30 (us-east-1 list prices read from the AWS pricing pages' stored copies; re-check)"
+PRICE_SOURCES: dict[str, str] = {
+    "lambda": LAMBDA_PRICING_URL,
+    "sqs": SQS_PRICING_URL,
+    "dynamodb": DYNAMODB_PRICING_URL,
+}
+#: The architecture the sample function runs on by default (PaymentProcessor's ``architecture``).
+DEFAULT_ARCHITECTURE = "arm64"
 
 # --- Stated assumptions ---------------------------------------------------------------------------------------------
 #: PaymentProcessor's default memory size (MB).
@@ -73,15 +95,20 @@ def cost_per_million(
     overhead_ms: float = INVOCATION_OVERHEAD_MS,
     memory_mb: int = MEMORY_MB,
     fifo: bool = False,
+    architecture: str = DEFAULT_ARCHITECTURE,
 ) -> dict[str, Any]:
     """USD per 1,000,000 payments, by service, for full batches of ``batch_size``.
 
     :param batch_size: payments per invocation (1-10 without a batching window).
     :param ddb_operations_per_payment: DynamoDB requests of one payment by operation (e.g. ``{"PutItem": 2}``).
-    :raises ValueError: ``batch_size`` below 1, or an operation ``request_units`` cannot price.
+    :param architecture: ``"arm64"`` or ``"x86_64"``: picks the GB-second price. :default: ``"arm64"``.
+    :raises ValueError: ``batch_size`` below 1, an architecture without a price, or an operation
+        ``request_units`` cannot price.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}: must be at least 1")
+    if architecture not in LAMBDA_PER_GB_SECOND:
+        raise ValueError(f"architecture={architecture!r}: priced are {sorted(LAMBDA_PER_GB_SECOND)}")
     payments = 1_000_000
     invocations = payments / batch_size
     sqs_requests = payments / PRODUCER_BATCH + 2 * invocations
@@ -92,7 +119,7 @@ def cost_per_million(
     costs = {
         "sqs": sqs_requests / 1e6 * sqs_price,
         "lambda_requests": invocations / 1e6 * LAMBDA_PER_MILLION_REQUESTS,
-        "lambda_compute": gb_seconds * LAMBDA_PER_GB_SECOND_X86,
+        "lambda_compute": gb_seconds * LAMBDA_PER_GB_SECOND[architecture],
         "dynamodb": payments * (wru * DYNAMODB_PER_MILLION_WRU + rru * DYNAMODB_PER_MILLION_RRU) / 1e6,
     }
     return {
@@ -107,6 +134,9 @@ def cost_per_million(
             "wru_per_payment": wru,
             "rru_per_payment": rru,
             "fifo": fifo,
+            "architecture": architecture,
+            "lambda_per_gb_second": LAMBDA_PER_GB_SECOND[architecture],
             "prices_as_of": PRICES_AS_OF,
+            "price_sources": PRICE_SOURCES,
         },
     }

@@ -5,6 +5,7 @@ layer's (``DynamoDBPersistenceLayer(boto3_client=...)``) and the ledger gateway'
 and a botocore ``before-call.dynamodb`` hook counts every request that client makes. Scenarios:
 
 - ``first_delivery``: a new payment (claim + ledger charge + completion);
+  (these two are also counted per table, ``ddb_operations_by_table``: ``idempotency`` and ``ledger``)
 - ``duplicate``: the same payment delivered again after it completed;
 - ``crash_replay``: a charge, then a crash (a ``BaseException``) before the record completes, then a redelivery
   after the in-progress record expired; only the redelivery is counted.
@@ -84,12 +85,18 @@ def measure() -> dict[str, Any]:
                 BillingMode="PAY_PER_REQUEST",
             )
         calls: Counter[str] = Counter()
+        by_table: Counter[tuple[str, str]] = Counter()
+        tables = {IDEMPOTENCY_TABLE: "idempotency", LEDGER_TABLE: "ledger"}
 
         def count(event_name: str, **_: Any) -> None:
             calls[event_name.rsplit(".", 1)[-1]] += 1
 
+        def count_table(params: dict[str, Any], model: Any, **_: Any) -> None:
+            by_table[(tables.get(params.get("TableName", ""), "other"), model.name)] += 1
+
         client = boto3.client("dynamodb", region_name=REGION)
         client.meta.events.register("before-call.dynamodb", count)
+        client.meta.events.register("before-parameter-build.dynamodb", count_table)
         gateway = LedgerGateway(LEDGER_TABLE, client=client)
         handler_module.reset()
         handler_module.consumer.setup(
@@ -100,16 +107,25 @@ def measure() -> dict[str, Any]:
         def invoke(records: list[dict[str, Any]], remaining_ms: int = 30_000) -> dict[str, Any]:
             return handler_module.lambda_handler({"Records": records}, FakeLambdaContext(remaining_ms))  # type: ignore[no-any-return]
 
-        def counted(records: list[dict[str, Any]], remaining_ms: int = 30_000) -> tuple[dict[str, int], dict[str, Any]]:
+        per_table: dict[str, dict[str, dict[str, int]]] = {}
+
+        def counted(
+            records: list[dict[str, Any]], remaining_ms: int = 30_000, *, name: str = ""
+        ) -> tuple[dict[str, int], dict[str, Any]]:
             calls.clear()
+            by_table.clear()
             response = invoke(records, remaining_ms)
+            if name:
+                per_table[name] = {}
+                for (table, operation), n in sorted(by_table.items()):
+                    per_table[name].setdefault(table, {})[operation] = n
             return dict(calls), response
 
         try:
             invoke([_record("warm-up")])  # the first call pays client set-up; not counted
-            first, response = counted([_record("p-first")])
+            first, response = counted([_record("p-first")], name="first_delivery")
             assert not response["batchItemFailures"], response
-            duplicate, response = counted([_record("p-first", receive_count=2)])
+            duplicate, response = counted([_record("p-first", receive_count=2)], name="duplicate")
             assert not response["batchItemFailures"], response
             batch = [_record(f"p-batch-{i}") for i in range(10)]
             batch_calls, _ = counted(batch)
@@ -139,6 +155,7 @@ def measure() -> dict[str, Any]:
         "ddb_requests_crash_replay": sum(replay.values()),
         "ddb_requests_first_delivery_in_batch_of_10": sum(batch_calls.values()) / 10,
         "ddb_operations": {"first_delivery": first, "duplicate": duplicate, "crash_replay": replay},
+        "ddb_operations_by_table": per_table,
         "handler_batch10_ms_inprocess": round(statistics.median(timings), 1),
     }
 

@@ -35,6 +35,12 @@ ROWS: list[tuple[str, str, str, str]] = [
     ),
     ("sqs_requests_per_payment", "SQS requests per payment (same run: send, receive, delete)", "<= 1.3", "{:.3f}"),
     ("ddb_requests_per_payment_whole_run", "DynamoDB requests per payment (same run)", "", "{:.3f}"),
+    (
+        "invocation_ms_mean",
+        "handler wall time per invocation, mean (same run, against moto on loopback; ms)",
+        "",
+        "{:.1f}",
+    ),
     ("handler_batch10_ms_inprocess", "one 10-payment invocation in process against moto (ms)", "", "{:.0f}"),
     ("handler_import_ms", "`import payments.handler`, fresh process (ms)", "", "{:.0f}"),
     ("asset_bytes", "Lambda asset, zipped (bytes)", "", "{:,}"),
@@ -55,7 +61,12 @@ def table(r: dict[str, Any]) -> str:
         value = fmt.format(r[key]) if key in r else "n/a"
         lines.append(f"| {label} | {value} | {target} |")
     if "cost_per_million_usd" in r:
-        lines.append(f"| cost per 1 million payments, batch size 10 (USD) | {_cost(r['cost_per_million_usd'])} | |")
+        arch = r["cost_per_million_usd"]["assumptions"].get("architecture", "x86_64")
+        lines.append(
+            f"| cost per 1 million payments, batch size 10, {arch} (USD) | {_cost(r['cost_per_million_usd'])} | |"
+        )
+    if "cost_per_million_usd_x86_64" in r:
+        lines.append(f"| the same on x86_64 (USD) | {_cost(r['cost_per_million_usd_x86_64'])} | |")
     if "cost_per_million_usd_batch_size_1" in r:
         lines.append(f"| the same at batch size 1 (USD) | {_cost(r['cost_per_million_usd_batch_size_1'])} | |")
     m = r.get("machine", {})

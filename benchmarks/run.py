@@ -9,7 +9,12 @@ Measures (each in fresh processes; medians; BENCH_RUNS runs each, default 7):
 2. DynamoDB requests per payment (``ddb_requests.py``, in process against moto), and over a whole clean local run
    (``python -m effectively_once.local demo --no-chaos`` on the sample's valid payments) the Lambda invocations and
    SQS requests per payment, counted by botocore hooks in every poller process (``EFFECTIVELY_ONCE_COUNT_REQUESTS``).
-3. ``cost_per_million_usd`` from ``cost_model.py`` at the default batch size and at batch size 1.
+   The same pollers time every handler invocation (``lambda.Invoke.duration_us`` / ``lambda.Invoke.timed``: the
+   handler call alone, against the local moto server over loopback): ``invocation_ms_mean``.
+3. ``cost_per_million_usd`` from ``cost_model.py`` at the default batch size on arm64 (the sample's default
+   architecture), the same on x86_64 for comparison, and at batch size 1.
+6. ``benchmarks/measured.json`` (committed; ``reports/`` is not): the per-payment counts and the invocation
+   duration that ``benchmarks/capacity.py`` turns into ``docs/capacity.md`` (``make capacity``).
 4. ``handler_import_ms`` (fresh processes, ``import payments.handler``) and ``asset_bytes`` (the staged asset zipped).
 5. ``unit_tests_seconds``: wall time of ``pytest tests/unit -q``.
 
@@ -159,6 +164,7 @@ def bench_pipeline(tmp: Path) -> dict[str, Any]:
         for key, n in json.loads(path.read_text(encoding="utf-8")).items():
             totals[key] = totals.get(key, 0) + n
     n = report["total"]["valid_payments"]
+    timed = totals.get("lambda.Invoke.timed", 0)
     sent = {q: report[q]["payments"] for q in report if isinstance(report[q], dict) and "payments" in report[q]}
     sent.pop("total", None)
     producer = sum(math.ceil(k / SEND_BATCH) for k in sent.values())
@@ -167,6 +173,8 @@ def bench_pipeline(tmp: Path) -> dict[str, Any]:
     ddb = sum(v for k, v in totals.items() if k.startswith("dynamodb."))
     return {
         "lambda_invocations_per_payment": round(totals.get("lambda.Invoke", 0) / n, 4),
+        "invocation_ms_mean": round(totals.get("lambda.Invoke.duration_us", 0) / timed / 1000, 1) if timed else None,
+        "invocations_timed": timed,
         "sqs_requests_per_payment": round((producer + consumer) / n, 4),
         "sqs_requests_per_payment_detail": {
             "payments": n,
@@ -174,6 +182,14 @@ def bench_pipeline(tmp: Path) -> dict[str, Any]:
             "consumer_requests": {k: v for k, v in sorted(totals.items()) if k.startswith("sqs.")},
             "of_which_empty_receives": empty,
             "without_empty_receives": round((producer + consumer - empty) / n, 4),
+        },
+        "sqs_requests_per_payment_by_action": {
+            "SendMessageBatch": round(producer / n, 4),
+            **{
+                k.removeprefix("sqs."): round((v - (empty if k == "sqs.ReceiveMessage" else 0)) / n, 4)
+                for k, v in sorted(totals.items())
+                if k.startswith("sqs.") and not k.endswith(".empty")
+            },
         },
         "ddb_requests_per_payment_whole_run": round(ddb / n, 4),
         "pipeline_lost": report["total"]["lost"],
@@ -193,6 +209,40 @@ def bench_unit_tests() -> dict[str, Any]:
     seconds = time.perf_counter() - start
     summary = done.stdout.decode(errors="replace").strip().splitlines()[-1:]
     return {"unit_tests_seconds": round(seconds, 1), "unit_tests_summary": " ".join(summary)}
+
+
+#: The committed inputs of the capacity model (benchmarks/capacity.py): reports/ is git-ignored.
+MEASURED = ROOT / "benchmarks" / "measured.json"
+
+
+def measured_inputs(results: dict[str, Any]) -> dict[str, Any]:
+    """What ``benchmarks/capacity.py`` reads: the per-payment counts and the invocation duration of this run."""
+    detail = results["sqs_requests_per_payment_detail"]
+    return {
+        "measured_at": results["machine"]["measured_at"],
+        "machine": results["machine"],
+        "how": (
+            "make bench (benchmarks/run.py): DynamoDB requests in process against moto (benchmarks/ddb_requests.py); "
+            "and the median wall time of one 10-payment invocation there (7 runs, moto in process); invocations, SQS "
+            "requests and the handler's mean wall time per invocation over a whole clean local run "
+            f"(demo --no-chaos, {detail['payments']} valid payments, batch size {cost_model.DEFAULT_BATCH_SIZE}, "
+            "moto server on loopback), counted in every poller process"
+        ),
+        "batch_size": cost_model.DEFAULT_BATCH_SIZE,
+        "memory_mb": cost_model.MEMORY_MB,
+        "payments": detail["payments"],
+        "lambda_invocations_per_payment": results["lambda_invocations_per_payment"],
+        "sqs_requests_per_payment": results["sqs_requests_per_payment"],
+        "sqs_requests_per_payment_without_empty_receives": detail["without_empty_receives"],
+        "ddb_requests_first_delivery": results["ddb_requests_first_delivery"],
+        "ddb_requests_duplicate": results["ddb_requests_duplicate"],
+        "ddb_operations": {k: results["ddb_operations"][k] for k in ("first_delivery", "duplicate")},
+        "ddb_operations_by_table": results["ddb_operations_by_table"],
+        "sqs_requests_per_payment_by_action": results["sqs_requests_per_payment_by_action"],
+        "invocation_ms_inprocess_batch10": results["handler_batch10_ms_inprocess"],
+        "invocation_ms_mean": results["invocation_ms_mean"],
+        "invocations_timed": results["invocations_timed"],
+    }
 
 
 def main() -> int:
@@ -217,6 +267,9 @@ def main() -> int:
     results["cost_per_million_usd_batch_size_1"] = cost_model.cost_per_million(
         batch_size=1, ddb_operations_per_payment=per_payment
     )
+    results["cost_per_million_usd_x86_64"] = cost_model.cost_per_million(
+        ddb_operations_per_payment=per_payment, architecture="x86_64"
+    )
     results["machine"] = {
         "cpus": os.cpu_count(),
         "load_average_1m_at_end": round(os.getloadavg()[0], 2),
@@ -224,11 +277,12 @@ def main() -> int:
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "note": "shared 2-core machine; other CPU-heavy jobs may have run concurrently",
     }
+    MEASURED.write_text(json.dumps(measured_inputs(results), indent=2) + "\n", encoding="utf-8")
     out = ROOT / "reports" / "bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(render.table(results))
-    print(f"\nwritten to {out.relative_to(ROOT)}")
+    print(f"\nwritten to {out.relative_to(ROOT)} and {MEASURED.relative_to(ROOT)} (run `make capacity` next)")
     return 0
 
 

@@ -20,13 +20,14 @@ from .observability import AlarmThresholds, AsyncInvocationOptions, build_dashbo
 from .powertools_layer import POWERTOOLS_RUNTIME
 from .powertools_layer import POWERTOOLS_VERSION as POWERTOOLS_VERSION  # re-exported: the pin, read by tests
 from .processing_queue import ProcessingQueue
-from .runtime_layer import RuntimeLayer
+from .runtime_layer import RuntimeLayer, check_architecture
 
 # The Powertools pin (release and runtime) lives in powertools_layer.py; re-exported here for existing callers.
 #: The runtime the function runs on (the newest Powertools supports).
 PAYMENT_RUNTIME = POWERTOOLS_RUNTIME
-#: The function's architecture; the Powertools layer is resolved for the same one.
-PAYMENT_ARCHITECTURE = lambda_.Architecture.X86_64
+#: The function's architecture when ``architecture`` is not given (Graviton: Lambda's arm64 GB-second price is
+#: 20 % below x86_64's, benchmarks/cost_model.py); the Powertools layer is resolved for the same one.
+PAYMENT_ARCHITECTURE = lambda_.Architecture.ARM_64
 PAYMENT_HANDLER = "payments.handler.lambda_handler"
 #: The function timeout when ``function_timeout`` is not given, in seconds.
 DEFAULT_FUNCTION_TIMEOUT_SECONDS = 30
@@ -46,14 +47,17 @@ class PaymentProcessor(Construct):
     ``logs:PutLogEvents`` on that group's ARN, instead of AWSLambdaBasicExecutionRole's ``Resource: "*"``),
     plus the queue, table and ledger grants. The function runs
     ``payments.handler.lambda_handler`` from ``lambda_src/payments`` (shipped in the wheel; the asset holds that
-    package only) on Python 3.14 x86_64, and gets the runtime the way a user's function does: the layers of a
-    :class:`RuntimeLayer`, the runtime package and the public Powertools layer of the pinned release
-    (``POWERTOOLS_VERSION``), resolved at deploy time from Powertools' SSM parameter
-    (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
+    package only) on Python 3.14 and ``architecture`` (arm64 by default), and gets the runtime the way a user's
+    function does: the layers of a :class:`RuntimeLayer` built for the same architecture, the runtime package and
+    the public Powertools layer of the pinned release (``POWERTOOLS_VERSION``), resolved at deploy time from
+    Powertools' SSM parameter (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
 
     :param fifo: FIFO queues instead of standard ones. :default: ``False``.
     :param function_timeout: the function's timeout. :default: ``None``: 30 seconds (``DEFAULT_FUNCTION_TIMEOUT``).
     :param memory_size: the function's memory, in MiB. :default: ``256``.
+    :param architecture: the function's architecture, ``lambda_.Architecture.ARM_64`` or ``X86_64``; the
+        function and its :class:`RuntimeLayer` (which resolves the Powertools layer per architecture) get this one
+        value, so they cannot disagree. :default: ``lambda_.Architecture.ARM_64`` (``PAYMENT_ARCHITECTURE``).
     :param max_receive_count: receives before a message moves to the DLQ. :default: ``5``.
     :param removal_policy: for every stateful resource: the idempotency table, the ledger, the log group, the
         source queue and its DLQ, and the consumer's on-failure queue (with ``async_invocation``).
@@ -77,7 +81,7 @@ class PaymentProcessor(Construct):
     :param log_retention: retention of the function's log group. :default: ``RetentionDays.ONE_MONTH``.
     :param powertools_layer: the Powertools layer. :default: ``None``: the public layer carrying Powertools
         ``POWERTOOLS_VERSION`` for the function's architecture and runtime, its ARN read at deploy time from
-        ``/aws/service/powertools/python/x86_64/python3.14/<POWERTOOLS_VERSION>`` in the deploying region
+        ``/aws/service/powertools/python/<architecture>/python3.14/<POWERTOOLS_VERSION>`` in the deploying region
         (:func:`~effectively_once.powertools_layer.public_powertools_layer`). Required where Powertools publishes
         no such parameter: the China (``aws-cn``) and GovCloud (``aws-us-gov``) partitions and regions outside
         ``limits.POWERTOOLS_SSM_REGIONS``.
@@ -88,7 +92,8 @@ class PaymentProcessor(Construct):
     :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
         (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
         async invocation configuration.
-    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``powertools_layer`` is
+    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``architecture`` is not
+        a ``lambda_.Architecture`` or is neither arm64 nor x86_64; ``powertools_layer`` is
         ``None`` and the stack's region is known and has no Powertools parameter (see above).
 
     Attributes:
@@ -109,6 +114,7 @@ class PaymentProcessor(Construct):
         fifo: bool = False,
         function_timeout: Duration | None = None,
         memory_size: int = 256,
+        architecture: lambda_.Architecture = PAYMENT_ARCHITECTURE,
         max_receive_count: int = 5,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         batch_size: int = 10,
@@ -132,6 +138,7 @@ class PaymentProcessor(Construct):
         async_invocation: AsyncInvocationOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
+        architecture = check_architecture("architecture", architecture)
         if function_timeout is None:
             function_timeout = Duration.seconds(DEFAULT_FUNCTION_TIMEOUT_SECONDS)
         self.queue = ProcessingQueue(
@@ -161,7 +168,7 @@ class PaymentProcessor(Construct):
         self.runtime_layer = RuntimeLayer(
             self,
             "Runtime",
-            architecture=PAYMENT_ARCHITECTURE,
+            architecture=architecture,
             runtime=PAYMENT_RUNTIME,
             powertools_layer=powertools_layer,
         )
@@ -178,7 +185,7 @@ class PaymentProcessor(Construct):
             "Function",
             role=self.role,
             runtime=PAYMENT_RUNTIME,
-            architecture=PAYMENT_ARCHITECTURE,
+            architecture=self.runtime_layer.architecture,
             handler=PAYMENT_HANDLER,
             code=payment_function_code(),
             timeout=function_timeout,

@@ -26,11 +26,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import jsii
+from aws_cdk import Stack
 from aws_cdk import aws_lambda as lambda_
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from ._assets import ASSET_EXCLUDES
-from ._validation import fail
+from ._validation import check_type, fail, message
+from .limits import POWERTOOLS_LAYER_DOC
 from .powertools_layer import POWERTOOLS_RUNTIME, public_powertools_layer
 
 #: The package the layer carries (and the name a user's handler imports).
@@ -50,8 +53,25 @@ RUNTIME_LAYER_RUNTIMES = (
 #: Architectures Lambda offers; the runtime is pure Python, so its layer declares both.
 RUNTIME_LAYER_ARCHITECTURES = (lambda_.Architecture.X86_64, lambda_.Architecture.ARM_64)
 
+#: Lambda's default architecture: a function without ``architecture`` runs on it (AWS Lambda API Reference,
+#: ``Architectures`` of CreateFunction / UpdateFunctionCode: "The default value is x86_64").
+LAMBDA_DEFAULT_ARCHITECTURE = lambda_.Architecture.X86_64
+
 _BYTE_CODE_DIRS = {"__pycache__"}
 _BYTE_CODE_SUFFIXES = {".pyc", ".pyo"}
+
+
+def check_architecture(prop: str, architecture: object) -> lambda_.Architecture:
+    """``architecture`` when it is ``lambda_.Architecture.X86_64`` or ``ARM_64``.
+
+    :raises ValueError: another type (a string such as ``"arm64"`` included), or an architecture Lambda does not
+        offer (``lambda_.Architecture.custom(...)``), naming ``prop``.
+    """
+    check_type(prop, architecture, lambda_.Architecture, "a lambda_.Architecture (X86_64 or ARM_64)")
+    assert isinstance(architecture, lambda_.Architecture)
+    if architecture.name not in {a.name for a in RUNTIME_LAYER_ARCHITECTURES}:
+        raise fail(prop, architecture.name, "must be x86_64 or arm64 (lambda_.Architecture)", LAYER_PATHS_DOC)
+    return architecture
 
 
 def runtime_package_dir() -> Path:
@@ -141,20 +161,26 @@ class RuntimeLayer(Construct):
     (the public layer of the pinned release, its ARN read at deploy time from Powertools' SSM parameter for
     ``architecture`` and ``runtime``).
 
-    :param architecture: the function's architecture: ``lambda_.Architecture.X86_64`` or ``ARM_64``; picks the
-        Powertools layer. :default: ``lambda_.Architecture.X86_64`` (Lambda's default).
+    :param architecture: the architecture of the functions that use these layers: ``lambda_.Architecture.X86_64``
+        or ``ARM_64``; picks the Powertools layer (Powertools builds one per architecture). Every function of the
+        stack that uses the resolved Powertools layer must run on it: otherwise synth fails (CDK checks a layer's
+        runtimes, not its architectures); use one ``RuntimeLayer`` per architecture.
+        :default: ``lambda_.Architecture.X86_64`` (Lambda's default for a function without ``architecture``).
     :param runtime: the function's Python runtime; picks the Powertools layer, and a function on another runtime
         is rejected by CDK (the Powertools layer declares only this one). :default: ``lambda_.Runtime.PYTHON_3_14``
         (:data:`~effectively_once.powertools_layer.POWERTOOLS_RUNTIME`).
     :param powertools_layer: the Powertools layer. :default: ``None``: Powertools' public layer of
         ``POWERTOOLS_VERSION`` for ``architecture`` and ``runtime``; required where Powertools publishes no SSM
         parameter (the China and GovCloud partitions, regions outside ``limits.POWERTOOLS_SSM_REGIONS``).
-    :raises ValueError: ``architecture`` is neither x86_64 nor arm64; ``runtime`` is not one of
-        :data:`RUNTIME_LAYER_RUNTIMES`; ``powertools_layer`` is ``None`` and the stack's region is known and has no
-        Powertools parameter.
+    :raises ValueError: ``architecture`` is not a ``lambda_.Architecture`` or is neither x86_64 nor arm64;
+        ``runtime`` is not one of :data:`RUNTIME_LAYER_RUNTIMES`; ``powertools_layer`` is ``None`` and the stack's
+        region is known and has no Powertools parameter.
     :raises FileNotFoundError: the runtime package is not installed (:func:`runtime_package_dir`).
+    :raises RuntimeError: at synth (``app.synth()``: "Validation failed"), a function in the same stack uses the
+        resolved Powertools layer and runs on another architecture than ``architecture``.
 
     Attributes:
+        architecture (lambda.Architecture): what the Powertools layer was resolved for.
         layer (lambda.LayerVersion): the runtime. powertools_layer (lambda.ILayerVersion): Powertools.
         layers (list[lambda.ILayerVersion]): ``[powertools_layer, layer]``, for a function's ``layers``.
     """
@@ -169,10 +195,7 @@ class RuntimeLayer(Construct):
         powertools_layer: lambda_.ILayerVersion | None = None,
     ) -> None:
         super().__init__(scope, id)
-        if architecture.name not in {a.name for a in RUNTIME_LAYER_ARCHITECTURES}:
-            raise fail(
-                "architecture", architecture.name, "must be x86_64 or arm64 (lambda_.Architecture)", LAYER_PATHS_DOC
-            )
+        self.architecture = check_architecture("architecture", architecture)
         supported = [r.name for r in RUNTIME_LAYER_RUNTIMES]
         if runtime.name not in supported:
             raise fail(
@@ -194,5 +217,44 @@ class RuntimeLayer(Construct):
             powertools_layer = public_powertools_layer(
                 self, "PowertoolsLayer", architecture=architecture, runtime=runtime
             )
+            # A given layer's architecture is the user's to know; the one resolved here is ours to check.
+            self.node.add_validation(_SameArchitecture(self, powertools_layer))
         self.powertools_layer = powertools_layer
         self.layers: list[lambda_.ILayerVersion] = [self.powertools_layer, self.layer]
+
+
+@jsii.implements(IValidation)
+class _SameArchitecture:
+    """At synth: every function of the stack that uses the Powertools layer resolved for ``runtime.architecture``
+    runs on that architecture (CDK's ``Function.addLayers`` checks a layer's runtimes only)."""
+
+    def __init__(self, runtime: RuntimeLayer, powertools_layer: lambda_.ILayerVersion) -> None:
+        self._runtime = runtime
+        self._layer = powertools_layer
+
+    def validate(self) -> list[str]:
+        stack = Stack.of(self._runtime)
+        wanted = self._runtime.architecture.name
+        layer = stack.resolve(self._layer.layer_version_arn)
+        errors = []
+        for child in stack.node.find_all():
+            if not isinstance(child, lambda_.CfnFunction) or Stack.of(child) is not stack:
+                continue
+            if layer not in (stack.resolve(child.layers) or []):
+                continue
+            architectures = stack.resolve(child.architectures) or [LAMBDA_DEFAULT_ARCHITECTURE.name]
+            if architectures != [wanted]:
+                function = child.node.scope.node.path if child.node.scope else child.node.path
+                fix = "ARM_64" if architectures == ["arm64"] else "X86_64"
+                errors.append(
+                    message(
+                        "architecture",
+                        wanted,
+                        f"of RuntimeLayer {self._runtime.node.path} must be the architecture of every function "
+                        f"using its Powertools layer (Powertools builds one layer per architecture), and function "
+                        f"{function} runs on {', '.join(architectures)}: give it a RuntimeLayer with "
+                        f"architecture=lambda_.Architecture.{fix}",
+                        POWERTOOLS_LAYER_DOC,
+                    )
+                )
+        return errors

@@ -33,13 +33,35 @@ def test_default_batch_cost_is_the_sum_of_priced_requests_and_compute() -> None:
 
     sqs = (100_000 + 2 * 100_000) / 1e6 * cost_model.SQS_STANDARD_PER_MILLION_REQUESTS
     lambda_requests = 100_000 / 1e6 * cost_model.LAMBDA_PER_MILLION_REQUESTS
-    compute = 100_000 * 0.305 * 0.25 * cost_model.LAMBDA_PER_GB_SECOND_X86
+    compute = 100_000 * 0.305 * 0.25 * cost_model.LAMBDA_PER_GB_SECOND["arm64"]  # the default architecture
     dynamodb = 3 * cost_model.DYNAMODB_PER_MILLION_WRU
     assert cost["sqs"] == pytest.approx(sqs, abs=1e-4)
     assert cost["lambda_requests"] == pytest.approx(lambda_requests, abs=1e-4)
     assert cost["lambda_compute"] == pytest.approx(compute, abs=1e-4)
     assert cost["dynamodb"] == pytest.approx(dynamodb, abs=1e-4)
     assert cost["total"] == pytest.approx(sqs + lambda_requests + compute + dynamodb, abs=1e-3)
+
+
+def test_arm64_compute_is_priced_from_its_gb_second_price_and_x86_64_from_its_own() -> None:
+    arm = cost_model.cost_per_million(ddb_operations_per_payment=FIRST_DELIVERY)
+    x86 = cost_model.cost_per_million(ddb_operations_per_payment=FIRST_DELIVERY, architecture="x86_64")
+
+    gb_seconds = 100_000 * arm["assumptions"]["billed_ms_per_invocation"] / 1000 * cost_model.MEMORY_MB / 1024
+    assert arm["assumptions"]["architecture"] == "arm64"
+    assert arm["lambda_compute"] == pytest.approx(gb_seconds * cost_model.LAMBDA_PER_GB_SECOND["arm64"], abs=1e-4)
+    assert x86["lambda_compute"] == pytest.approx(gb_seconds * cost_model.LAMBDA_PER_GB_SECOND["x86_64"], abs=1e-4)
+    assert arm["lambda_requests"] == x86["lambda_requests"] and arm["dynamodb"] == x86["dynamodb"]
+    assert arm["lambda_compute"] < x86["lambda_compute"]
+
+
+def test_every_price_names_its_source_page() -> None:
+    assert set(cost_model.PRICE_SOURCES) == {"lambda", "sqs", "dynamodb"}
+    assert all(url.startswith("https://aws.amazon.com/") for url in cost_model.PRICE_SOURCES.values())
+
+
+def test_fails_on_an_architecture_without_a_price() -> None:
+    with pytest.raises(ValueError, match="architecture='riscv64'"):
+        cost_model.cost_per_million(ddb_operations_per_payment=FIRST_DELIVERY, architecture="riscv64")
 
 
 def test_batch_size_one_pays_ten_times_the_lambda_requests() -> None:

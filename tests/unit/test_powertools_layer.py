@@ -29,7 +29,7 @@ ACCOUNT = "123456789012"
 X86 = f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
 ARM = f"/aws/service/powertools/python/arm64/python3.14/{POWERTOOLS_VERSION}"
 #: What Powertools' docs list for cn-north-1 (account 498634801083): the user's own pin in that partition.
-CHINA_LAYER = "arn:aws-cn:lambda:cn-north-1:498634801083:layer:AWSLambdaPowertoolsPythonV3-python314-x86_64:37"
+CHINA_LAYER = "arn:aws-cn:lambda:cn-north-1:498634801083:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:37"
 
 
 def _stack(region: str | None, id: str = "Stack") -> Stack:
@@ -87,7 +87,7 @@ def test_us_east_1_layer_is_the_pinned_release_for_the_function_architecture_and
 
 def test_environment_agnostic_stack_assumes_no_partition(agnostic: Template) -> None:
     (layer,) = _layers(agnostic)
-    assert _ssm_parameter(agnostic, layer)["Default"] == X86
+    assert _ssm_parameter(agnostic, layer)["Default"] == ARM  # PaymentProcessor's default architecture
     assert _literal_partitions(agnostic) == set()
 
 

@@ -49,11 +49,11 @@ def _function(sandbox: tuple, kind: str) -> dict:
 
 # --- documented defaults of PaymentProcessor --------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
-def test_function_runs_the_payment_handler_on_python_3_14(sandbox: tuple, kind: str) -> None:
+def test_function_runs_the_payment_handler_on_python_3_14_arm64(sandbox: tuple, kind: str) -> None:
     props = _function(sandbox, kind)
     assert props["Runtime"] == "python3.14"
     assert props["Handler"] == "payments.handler.lambda_handler"
-    assert props["Architectures"] == ["x86_64"]
+    assert props["Architectures"] == ["arm64"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -80,7 +80,7 @@ def test_powertools_layer_is_the_pinned_release_resolved_at_deploy_time(sandbox:
     (layer,) = [layer for layer in _function(sandbox, kind)["Layers"] if layer not in runtime]
     assert sandbox[1].to_json()["Parameters"][layer["Ref"]] == {
         "Type": "AWS::SSM::Parameter::Value<String>",
-        "Default": f"/aws/service/powertools/python/x86_64/python3.14/{payment_processor.POWERTOOLS_VERSION}",
+        "Default": f"/aws/service/powertools/python/arm64/python3.14/{payment_processor.POWERTOOLS_VERSION}",
     }
 
 

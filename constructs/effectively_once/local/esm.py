@@ -203,7 +203,9 @@ def failed_ids(response: Any, batch_ids: set[str]) -> set[str]:
 class RequestCounter:
     """Counts this process's AWS requests by ``service.Operation`` with a botocore ``before-call`` hook registered
     on every boto3 session created from now on (the default session, and the one Powertools builds), plus
-    ``lambda.Invoke`` (handler invocations) and ``sqs.ReceiveMessage.empty``, written as JSON at every count."""
+    ``lambda.Invoke`` (handler invocations), ``sqs.ReceiveMessage.empty``, and for each invocation that returned
+    or raised, ``lambda.Invoke.timed`` (one) and ``lambda.Invoke.duration_us`` (its wall time in microseconds:
+    the handler call alone, as Lambda bills it), written as JSON at every count."""
 
     def __init__(self, path: Path) -> None:
         import boto3.session
@@ -221,9 +223,9 @@ class RequestCounter:
     def _count(self, event_name: str, **_: Any) -> None:  # event_name: before-call.<service>.<Operation>
         self.add(event_name.split(".", 1)[1])
 
-    def add(self, key: str) -> None:
-        """Count ``key`` and write the counts at once: a killed process keeps every request it made."""
-        self.counts[key] += 1
+    def add(self, key: str, n: int = 1) -> None:
+        """Add ``n`` to ``key`` and write the counts at once: a killed process keeps every request it made."""
+        self.counts[key] += n
         self.flush()
 
     def flush(self) -> None:
@@ -313,6 +315,7 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
         watchdog.daemon = True
         watchdog.start()
         batch_ids = {m["MessageId"] for m in messages}
+        started = time.perf_counter()
         try:
             response = handler(event, context)
             to_retry = failed_ids(response, batch_ids)
@@ -321,6 +324,9 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
             to_retry = set(batch_ids)
         finally:
             watchdog.cancel()
+            if counter is not None:
+                counter.add("lambda.Invoke.duration_us", round((time.perf_counter() - started) * 1e6))
+                counter.add("lambda.Invoke.timed")
         if chaos.fate == AFTER_COMPLETE:
             chaos.crash(AFTER_COMPLETE)
         done = [m for m in messages if m["MessageId"] not in to_retry]
