@@ -307,7 +307,8 @@ def _limits(
                 "what": "concurrency vs the default-mode mapping ceiling",
                 "value": concurrency,
                 "limit": q["esm_max_concurrency"].value,
-                "moves_it": "provisioned mode (the consumer's minimum/maximum pollers; up to "
+                "moves_it": "provisioned mode (the consumer's `provisioned_poller_config`: minimum/maximum pollers; "
+                "up to "
                 f"{q['provisioned_max_concurrency'].value:,.0f} concurrency)",
             }
         )
