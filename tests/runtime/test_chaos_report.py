@@ -194,6 +194,25 @@ def test_replay_after_a_kill_is_reported_with_why_it_is_safe() -> None:
     assert report["cross_check"]["log_keys_without_store_item"] == 0
 
 
+@pytest.mark.parametrize(
+    "overrides, lower_bound",
+    [
+        ({"store_counts": None}, False),
+        ({"store_counts": None, "kill_records": [_kill("a")]}, False),
+        ({"store_counts": None, "kill_records": [_kill("a", "deadline")]}, True),
+        ({"store_counts": None, "kill_records": [_kill("b", "timeout")]}, True),
+        ({"kill_records": [_kill("a", "deadline")]}, False),  # a store counts the effects themselves
+    ],
+)
+def test_effect_lines_are_a_lower_bound_after_stalls_or_deadline_kills(
+    overrides: dict[str, Any], lower_bound: bool
+) -> None:
+    report = _build(**overrides)
+
+    assert report["effects_lower_bound"] is lower_bound
+    assert ("a lower bound" in effects.render(report)) is lower_bound
+
+
 def test_handler_keyed_on_the_message_id_shows_as_duplicates_and_unexpected_keys() -> None:
     """Effects counted per business key in the store; the log lines carry the handler's key (message ids)."""
     report = _build(

@@ -17,6 +17,10 @@ idempotency key answered the replay); without one, the user states it (``--effec
 reported as ``replayed_after_kill``. More effect lines than the kills on that key explain are
 ``unexplained_replays``: a duplicate got past the idempotency layer (only the effect's key stopped it).
 
+Without a store, the effect log lines are a lower bound of the effects when a stall or a deadline kill happened
+(``effects_lower_bound``): the runtime writes an effect's line after the effect returned, so an effect stopped by a
+real timeout after it acted leaves no line, and a duplicate effect of that key could go unseen.
+
 Kills are attributed from the logs (chaos.py): a kill's key is the last effect line of the killed request in the
 killed process's function log.
 """
@@ -136,6 +140,9 @@ def build(
             "kills_between_effect_and_completion": sum(killed.values()),
         },
         "effects_counted_from": "store" if store_counts is not None else "effect log lines",
+        # The runtime writes an effect's line after the effect returned: a real stall or deadline kill inside an
+        # effect leaves an effect that ran without its line, so without a store the counts are a lower bound then.
+        "effects_lower_bound": store_counts is None and bool(per_kind[TIMEOUT] + per_kind[DEADLINE]),
         "keys": {
             "lost": lost,
             "duplicated": duplicated,
@@ -186,6 +193,11 @@ def render(report: dict[str, Any]) -> str:
     total = report["total"]
     width = max(len(k) for k in COUNT_KEYS) + 2
     out = [f"effects counted from: {report['effects_counted_from']}"]
+    if report.get("effects_lower_bound"):
+        out.append(
+            "  a lower bound: stalls or deadline kills may have stopped an effect after it acted and before its line;"
+            " name the effect's store (--effect-table, --effect-key) for an exact count"
+        )
     out += [key.ljust(width) + str(total[key]).rjust(8) for key in COUNT_KEYS]
     out.append("kills: " + ", ".join(f"{k}={v}" for k, v in total["kills"].items()))
     for name in ("lost", "duplicated", "unexpected", "unexplained_replays"):
