@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import math
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from effectively_once import IdempotencyTable
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -156,6 +159,7 @@ def test_a_new_on_demand_table_initial_write_throughput_is_a_limit_per_table_mov
     assert idempotency["limit"] == 4_000
     assert idempotency["reached_at_rate"] == pytest.approx(4_000 / wru_per_payment)  # about 1,951 payments/s
     assert "`IdempotencyTable(warm_throughput=" in idempotency["moves_it"]
+    assert "warm_throughput" in inspect.signature(IdempotencyTable.__init__).parameters  # the prop the document names
     assert ordered[0] is idempotency  # what breaks first, on day one
     assert capacity.QUOTAS["dynamodb_new_table_initial_wru"].source.startswith("https://docs.aws.amazon.com/")
 
