@@ -126,7 +126,7 @@ QUOTAS: dict[str, Quota] = {
         "provisioned mode: concurrent invokes per poller (SQS)",
         limits.LAMBDA_SQS_INVOKES_PER_POLLER,
         SQS_SCALING_URL,
-        "a poller is needed for each of the three per-poller limits; the most demanding one counts",
+        "pollers needed: the most demanding of the three per-poller limits",
     ),
     "provisioned_bytes_per_poller": Quota(
         "provisioned mode: throughput per poller (bytes/s, SQS)",
