@@ -14,6 +14,8 @@ regenerates the document and fails when the committed one differs.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import math
 import sys
@@ -27,6 +29,21 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import cost_model  # noqa: E402
 
+
+def _load_limits() -> Any:
+    """``constructs/effectively_once/limits.py`` alone (standard library only), without the package's CDK imports."""
+    spec = importlib.util.spec_from_file_location(
+        "_effectively_once_limits", ROOT / "constructs" / "effectively_once" / "limits.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The AWS limits the constructs use, with their sources: the per-poller figures are read from there, not copied.
+limits = _load_limits()
+
 MEASURED = BENCHMARKS / "measured.json"
 OUTPUT = ROOT / "docs" / "capacity.md"
 RATES = (100, 1_000, 10_000)
@@ -35,7 +52,7 @@ KINDS = ("standard", "fifo")
 SECONDS_PER_MONTH = 730 * 3600
 
 LAMBDA_QUOTAS_URL = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
-SQS_SCALING_URL = "https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html"
+SQS_SCALING_URL = limits.LAMBDA_SQS_SCALING_URL
 SCALING_CONFIG_URL = (
     "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
     "aws-properties-lambda-eventsourcemapping-scalingconfig.html"
@@ -48,9 +65,10 @@ PROVISIONED_ANNOUNCEMENT_URL = (
     "https://aws.amazon.com/blogs/aws/"
     "aws-lambda-enhances-sqs-processing-with-new-provisioned-mode-3x-faster-scaling-16x-higher-capacity"
 )
-PROVISIONED_PER_POLLER_URL = "https://remktr.com/blog/lambda-sqs-provisioned-mode"
 SQS_QUOTAS_URL = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html"
 SQS_FIFO_THROTTLING_URL = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/troubleshooting-fifo-throttling-issues.html"
+DYNAMODB_ON_DEMAND_INITIAL_URL = limits.DYNAMODB_ON_DEMAND_URL + "#on-demand-capacity-mode-initial"
+DYNAMODB_WARM_THROUGHPUT_URL = limits.DYNAMODB_WARM_THROUGHPUT_URL
 DYNAMODB_ON_DEMAND_MAX_URL = (
     "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode-max-throughput.html"
 )
@@ -105,16 +123,23 @@ QUOTAS: dict[str, Quota] = {
         "scales up to 1,000 concurrent invokes per minute",
     ),
     "provisioned_invokes_per_poller": Quota(
-        "provisioned mode: concurrent invokes per poller",
-        10,
-        PROVISIONED_PER_POLLER_URL,
-        "secondary source (a summary of the AWS announcement): re-check on " + SQS_SCALING_URL,
+        "provisioned mode: concurrent invokes per poller (SQS)",
+        limits.LAMBDA_SQS_INVOKES_PER_POLLER,
+        SQS_SCALING_URL,
+        "pollers needed: the most demanding of the three per-poller limits",
     ),
     "provisioned_bytes_per_poller": Quota(
-        "provisioned mode: throughput per poller (bytes/s)",
-        1_000_000,
-        PROVISIONED_PER_POLLER_URL,
-        "about 1 MB/s; secondary source as above",
+        "provisioned mode: throughput per poller (bytes/s, SQS)",
+        limits.LAMBDA_SQS_BYTES_PER_POLLER,
+        SQS_SCALING_URL,
+        "1 MB/s; the Lambda API Reference's ProvisionedPollerConfig says about 5 MBps, the figure the developer "
+        "guide gives for Kafka pollers",
+    ),
+    "provisioned_polls_per_poller": Quota(
+        "provisioned mode: SQS polling API calls (ReceiveMessage) per second per poller",
+        limits.LAMBDA_SQS_POLLS_PER_POLLER,
+        SQS_SCALING_URL,
+        "",
     ),
     "fifo_tps_per_action": Quota(
         "FIFO queue without high throughput: API calls per second per action",
@@ -128,6 +153,14 @@ QUOTAS: dict[str, Quota] = {
         SQS_QUOTAS_URL,
         "US East (N. Virginia), US West (Oregon), Europe (Ireland); lower in other regions; spread over message "
         "groups (partitions): needs many active groups. Also " + SQS_FIFO_THROTTLING_URL,
+    ),
+    "dynamodb_new_table_initial_wru": Quota(
+        "DynamoDB new on-demand table: write request units per second it serves at once",
+        limits.DYNAMODB_ON_DEMAND_INITIAL_WRITE_UNITS,
+        DYNAMODB_ON_DEMAND_INITIAL_URL,
+        f"{limits.DYNAMODB_ON_DEMAND_INITIAL_READ_UNITS:,} reads (or a linear combination); traffic more than "
+        "doubling the previous peak within 30 minutes can throttle; pre-warming (warm throughput) raises it: "
+        + DYNAMODB_WARM_THROUGHPUT_URL,
     ),
     "dynamodb_table_wru": Quota(
         "DynamoDB on-demand table: write request units per second (table-level quota)",
@@ -147,9 +180,16 @@ class Assumptions:
     duplicate_rate: float = 0.05
     fifo_message_groups: int = 1_000
     architecture: str = cost_model.DEFAULT_ARCHITECTURE
+    #: Payments per invocation as a share of the batch size the bench saw (1.0: full batches of 10, as measured).
+    batch_fill: float = 1.0
     notes: tuple[str, ...] = field(
         default=(
             "traffic is steady at the given rate, all month (730 hours); no bursts, no backlog",
+            "invocations per payment (and with them `ReceiveMessage` and `DeleteMessageBatch` calls per payment) "
+            "were measured draining a backlog, in full batches of 10: a lower bound. Steady traffic without a "
+            "batching window is polled as it arrives, in smaller batches, so more invocations and SQS calls per "
+            'payment (the rows "at half-full batches" show 5 payments per invocation); the consumer\'s '
+            "`max_batching_window` is what keeps batches full (at the cost of that much latency)",
             "every duplicate is a second delivery of a payment that already completed (a producer resend or an "
             "SQS redelivery): it costs the SQS and Lambda share of one message and the measured DynamoDB requests "
             "of a duplicate; crash replays (3 requests, like a first delivery) are left out",
@@ -158,8 +198,9 @@ class Assumptions:
             "items are under 1 KB (one write request unit per write, the failed conditional write of a duplicate "
             "included) and SQS batches under 64 KB (one billed request per call)",
             "the invocation duration is the one measured locally (the handler against moto in process, on a shared, "
-            "loaded 2-core machine): real DynamoDB round trips add to it; concurrency and GB-seconds scale linearly "
-            "with it",
+            "loaded 2-core machine), taken as proportional to the payments in the batch "
+            "(`cost_model.invocation_ms`, the same figure the README's cost rows price): real DynamoDB round trips "
+            "add to it; concurrency and GB-seconds scale linearly with it",
             "empty receives of idle pollers are left out (a cost per hour of polling, not per payment)",
         )
     )
@@ -214,9 +255,15 @@ def model(inputs: Inputs, rate: float, kind: str, assumptions: Assumptions = Ass
         raise ValueError(f"kind={kind!r}: one of {KINDS}")
     q = {k: v.value for k, v in QUOTAS.items()}
     messages = rate * (1 + assumptions.duplicate_rate)
-    invocations = messages * inputs.invocations_per_payment
-    concurrency = invocations * inputs.invocation_ms / 1000  # Little's law: L = lambda x W
-    sqs = {action: messages * per_payment for action, per_payment in inputs.sqs_by_action.items()}
+    fill = assumptions.batch_fill
+    invocations = messages * inputs.invocations_per_payment / fill
+    invocation_ms = cost_model.invocation_ms(inputs.batch_size * fill, inputs.invocation_ms, inputs.batch_size)
+    concurrency = invocations * invocation_ms / 1000  # Little's law: L = lambda x W
+    # The mapping's receives and deletes go with invocations (one each per batch); the producer's sends do not.
+    sqs = {
+        action: messages * per_payment / (1 if action.startswith("Send") else fill)
+        for action, per_payment in inputs.sqs_by_action.items()
+    }
     tables: dict[str, dict[str, float]] = {}
     for table in sorted(set(inputs.ddb_by_table["first_delivery"]) | set(inputs.ddb_by_table["duplicate"])):
         first_w, first_r = _units(inputs.ddb_by_table["first_delivery"].get(table, {}))
@@ -226,16 +273,19 @@ def model(inputs: Inputs, rate: float, kind: str, assumptions: Assumptions = Ass
             "rru_per_second": rate * first_r + rate * assumptions.duplicate_rate * dup_r,
         }
     ramp = max(0, math.ceil((concurrency - q["esm_start_concurrency"]) / q["esm_ramp_per_minute"]))
+    # A poller serves up to 10 concurrent invokes, 1 MB/s and 10 ReceiveMessage calls a second: the most
+    # demanding of the three sets the count (at least the SQS minimum of 2).
     provisioned = max(
-        2,
+        limits.ESM_SQS_MIN_MINIMUM_POLLERS,
         math.ceil(concurrency / q["provisioned_invokes_per_poller"]),
         math.ceil(messages * assumptions.payload_bytes / q["provisioned_bytes_per_poller"]),
+        math.ceil(sqs.get("ReceiveMessage", 0.0) / q["provisioned_polls_per_poller"]),
     )
     max_action = max(sqs.values())
     # Monthly cost: Lambda (architecture's GB-second price), SQS per billed request (64 KB chunks), DynamoDB.
     seconds = SECONDS_PER_MONTH
     chunks = math.ceil(min(10, inputs.batch_size) * assumptions.payload_bytes / cost_model.SQS_BILLED_CHUNK_BYTES)
-    billed_ms = math.ceil(inputs.invocation_ms)
+    billed_ms = math.ceil(invocation_ms)
     gb_seconds = invocations * seconds * billed_ms / 1000 * inputs.memory_mb / 1024
     sqs_price = (
         cost_model.SQS_FIFO_PER_MILLION_REQUESTS if kind == "fifo" else cost_model.SQS_STANDARD_PER_MILLION_REQUESTS
@@ -251,14 +301,14 @@ def model(inputs: Inputs, rate: float, kind: str, assumptions: Assumptions = Ass
         / 1e6,
     }
     cost["total"] = sum(cost.values())
-    limits = _limits(kind, concurrency, max_action, tables, assumptions)
+    in_reach = _limits(kind, concurrency, max_action, tables, assumptions)
     return {
         "rate": rate,
         "kind": kind,
         "messages_per_second": messages,
         "invocations_per_second": invocations,
         "concurrency": concurrency,
-        "concurrency_at_pipeline_duration": invocations * inputs.pipeline_invocation_ms / 1000,
+        "concurrency_at_pipeline_duration": invocations * inputs.pipeline_invocation_ms * fill / 1000,
         "default_mode_ramp_minutes": ramp,
         "provisioned_pollers": provisioned,
         "fifo_groups_needed": math.ceil(concurrency),
@@ -267,7 +317,7 @@ def model(inputs: Inputs, rate: float, kind: str, assumptions: Assumptions = Ass
         "sqs_max_calls_per_action": max_action,
         "dynamodb": tables,
         "monthly_cost_usd": cost,
-        "limits": limits,
+        "limits": in_reach,
     }
 
 
@@ -335,6 +385,23 @@ def _limits(
             },
         ]
     for table, units in tables.items():
+        moves = (
+            "pre-warming: `IdempotencyTable(warm_throughput=dynamodb.WarmThroughput(write_units_per_second=N))`"
+            if table == "idempotency"
+            else "pre-warming (PaymentProcessor creates the sample's ledger with no prop for it: the DynamoDB "
+            "console, or `aws dynamodb update-table --warm-throughput WriteUnitsPerSecond=N`)"
+        )
+        found.append(
+            {
+                "what": f"DynamoDB {table} table: write request units per second vs a new on-demand table's initial "
+                "throughput",
+                "value": units["wru_per_second"],
+                "limit": q["dynamodb_new_table_initial_wru"].value,
+                "moves_it": moves + ", before the launch (pre-warming is billed; "
+                f"{DYNAMODB_WARM_THROUGHPUT_URL}); after that, traffic more than doubling its previous peak within "
+                "30 minutes can still throttle",
+            }
+        )
         found.append(
             {
                 "what": f"DynamoDB {table} table: write request units per second vs the table quota",
@@ -371,6 +438,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def render(inputs: Inputs, assumptions: Assumptions = Assumptions()) -> str:
     """The whole document, deterministic for given inputs."""
     results = {kind: [model(inputs, rate, kind, assumptions) for rate in RATES] for kind in KINDS}
+    half = dataclasses.replace(assumptions, batch_fill=assumptions.batch_fill / 2)
+    at_half = {kind: [model(inputs, rate, kind, half) for rate in RATES] for kind in KINDS}
     m = inputs.machine
     out = [
         "# Capacity model",
@@ -446,7 +515,13 @@ def render(inputs: Inputs, assumptions: Assumptions = Assumptions()) -> str:
             )
         else:
             rows.append(["FIFO: active message groups needed", *[_n(r["fifo_groups_needed"]) for r in results[kind]]])
-        rows.append(["provisioned mode: pollers needed", *[_n(r["provisioned_pollers"]) for r in results[kind]]])
+        rows.append(
+            [
+                "provisioned mode: pollers needed (most demanding of 10 invokes, 1 MB/s, 10 receives/s per poller; "
+                "Event Poller Unit-hours not in the monthly cost, see below)",
+                *[_n(r["provisioned_pollers"]) for r in results[kind]],
+            ]
+        )
         for action in inputs.sqs_by_action:
             rows.append([f"SQS `{action}` calls/s", *[_n(r["sqs_calls_per_second"][action], 1) for r in results[kind]]])
         rows.append(["SQS calls/s, all actions", *[_n(r["sqs_calls_per_second_total"], 1) for r in results[kind]]])
@@ -473,7 +548,25 @@ def render(inputs: Inputs, assumptions: Assumptions = Assumptions()) -> str:
         }
         for key, label in labels.items():
             rows.append([label, *[_usd(r["monthly_cost_usd"][key]) for r in results[kind]]])
+        rows += [
+            [
+                "at half-full batches: Lambda invocations/s",
+                *[_n(r["invocations_per_second"], 1) for r in at_half[kind]],
+            ],
+            ["at half-full batches: SQS calls/s", *[_n(r["sqs_calls_per_second_total"], 1) for r in at_half[kind]]],
+            ["at half-full batches: provisioned pollers", *[_n(r["provisioned_pollers"]) for r in at_half[kind]]],
+            ["at half-full batches: monthly total", *[_usd(r["monthly_cost_usd"]["total"]) for r in at_half[kind]]],
+        ]
         out += _table(header, rows)
+        out += [
+            "",
+            "Provisioned mode is not in the monthly cost: it is billed in Event Poller Unit-hours (the minimum "
+            "pollers every hour, plus those added while scaling; "
+            f"[AWS Lambda pricing]({cost_model.LAMBDA_PRICING_URL})), and the stored copy of that page read here "
+            "shows no per-hour figure (its price table renders with JavaScript), so no price is typed in. Count "
+            "`minimum_pollers` x 730 Event Poller Unit-hours a month at least, plus each poller's long polls "
+            f"(up to 10 a second, billed as SQS requests; {SQS_SCALING_URL}).",
+        ]
         ordered = limit_rates(inputs, kind, assumptions)
         first = ordered[0]
         per_invoke = 1 / model(inputs, 1, kind, assumptions)["concurrency"]

@@ -10,16 +10,23 @@ The model, per payment, on a standard queue whose messages are all under 64 KB (
 - SQS: the producer's ``SendMessageBatch`` (``PRODUCER_BATCH`` messages per request), and per invocation one
   ``ReceiveMessage`` and one ``DeleteMessageBatch`` (what the event source mapping does with full batches).
   Empty receives of idle pollers cost per hour of polling, not per payment: left out here, measured in the bench.
-- Lambda: one request per invocation (``batch_size`` payments), billed duration
-  ``INVOCATION_OVERHEAD_MS + batch_size * MS_PER_PAYMENT`` rounded up to 1 ms, at ``memory_mb``.
+- Lambda: one request per invocation (``batch_size`` payments), billed duration :func:`invocation_ms` rounded up
+  to 1 ms, at ``memory_mb``: the measured median of one 10-payment invocation (``benchmarks/measured.json``,
+  ``invocation_ms_inprocess_batch10``, the duration the capacity model uses too), taken as proportional to the
+  payments in the batch.
 - DynamoDB: every write request of an item under 1 KB is 1 write request unit (a failed conditional write too),
   every strongly consistent read of an item under 4 KB 1 read request unit; counts come from the benchmark.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
+
+#: The committed measurements of ``make bench`` (benchmarks/run.py writes it).
+MEASURED = Path(__file__).resolve().parent / "measured.json"
 
 # --- Prices (USD, us-east-1, on-demand list prices, first tier) -------------------------------------------------
 LAMBDA_PRICING_URL = "https://aws.amazon.com/lambda/pricing/"
@@ -63,10 +70,29 @@ MEMORY_MB = 256
 DEFAULT_BATCH_SIZE = 10
 #: Messages per producer SendMessageBatch (the API's maximum; the local producer sends full batches).
 PRODUCER_BATCH = 10
-#: Stated handler time per payment (ms): three sequential DynamoDB round trips at about 10 ms each.
-MS_PER_PAYMENT = 30.0
-#: Stated fixed time per invocation (ms): Powertools batch processing, logging and the EMF flush.
-INVOCATION_OVERHEAD_MS = 5.0
+
+
+def measured_invocation_ms(path: Path = MEASURED) -> tuple[float, int]:
+    """(median wall time in ms, payments) of the measured invocation in ``path``.
+
+    :raises KeyError: the file lacks the measurement (re-run ``make bench``).
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return float(data["invocation_ms_inprocess_batch10"]), int(data["batch_size"])
+
+
+def invocation_ms(payments: float, measured_ms: float | None = None, measured_payments: int | None = None) -> float:
+    """Handler time (ms) of one invocation of ``payments`` payments: ``measured_ms`` for ``measured_payments``
+    payments, scaled per payment. The one duration both the cost rows and the capacity model use.
+
+    :param measured_ms: :default: the committed measurement (:func:`measured_invocation_ms`).
+    :param measured_payments: payments in the measured invocation. :default: ``DEFAULT_BATCH_SIZE``, or the
+        committed measurement's when ``measured_ms`` is not given.
+    """
+    if measured_ms is None:
+        measured_ms, measured_payments = measured_invocation_ms()
+    return measured_ms * payments / (measured_payments or DEFAULT_BATCH_SIZE)
+
 
 WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
 READ_OPERATIONS = frozenset({"GetItem"})
@@ -91,8 +117,8 @@ def cost_per_million(
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     ddb_operations_per_payment: dict[str, int],
-    ms_per_payment: float = MS_PER_PAYMENT,
-    overhead_ms: float = INVOCATION_OVERHEAD_MS,
+    ms_per_payment: float | None = None,
+    overhead_ms: float = 0.0,
     memory_mb: int = MEMORY_MB,
     fifo: bool = False,
     architecture: str = DEFAULT_ARCHITECTURE,
@@ -101,6 +127,9 @@ def cost_per_million(
 
     :param batch_size: payments per invocation (1-10 without a batching window).
     :param ddb_operations_per_payment: DynamoDB requests of one payment by operation (e.g. ``{"PutItem": 2}``).
+    :param ms_per_payment: handler time per payment (ms). :default: the measured one (:func:`invocation_ms`).
+    :param overhead_ms: a fixed time per invocation (ms) added to it. :default: ``0.0`` (the measurement
+        includes it).
     :param architecture: ``"arm64"`` or ``"x86_64"``: picks the GB-second price. :default: ``"arm64"``.
     :raises ValueError: ``batch_size`` below 1, an architecture without a price, or an operation
         ``request_units`` cannot price.
@@ -112,7 +141,8 @@ def cost_per_million(
     payments = 1_000_000
     invocations = payments / batch_size
     sqs_requests = payments / PRODUCER_BATCH + 2 * invocations
-    billed_ms = math.ceil(overhead_ms + batch_size * ms_per_payment)
+    handler_ms = invocation_ms(batch_size) if ms_per_payment is None else batch_size * ms_per_payment
+    billed_ms = math.ceil(overhead_ms + handler_ms)
     gb_seconds = invocations * billed_ms / 1000 * memory_mb / 1024
     wru, rru = request_units(ddb_operations_per_payment)
     sqs_price = SQS_FIFO_PER_MILLION_REQUESTS if fifo else SQS_STANDARD_PER_MILLION_REQUESTS

@@ -34,6 +34,17 @@ class IdempotencyTable(Construct):
     :param time_to_live_attribute: the DynamoDB TTL attribute. It must be ``expiration``: the attribute
         Powertools writes in epoch seconds (the runtime keeps Powertools' default ``expiry_attr``).
         :default: ``"expiration"``.
+    :param warm_throughput: pre-warming: the read and write request units per second the table serves at once
+        (``dynamodb.WarmThroughput(write_units_per_second=..., read_units_per_second=...)``, whole numbers of at
+        least 1 each; CloudFormation ``WarmThroughput``). Raise it above a launch's peak: a new on-demand table
+        serves up to 4,000 write and 12,000 read request units per second at once, and traffic more than doubling
+        its previous peak within 30 minutes can throttle (about 1,951 payments per second for the sample's 2.05
+        write units per payment; docs/capacity.md). Pre-warming is billed (DynamoDB pricing) and cannot be lowered
+        again. Sources: Amazon DynamoDB Developer Guide, "DynamoDB on-demand capacity mode" (Initial throughput)
+        and "Understanding DynamoDB warm throughput".
+        :default: ``None``: on-demand's initial throughput, raised by DynamoDB as traffic grows.
+    :raises ValueError: ``warm_throughput`` not a ``dynamodb.WarmThroughput``, or a unit count given that is not a
+        whole number of at least 1 (source: CloudFormation AWS::DynamoDB::Table WarmThroughput).
     :raises ValueError: ``time_to_live_attribute`` other than ``expiration``; in particular
         ``in_progress_expiration``, which Powertools writes in epoch **milliseconds** (DynamoDB would read it
         as a date thousands of years ahead and never expire the record). Source: Powertools for AWS Lambda
@@ -55,9 +66,11 @@ class IdempotencyTable(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         table_name: str | None = None,
         time_to_live_attribute: str = limits.IDEMPOTENCY_TTL_ATTRIBUTE,
+        warm_throughput: dynamodb.WarmThroughput | None = None,
     ) -> None:
         super().__init__(scope, id)
         _check_time_to_live_attribute(time_to_live_attribute)
+        _check_warm_throughput(warm_throughput)
         self.time_to_live_attribute = time_to_live_attribute
         self.table: dynamodb.ITable = dynamodb.Table(
             self,
@@ -71,6 +84,7 @@ class IdempotencyTable(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            warm_throughput=warm_throughput,
         )
 
     @classmethod
@@ -150,6 +164,29 @@ def _check_time_to_live_attribute(name: str) -> None:
     else:
         rule = "must be 'expiration', the attribute Powertools writes its record expiry to (epoch seconds)"
     raise fail("time_to_live_attribute", name, rule, limits.IDEMPOTENCY_DOC)
+
+
+def _check_warm_throughput(value: dynamodb.WarmThroughput | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dynamodb.WarmThroughput):
+        raise fail(
+            "warm_throughput",
+            value,
+            "must be a dynamodb.WarmThroughput(write_units_per_second=..., read_units_per_second=...)",
+            limits.DYNAMODB_WARM_THROUGHPUT_DOC,
+        )
+    for name in ("write_units_per_second", "read_units_per_second"):
+        units = getattr(value, name)
+        if units is None or is_unresolved(units):
+            continue
+        if isinstance(units, bool) or units != int(units) or units < limits.DYNAMODB_WARM_THROUGHPUT_MIN_UNITS:
+            raise fail(
+                f"warm_throughput.{name}",
+                units,
+                f"must be a whole number of at least {limits.DYNAMODB_WARM_THROUGHPUT_MIN_UNITS}",
+                limits.DYNAMODB_WARM_THROUGHPUT_DOC,
+            )
 
 
 def _table_arn_parts(table_arn: str) -> tuple[str, str] | None:

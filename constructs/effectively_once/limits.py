@@ -140,8 +140,13 @@ ESM_SQS_DEFAULT_MAXIMUM_POLLERS: Final = 200
 #: In provisioned mode each SQS event poller handles up to 1 MB/s, up to 10 concurrent invokes, or up to 10 SQS
 #: polling API calls per second, so a mapping can drive up to 10 x MaximumPollers concurrent invocations: the
 #: reserved-concurrency guidance compares against that. Source: AWS Lambda Developer Guide, "Configuring scaling
-#: behavior for SQS event source mappings" and "Using Lambda with Amazon SQS" (provisioned mode).
+#: behavior for SQS event source mappings" and "Using Lambda with Amazon SQS" (provisioned mode). (The Lambda API
+#: Reference's ProvisionedPollerConfig says "approximately 5 MBps" per poller: the figure the same guide gives for
+#: Kafka pollers; for SQS it gives 1 MB/s.) The capacity model (benchmarks/capacity.py) uses all three.
 LAMBDA_SQS_INVOKES_PER_POLLER: Final = 10
+LAMBDA_SQS_POLLS_PER_POLLER: Final = 10
+LAMBDA_SQS_BYTES_PER_POLLER: Final = 1_000_000
+LAMBDA_SQS_SCALING_URL: Final = "https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html"
 LAMBDA_SQS_PROVISIONED_CONCURRENCY_DOC: Final = (
     "AWS Lambda Developer Guide, Configuring scaling behavior for SQS event source mappings (provisioned mode: each "
     "event poller handles up to 10 concurrent invokes)"
@@ -257,3 +262,21 @@ POWERTOOLS_SSM_REGIONS: Final = frozenset(
         "us-west-2",
     }
 )
+
+#: A new on-demand table can serve up to 4,000 write and 12,000 read request units per second at once (or a
+#: linear combination); traffic more than doubling the previous peak within 30 minutes can throttle. Pre-warming
+#: (warm throughput) raises what the table serves at once. Sources: Amazon DynamoDB Developer Guide, "DynamoDB
+#: on-demand capacity mode" (Initial throughput and scaling properties) and "Understanding DynamoDB warm
+#: throughput" (DYNAMODB_WARM_THROUGHPUT_URL).
+DYNAMODB_ON_DEMAND_INITIAL_WRITE_UNITS: Final = 4_000
+DYNAMODB_ON_DEMAND_INITIAL_READ_UNITS: Final = 12_000
+DYNAMODB_ON_DEMAND_URL: Final = (
+    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode.html"
+)
+DYNAMODB_WARM_THROUGHPUT_URL: Final = (
+    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html"
+)
+#: WarmThroughput ReadUnitsPerSecond / WriteUnitsPerSecond: integers, minimum 1. Source: CloudFormation
+#: AWS::DynamoDB::Table WarmThroughput.
+DYNAMODB_WARM_THROUGHPUT_MIN_UNITS: Final = 1
+DYNAMODB_WARM_THROUGHPUT_DOC: Final = "CloudFormation AWS::DynamoDB::Table WarmThroughput"

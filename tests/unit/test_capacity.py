@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import math
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from effectively_once import IdempotencyTable
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -119,3 +122,74 @@ def test_what_breaks_first_is_the_limit_reached_at_the_lowest_rate(kind: str) ->
 def test_fails_on_an_unknown_queue_kind() -> None:
     with pytest.raises(ValueError, match="kind='lifo'"):
         capacity.model(INPUTS, 100, "lifo")
+
+
+def test_provisioned_pollers_count_each_per_poller_limit_of_the_sqs_scaling_page() -> None:
+    limits = capacity.limits
+    figures = capacity.model(INPUTS, 1_000, "standard")
+    receives = figures["sqs_calls_per_second"]["ReceiveMessage"]
+
+    assert capacity.QUOTAS["provisioned_polls_per_poller"].value == limits.LAMBDA_SQS_POLLS_PER_POLLER == 10
+    assert capacity.QUOTAS["provisioned_invokes_per_poller"].value == limits.LAMBDA_SQS_INVOKES_PER_POLLER
+    for name in ("provisioned_invokes_per_poller", "provisioned_bytes_per_poller", "provisioned_polls_per_poller"):
+        assert capacity.QUOTAS[name].source == capacity.SQS_SCALING_URL, name
+    assert receives > 100  # 108.1 ReceiveMessage calls/s at the measured 0.103 per payment
+    assert figures["provisioned_pollers"] == max(
+        2,
+        math.ceil(figures["concurrency"] / limits.LAMBDA_SQS_INVOKES_PER_POLLER),
+        math.ceil(figures["messages_per_second"] * ASSUMED.payload_bytes / limits.LAMBDA_SQS_BYTES_PER_POLLER),
+        math.ceil(receives / limits.LAMBDA_SQS_POLLS_PER_POLLER),
+    )
+    assert figures["provisioned_pollers"] >= 11
+    assert "remktr.com" not in capacity.OUTPUT.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", capacity.KINDS)
+def test_a_new_on_demand_table_initial_write_throughput_is_a_limit_per_table_moved_by_warm_throughput(
+    kind: str,
+) -> None:
+    ordered = capacity.limit_rates(INPUTS, kind)
+    initial = {limit["what"]: limit for limit in ordered if "initial throughput" in limit["what"]}
+    tables = capacity.model(INPUTS, 1, kind)["dynamodb"]
+
+    assert len(initial) == len(tables)
+    (idempotency,) = [limit for what, limit in initial.items() if "idempotency" in what]
+    wru_per_payment = tables["idempotency"]["wru_per_second"]
+    assert wru_per_payment == pytest.approx(2 + ASSUMED.duplicate_rate)
+    assert idempotency["limit"] == 4_000
+    assert idempotency["reached_at_rate"] == pytest.approx(4_000 / wru_per_payment)  # about 1,951 payments/s
+    assert "`IdempotencyTable(warm_throughput=" in idempotency["moves_it"]
+    assert "warm_throughput" in inspect.signature(IdempotencyTable.__init__).parameters  # the prop the document names
+    assert ordered[0] is idempotency  # what breaks first, on day one
+    assert capacity.QUOTAS["dynamodb_new_table_initial_wru"].source.startswith("https://docs.aws.amazon.com/")
+
+
+def test_half_full_batches_double_invocations_and_receives_but_not_sends() -> None:
+    full = capacity.model(INPUTS, 1_000, "standard")
+    half = capacity.model(INPUTS, 1_000, "standard", dataclasses.replace(ASSUMED, batch_fill=0.5))
+
+    assert half["invocations_per_second"] == pytest.approx(2 * full["invocations_per_second"])
+    for action in ("ReceiveMessage", "DeleteMessageBatch"):
+        assert half["sqs_calls_per_second"][action] == pytest.approx(2 * full["sqs_calls_per_second"][action])
+    assert half["sqs_calls_per_second"]["SendMessageBatch"] == pytest.approx(
+        full["sqs_calls_per_second"]["SendMessageBatch"]
+    )
+    assert half["provisioned_pollers"] > full["provisioned_pollers"]
+    text = capacity.OUTPUT.read_text(encoding="utf-8")
+    assert "lower bound" in text and "`max_batching_window`" in text
+
+
+def test_capacity_and_cost_model_price_the_same_measured_duration() -> None:
+    batch10 = cost_model.invocation_ms(INPUTS.batch_size)
+
+    assert batch10 == pytest.approx(INPUTS.invocation_ms)
+    cost = cost_model.cost_per_million(ddb_operations_per_payment={"PutItem": 2, "UpdateItem": 1})
+    assert cost["assumptions"]["billed_ms_per_invocation"] == math.ceil(INPUTS.invocation_ms)
+
+
+def test_provisioned_mode_cost_is_named_as_not_included_next_to_the_pollers_row() -> None:
+    text = capacity.OUTPUT.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| provisioned mode: pollers needed")]
+    assert len(rows) == len(capacity.KINDS)
+    assert all("not in the monthly cost" in row for row in rows)
+    assert "Event Poller Unit" in text

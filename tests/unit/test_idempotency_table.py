@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk.assertions import Annotations, Match, Template
 
 from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue
@@ -17,6 +18,12 @@ def synth() -> dict:
     stack = new_stack()
     default = IdempotencyTable(stack, "Idempotency")
     IdempotencyTable(stack, "Destroyable", removal_policy=RemovalPolicy.DESTROY, table_name="idempotency")
+    IdempotencyTable(
+        stack,
+        "Warm",
+        table_name="warm",
+        warm_throughput=dynamodb.WarmThroughput(write_units_per_second=8_000, read_units_per_second=24_000),
+    )
     function = inline_function(stack, "Function")
     grant = default.grant_idempotency(function)
     template = Template.from_stack(stack)
@@ -89,6 +96,36 @@ def test_table_has_no_other_attributes_or_indexes(synth: dict) -> None:
     assert "GlobalSecondaryIndexes" not in props
     assert "LocalSecondaryIndexes" not in props
     find_one(synth["template"], "AWS::DynamoDB::Table", {"TableName": "idempotency"})
+
+
+def test_warm_throughput_defaults_to_none_on_demands_initial_throughput(synth: dict) -> None:
+    assert "WarmThroughput" not in _default(synth)["Properties"]
+
+
+def test_warm_throughput_is_passed_to_the_table(synth: dict) -> None:
+    _, table = find_one(synth["template"], "AWS::DynamoDB::Table", {"TableName": "warm"})
+    assert table["Properties"]["WarmThroughput"] == {"WriteUnitsPerSecond": 8_000, "ReadUnitsPerSecond": 24_000}
+    assert table["Properties"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_fails_warm_throughput_of_another_type() -> None:
+    with pytest.raises(ValueError, match=r"warm_throughput must be a dynamodb.WarmThroughput"):
+        IdempotencyTable(new_stack(), "Warm", warm_throughput={"write_units_per_second": 8_000})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("units", "prop"),
+    [
+        ({"write_units_per_second": 0}, "write_units_per_second"),
+        ({"read_units_per_second": -1}, "read_units_per_second"),
+        ({"write_units_per_second": 4_000.5}, "write_units_per_second"),
+    ],
+)
+def test_fails_warm_throughput_units_below_one_or_not_whole(units: dict, prop: str) -> None:
+    with pytest.raises(
+        ValueError, match=rf"warm_throughput.{prop} must be a whole number of at least 1.*CloudFormation"
+    ):
+        IdempotencyTable(new_stack(), "Warm", warm_throughput=dynamodb.WarmThroughput(**units))
 
 
 # --- the table's identity reaches the runtime whole (issue 12 section 3) ---------------------------------------
