@@ -43,6 +43,7 @@ def check_mapping(
             0,
             limits.ESM_MAX_BATCHING_WINDOW_SECONDS,
             f"{limits.ESM_DOC} MaximumBatchingWindowInSeconds",
+            integer=False,
         )
     has_window = max_batching_window is not None and (
         is_unresolved(max_batching_window) or max_batching_window.to_seconds() > 0

@@ -9,6 +9,7 @@ with their sources, are listed in docs/validation.md; the AWS numbers they use l
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import aws_cdk
@@ -25,6 +26,9 @@ WARNING_ID_PREFIX = "effectively-once:"
 def is_unresolved(value: Any) -> bool:
     """True when ``value`` (a number, string or Duration) is a token known only at deploy time."""
     if value is None:
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        # A number token is a finite double; NaN and infinity cannot cross to jsii (the kernel fails on the JSON).
         return False
     if isinstance(value, Duration):
         return value.is_unresolved()
@@ -105,10 +109,36 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def check_range(prop: str, value: float | None, low: float, high: float, source: str) -> None:
-    """Raise when a resolved ``value`` lies outside ``low..high`` (inclusive)."""
-    if value is None or is_unresolved(value):
+def check_int(prop: str, value: Any, source: str | None = None) -> bool:
+    """Raise unless ``value`` is ``None``, a deploy-time token or an ``int``: every prop this library types ``int``.
+
+    A float (even ``3.0``), NaN, infinity, a bool or a string fails here, before it reaches jsii: CloudFormation
+    takes an integer, a float would be synthesized as is, and NaN or infinity crash the jsii kernel. A number token
+    (``CfnParameter.value_as_number``) is a finite float in Python: it is recognised and skipped.
+
+    :returns: whether ``value`` is a resolved ``int`` (the caller's range checks apply).
+    """
+    if value is None:
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        return True
+    if isinstance(value, float) and is_unresolved(value):
+        return False
+    raise fail(prop, value, "must be an int (not a float, NaN, infinity, bool or string)", source)
+
+
+def check_range(prop: str, value: float | None, low: float, high: float, source: str, *, integer: bool = True) -> None:
+    """Raise when a resolved ``value`` lies outside ``low..high`` (inclusive).
+
+    :param integer: ``value`` is an ``int`` prop (:func:`check_int` first); ``False`` for a number the library
+        computed itself (seconds of a Duration).
+    """
+    if integer:
+        if not check_int(prop, value, source):
+            return
+    elif value is None or is_unresolved(value):
         return
+    assert value is not None
     if not low <= value <= high:
         raise fail(prop, value, f"must be between {_number(low)} and {_number(high)}", source)
 

@@ -164,7 +164,9 @@ class IdempotentQueueConsumer(Construct):
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
-        given; ``batch_size``, ``max_concurrency`` or ``max_batching_window`` out of range; a
+        given; an ``int`` prop (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count
+        thresholds) that is not an ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``,
+        ``max_concurrency`` or ``max_batching_window`` out of range; a
         ``provisioned_poller_config`` breaking the rules above; a batching window
         on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
         ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a

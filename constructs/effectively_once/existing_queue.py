@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 
-from ._validation import check_type, fail
+from . import limits
+from ._validation import check_int, check_type, fail
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class ExistingQueue:
         ``encryption_master_key``: import a DLQ encrypted with a customer-managed key with ``key_arn=``).
         :default: ``None``: read from an ``sqs.Queue`` of this app; otherwise the queue has none (a warning: a
         poison message is retried until retention expires, and there is no DLQ-depth alarm).
-    :param max_receive_count: receives before SQS moves a message to the DLQ (1..1000; warning below 5).
+    :param max_receive_count: receives before SQS moves a message to the DLQ, an ``int`` (1..1000; warning below 5).
         Only with a ``dead_letter_queue``.
         :default: ``None``: read from an ``sqs.Queue`` of this app; otherwise not checked (a warning).
     :param retention_period: how long the queue keeps a message (60 s..14 days); the consumer's default
@@ -73,4 +74,5 @@ class ExistingQueue:
             ("retention_period", self.retention_period),
         ):
             check_type(f"ExistingQueue {prop}", value, Duration, "a Duration", optional=True)
-        check_type("ExistingQueue max_receive_count", self.max_receive_count, int, "an int", optional=True)
+        # A deploy-time token (a float in Python) is accepted: the range is checked when it is resolved.
+        check_int("ExistingQueue max_receive_count", self.max_receive_count, limits.SQS_DLQ_DOC)

@@ -158,6 +158,9 @@ ESM_POLLER_GROUP_DOC: Final = "AWS Lambda API Reference, ProvisionedPollerConfig
 #: The function timeout Lambda uses when none is set: 3 seconds. Source: AWS Lambda Developer Guide,
 #: "Configure Lambda function timeout".
 LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3
+#: A function's memory is an integer number of MB (CloudFormation AWS::Lambda::Function ``MemorySize``: type
+#: integer, https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-function.html).
+LAMBDA_MEMORY_SIZE_DOC: Final = "CloudFormation AWS::Lambda::Function MemorySize"
 #: Function timeout bounds: 1 to 900 seconds. Source: CloudFormation AWS::Lambda::Function ``Timeout``
 #: ("The maximum allowed value is 900 seconds"). Checked by the local tooling's ``--function-timeout``.
 LAMBDA_MIN_TIMEOUT_SECONDS: Final = 1

@@ -27,7 +27,7 @@ from constructs import Construct
 from effectively_once_runtime import names
 
 from . import _mapping_metrics, limits
-from ._validation import acknowledge, check_range, fail, is_unresolved, template_seconds
+from ._validation import acknowledge, check_int, check_range, fail, is_unresolved, template_seconds
 
 #: Outcome lines the runtime logs once per delivery (record processed, duplicate suppressed).
 OUTCOME_MESSAGES = names.OUTCOME_MESSAGES
@@ -136,12 +136,14 @@ class AsyncInvocationOptions:
 
 
 def check_alarm_thresholds(thresholds: AlarmThresholds) -> None:
-    """:raises ValueError: a negative threshold, an oldest-message-age threshold below one second, or one that is a
-    deploy-time token in a unit other than seconds (the alarm threshold is written in seconds)."""
+    """:raises ValueError: a count threshold that is not an int (a float, NaN, infinity, a bool, a string) or is
+    negative, an oldest-message-age threshold below one second, or one that is a deploy-time token in a unit other
+    than seconds (the alarm threshold is written in seconds)."""
+    source = "CloudWatch PutMetricAlarm Threshold"
     for prop in ("dlq_depth", "errors", "throttles", "failed_records"):
         value = getattr(thresholds, prop)
-        if not is_unresolved(value) and value < 0:
-            raise fail(f"alarm_thresholds.{prop}", value, "must be 0 or more", "CloudWatch PutMetricAlarm Threshold")
+        if check_int(f"alarm_thresholds.{prop}", value, source) and value < 0:
+            raise fail(f"alarm_thresholds.{prop}", value, "must be 0 or more", source)
     age = thresholds.oldest_message_age
     if is_unresolved(age):
         # The alarm threshold is written in seconds: a token follows only in that unit.
@@ -170,6 +172,7 @@ def check_async_invocation(options: AsyncInvocationOptions) -> None:
             limits.ASYNC_MIN_MAX_EVENT_AGE_SECONDS,
             limits.ASYNC_MAX_MAX_EVENT_AGE_SECONDS,
             f"{source} MaximumEventAgeInSeconds",
+            integer=False,
         )
     queue = options.on_failure
     if queue is not None and queue.fifo:

@@ -12,8 +12,9 @@ from constructs import Construct
 
 from effectively_once_runtime import names
 
+from . import limits
 from ._assets import payment_function_code
-from ._validation import acknowledge
+from ._validation import acknowledge, check_int
 from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
 from .observability import AlarmThresholds, AsyncInvocationOptions, build_dashboard
@@ -54,7 +55,8 @@ class PaymentProcessor(Construct):
 
     :param fifo: FIFO queues instead of standard ones. :default: ``False``.
     :param function_timeout: the function's timeout. :default: ``None``: 30 seconds (``DEFAULT_FUNCTION_TIMEOUT``).
-    :param memory_size: the function's memory, in MiB. :default: ``256``.
+    :param memory_size: the function's memory, in MiB (an ``int``; its range is CloudFormation's to check).
+        :default: ``256``.
     :param architecture: the function's architecture, ``lambda_.Architecture.ARM_64`` or ``X86_64``; the
         function and its :class:`RuntimeLayer` (which resolves the Powertools layer per architecture) get this one
         value, so they cannot disagree. :default: ``lambda_.Architecture.ARM_64`` (``PAYMENT_ARCHITECTURE``).
@@ -139,6 +141,8 @@ class PaymentProcessor(Construct):
     ) -> None:
         super().__init__(scope, id)
         architecture = check_architecture("architecture", architecture)
+        # Before lambda.Function: a NaN or infinity would crash the jsii kernel, a float would be synthesized.
+        check_int("memory_size", memory_size, limits.LAMBDA_MEMORY_SIZE_DOC)
         if function_timeout is None:
             function_timeout = Duration.seconds(DEFAULT_FUNCTION_TIMEOUT_SECONDS)
         self.queue = ProcessingQueue(

@@ -68,7 +68,8 @@ class ProcessingQueue(Construct):
     :raises ValueError: a FIFO ``queue_name`` not ending in ``.fifo``, a standard one ending in it, or any
         name over 80 characters or with characters other than alphanumerics, ``-`` and ``_``;
         ``content_based_deduplication`` or ``high_throughput`` on a standard queue; a ``dead_letter_queue`` of
-        the other type; ``max_receive_count`` outside 1..1000; ``retention_period`` outside 60 s..14 days;
+        the other type; ``max_receive_count`` not an ``int`` (a float, NaN, infinity, a bool, a string) or
+        outside 1..1000; ``retention_period`` outside 60 s..14 days;
         ``visibility_timeout`` above 12 hours; standard queues: a ``dead_letter_queue`` keeping messages for a
         shorter time than ``retention_period``. The message names the prop, the value, the rule and its source
         (docs/validation.md lists them all).

@@ -683,3 +683,84 @@ def test_fails_existing_queue_fact_of_the_wrong_type_naming_it(fields: dict[str,
 def test_fails_processing_queue_flag_that_is_not_a_bool(prop: str) -> None:
     with pytest.raises(ValueError, match=rf"^{prop} must be True or False, but 'yes' was given"):
         ProcessingQueue(new_stack(), "Q", **{prop: "yes"})
+
+
+# --- integer props: a float, NaN, infinity, a bool or a string fails naming the prop; a token is skipped ---------
+def _imported(stack: Stack, name: str) -> sqs.IQueue:
+    return sqs.Queue.from_queue_arn(stack, name, f"arn:aws:sqs:us-east-1:123456789012:{name}")
+
+
+def _existing(stack: Stack, count: Any) -> ExistingQueue:
+    return ExistingQueue(
+        queue=_imported(stack, "orders"), dead_letter_queue=_imported(stack, "orders-dlq"), max_receive_count=count
+    )
+
+
+#: Every integer prop of the library: (the prop as messages name it, the source they cite, a builder giving it v).
+INTEGER_PROPS: list[tuple[str, str, Any]] = [
+    ("batch_size", "BatchSize", lambda s, v: _consumer(s, batch_size=v)),
+    ("max_concurrency", "ScalingConfig", lambda s, v: _consumer(s, max_concurrency=v)),
+    (
+        "provisioned_poller_config.minimum_pollers",
+        "ProvisionedPollerConfig",
+        lambda s, v: _consumer(s, **_pollers(minimum=v)),
+    ),
+    (
+        "provisioned_poller_config.maximum_pollers",
+        "ProvisionedPollerConfig",
+        lambda s, v: _consumer(s, **_pollers(maximum=v)),
+    ),
+    ("max_receive_count", "Using dead-letter queues", lambda s, v: ProcessingQueue(s, "Q", max_receive_count=v)),
+    ("ExistingQueue max_receive_count", "Using dead-letter queues", _existing),
+    (
+        "async_invocation.retry_attempts",
+        "MaximumRetryAttempts",
+        lambda s, v: _consumer(s, async_invocation=AsyncInvocationOptions(retry_attempts=v)),
+    ),
+    *(
+        (
+            f"alarm_thresholds.{name}",
+            "PutMetricAlarm",
+            lambda s, v, name=name: _consumer(s, alarm_thresholds=AlarmThresholds(**{name: v})),
+        )
+        for name in ("dlq_depth", "errors", "throttles", "failed_records")
+    ),
+    ("memory_size", "MemorySize", lambda s, v: PaymentProcessor(s, "Processor", memory_size=v)),
+]
+#: Not an int: each would otherwise be synthesized as is (2.5, 3.0, True), crash the jsii kernel (NaN, infinity:
+#: JSONDecodeError) or fail a comparison with a TypeError.
+NOT_INTEGERS = [2.5, 3.0, float("nan"), float("inf"), True, "3"]
+
+
+@pytest.mark.parametrize(("prop", "source", "make"), INTEGER_PROPS, ids=[p[0] for p in INTEGER_PROPS])
+@pytest.mark.parametrize("value", NOT_INTEGERS, ids=repr)
+def test_fails_integer_prop_that_is_not_an_int_naming_it(prop: str, source: str, make: Any, value: Any) -> None:
+    if prop.startswith("provisioned_poller_config") and isinstance(value, str):
+        pytest.skip("lambda.ProvisionedPollerConfig itself raises a TypeError for a string (jsii's type check)")
+    with _raises(f"{prop} must be an int (", f"but {value!r} was given (source: ", source):
+        make(new_stack(), value)
+
+
+def test_integer_tokens_are_skipped_and_written_to_the_template() -> None:
+    stack = new_stack()
+    thresholds = {name: _token(stack, f"Threshold{name}") for name in ("dlq_depth", "errors", "throttles")}
+    consumer = IdempotentQueueConsumer(
+        stack,
+        "Consumer",
+        queue=_existing(stack, _token(stack, "Receives")),
+        function=inline_function(stack, "Function", memory_size=_token(stack, "Memory")),
+        table=IdempotencyTable(stack, "Table"),
+        alarm_thresholds=AlarmThresholds(failed_records=_token(stack, "FailedRecords"), **thresholds),
+        async_invocation=AsyncInvocationOptions(retry_attempts=_token(stack, "Retries")),
+    )
+    config = consumer.event_invoke_config.node.default_child  # type: ignore[union-attr]
+    assert stack.resolve(config.maximum_retry_attempts) == {"Ref": "Retries"}  # type: ignore[union-attr]
+    errors = consumer.errors_alarm.node.default_child  # type: ignore[union-attr]
+    assert stack.resolve(errors.threshold) == {"Ref": "Thresholderrors"}  # type: ignore[union-attr]
+
+
+def test_token_memory_size_is_skipped() -> None:
+    stack = new_stack()
+    processor = PaymentProcessor(stack, "Processor", memory_size=_token(stack, "Memory"))
+    function = processor.function.node.default_child
+    assert stack.resolve(function.memory_size) == {"Ref": "Memory"}  # type: ignore[union-attr]
