@@ -286,3 +286,23 @@ def test_page_says_where_the_timed_counts_come_from_and_why_they_may_be_lower(tm
     assert "charges: the provider's result lines" in text
     assert "timed charges: 1, the report's (ledger items): 9" in text
     assert "A kill between a provider call and its result line" in text
+
+
+def test_a_report_named_html_keeps_its_json_and_gets_its_page_beside_it(tmp_path: Path) -> None:
+    report = {"total": {"effects": 1}}
+
+    page = conclude(
+        report,
+        text="t",
+        reasons=[],
+        fail_prefix="FAIL: ",
+        ok_line=None,
+        report_path=tmp_path / "r.html",
+        events=[],
+        clock=RunClock(started=T0),
+        title="chaos",
+        log=lambda _: None,
+    )
+
+    assert page == tmp_path / "r.html.html" and "<!doctype html>" in page.read_text("utf-8")
+    assert json.loads((tmp_path / "r.html").read_text("utf-8")) == report

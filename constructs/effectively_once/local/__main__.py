@@ -2,8 +2,8 @@
 
 Every argument is checked before anything starts (no local AWS, no deploy, no AWS call): numbers against their
 ranges, the payments file read and parsed whole (and it must hold at least one valid payment by the handler's own
-rules), folders that must be folders, output paths that must not be. Every expected error ends in one line on
-stderr and exit code 2, never a traceback.
+rules), folders that must be folders, output paths that must not be, and no option another one would silently
+ignore. Every expected error ends in one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
