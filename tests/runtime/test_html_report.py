@@ -3,6 +3,7 @@ the run's timed events; the run logs it reads carry wall-clock timestamps."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -254,3 +255,54 @@ def test_conclude_prints_the_ok_line_when_given(tmp_path: Path) -> None:
     )
 
     assert "OK: 1 effect" in shown and not any(s.startswith("FAIL") for s in shown)
+
+
+def test_each_mark_is_labelled_beside_its_own_line_even_when_marks_are_close() -> None:
+    # The demo's last two marks ("report", "outage backlog") fall within a second of each other near the right edge.
+    from effectively_once.local.html_report import _chart
+
+    marks = [(T0 + 2, "deployed: sending"), (T0 + 2.3, "polling"), (T0 + 59, "report"), (T0 + 59.4, "outage backlog")]
+    fig = _chart(_events() + [TimedEvent(T0 + 60, "delivery", "fifo")], T0, marks)
+    fig.canvas.draw()
+    flow = fig.axes[0]
+    labels = {t.get_text(): t.get_window_extent() for t in flow.texts if t.get_text() in {m for _, m in marks}}
+    lines = {text: flow.transData.transform((t - T0, 0))[0] for t, text in marks}
+
+    assert set(labels) == set(lines)
+    for text, box in labels.items():
+        own = lines[text]
+        assert min(abs(box.x0 - own), abs(box.x1 - own)) < 6, f"{text!r} is not beside its line"
+        crossed = [other for other, x in lines.items() if other != text and box.x0 < x < box.x1]
+        assert crossed == [], f"{text!r} sits across the line of {crossed}"
+        for other, other_box in labels.items():
+            assert other == text or not box.overlaps(other_box), f"{text!r} overlaps {other!r}"
+
+
+def test_page_says_where_the_timed_counts_come_from_and_why_they_may_be_lower(tmp_path: Path) -> None:
+    # A kill between a provider call and its result line leaves a ledger charge without a timed result.
+    page = write_page(tmp_path / "r.html", _demo_report(), _events(), clock=RunClock(started=T0), title="demo")
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.read_text("utf-8"))).split())
+
+    assert "charges: the provider's result lines" in text
+    assert "timed charges: 1, the report's (ledger items): 9" in text
+    assert "A kill between a provider call and its result line" in text
+
+
+def test_a_report_named_html_keeps_its_json_and_gets_its_page_beside_it(tmp_path: Path) -> None:
+    report = {"total": {"effects": 1}}
+
+    page = conclude(
+        report,
+        text="t",
+        reasons=[],
+        fail_prefix="FAIL: ",
+        ok_line=None,
+        report_path=tmp_path / "r.html",
+        events=[],
+        clock=RunClock(started=T0),
+        title="chaos",
+        log=lambda _: None,
+    )
+
+    assert page == tmp_path / "r.html.html" and "<!doctype html>" in page.read_text("utf-8")
+    assert json.loads((tmp_path / "r.html").read_text("utf-8")) == report

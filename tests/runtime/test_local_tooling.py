@@ -3,6 +3,7 @@ semantics, the verdict, and that the local AWS is on loopback and gone after use
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from effectively_once.local.backlog import DEFAULT_BACKLOG
 from effectively_once.local.chaos import ChaosConfig
 from effectively_once.local.esm import MappingConfig, failed_ids, to_lambda_record
 from effectively_once.local.producer import (
@@ -523,6 +525,19 @@ BAD_INPUTS = [
     (["sample", "--accounts", "0"], "--accounts"),
     (["sample", "--out", "{a_dir}"], "--out"),
     (["sample", "--out", "{under_a_file}"], "--out"),
+    # flags another flag would silently ignore
+    (["demo", "--unsafe", "--redrive-backlog", "3"], "--redrive-backlog"),
+    (["demo", "--no-chaos", "--resend", "0.2"], "--resend"),
+    (["demo", "--no-chaos", "--concurrent-duplicates", "0.2"], "--concurrent-duplicates"),
+    (["demo", "--no-chaos", "--crash-after-charge", "0.1"], "--crash-after-charge"),
+    (["demo", "--no-chaos", "--crash-after-complete", "0.1"], "--crash-after-complete"),
+    (["demo", "--no-chaos", "--timeouts", "0.1"], "--timeouts"),
+    (["demo", "--no-chaos", "--seed", "3"], "--seed"),
+    (
+        ["chaos", "--app-dir", "{empty_dir}", "--stack", "S", "--input", "{valid}", "--key", "payment_id"]
+        + ["--effect-table", "T", "--effect-key", "k", "--effect-takes-key"],
+        "--effect-takes-key",
+    ),
 ]
 
 
@@ -599,6 +614,49 @@ def test_default_and_valid_arguments_pass_the_checks(
     assert started[0].handler_root == REPO / "lambda_src"
     assert not (tmp_path / "run").exists(), "checks create nothing"
     assert capsys.readouterr().err == ""
+
+
+def test_flags_that_agree_with_no_chaos_and_unsafe_pass_the_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from effectively_once.local import __main__ as cli
+    from effectively_once.local import demo
+
+    started = []
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(demo, "run_demo", lambda opts: (started.append(opts), (0, {}))[1])
+    out = ["--run-dir", str(tmp_path / "run"), "--report", str(tmp_path / "x.json")]
+
+    assert cli.main(["demo", "--no-chaos", "--resend", "0", *out]) == 0
+    assert cli.main(["demo", "--unsafe", "--redrive-backlog", "0", *out]) == 0
+    assert cli.main(["demo", "--unsafe", *out]) == 0
+
+    assert [o.chaos.enabled for o in started] == [False, True, True]
+    assert [o.redrive_backlog for o in started] == [DEFAULT_BACKLOG, 0, DEFAULT_BACKLOG]
+    assert capsys.readouterr().err == ""
+
+
+def test_every_option_of_every_subcommand_has_help_and_shows_its_default() -> None:
+    from effectively_once.local import __main__ as cli
+
+    _, commands = cli._parser()
+
+    assert set(commands) == {"demo", "chaos", "sample", "produce", "report", "redrive"}
+    missing = []
+    for name, sub in commands.items():
+        formatter = sub._get_formatter()
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            text = formatter._expand_help(action) if action.help else ""
+            flag = f"{name} {action.option_strings[0]}"
+            if not text:
+                missing.append(f"{flag}: no help")
+            elif action.default is not None and action.nargs != 0 and f"default: {action.default}" not in text:
+                missing.append(f"{flag}: default {action.default!r} not shown in {text!r}")
+
+    assert missing == []
+    assert "seconds to wait for the queues to drain (default: 600)" in " ".join(commands["demo"].format_help().split())
 
 
 def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

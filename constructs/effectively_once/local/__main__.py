@@ -2,8 +2,8 @@
 
 Every argument is checked before anything starts (no local AWS, no deploy, no AWS call): numbers against their
 ranges, the payments file read and parsed whole (and it must hold at least one valid payment by the handler's own
-rules), folders that must be folders, output paths that must not be. Every expected error ends in one line on
-stderr and exit code 2, never a traceback.
+rules), folders that must be folders, output paths that must not be, and no option another one would silently
+ignore. Every expected error ends in one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -53,8 +53,33 @@ _ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (``(default: %(default)s)``), unless the help already says it
+    (``default:``), the default is ``None`` (the help says what happens) or the option is a flag."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default:" in text or action.default in (None, argparse.SUPPRESS) or action.nargs == 0:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Given(argparse.Action):
+    """Stores the value like ``store`` and remembers that the option was given (``args.given``), for the checks of
+    options another option makes pointless (``--no-chaos``, ``--unsafe``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, *_: Any) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line (``error: argument --x: ...``) and exit code 2, like every other expected error."""
+    """Usage errors as one line (``error: argument --x: ...``) and exit code 2, like every other expected error.
+    Every option's help shows its default (:class:`_HelpFormatter`), subcommands' too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {_one_line(message)} (see {self.prog} --help)\n")
@@ -96,6 +121,10 @@ def _add_run_outputs(parser: argparse.ArgumentParser, *, report: str, run_dir: s
         "--drain-timeout", type=_integer(1), default=600, help="seconds to wait for the queues to drain"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _handler_root_help(base: str) -> str:
+    return f"folder holding the handler package (default: lambda_src in {base} if there, else the package's own)"
 
 
 def _default_handler_root(app_dir: Path) -> Path:
@@ -228,6 +257,12 @@ def _check_chaos(parser: _Parser, args: argparse.Namespace) -> None:
 
     if args.crash_after_effect + args.crash_after_complete + args.timeouts > 1.0:
         parser.error("arguments --crash-after-effect, --crash-after-complete, --timeouts: their sum must not exceed 1")
+    if args.effect_takes_key and args.effect_table is not None:
+        # effects.build: with a store, its item count decides; --effect-takes-key would be ignored.
+        parser.error(
+            "arguments --effect-table, --effect-takes-key: with a store its items count the effects;"
+            " --effect-takes-key is for a run without one"
+        )
     if not (args.app_dir / "cdk.json").is_file():
         parser.error(f"argument --app-dir: {args.app_dir} has no cdk.json")
     try:
@@ -250,6 +285,24 @@ def _check_chaos(parser: _Parser, args: argparse.Namespace) -> None:
         parser.error(f"argument --key: {args.key!r} finds no key in any line of {args.input}; nothing was sent")
 
 
+def _check_ignored(parser: _Parser, args: argparse.Namespace) -> None:
+    """A demo option another one would silently ignore is an error: ``--no-chaos`` runs with every chaos fraction
+    0 and no seed to draw with (``_run``); ``--unsafe`` runs no outage backlog (``demo.run_demo``)."""
+    given: set[str] = getattr(args, "given", set())
+    if args.no_chaos:
+        for dest in ("resend", "concurrent_duplicates", "crash_after_charge", "crash_after_complete", "timeouts"):
+            if dest in given and getattr(args, dest) > 0:
+                flag = "--" + dest.replace("_", "-")
+                parser.error(f"arguments --no-chaos, {flag}: --no-chaos runs without chaos; {flag} would be ignored")
+        if "seed" in given:
+            parser.error("arguments --no-chaos, --seed: --no-chaos draws nothing at random; --seed would be ignored")
+    if args.unsafe and "redrive_backlog" in given and args.redrive_backlog > 0:
+        parser.error(
+            "arguments --unsafe, --redrive-backlog: the control run has no outage backlog (its checks assume the"
+            " guards); leave --redrive-backlog out or give 0"
+        )
+
+
 def _check(parser: _Parser, args: argparse.Namespace) -> None:
     if args.command in ("sample", "redrive"):
         return
@@ -264,6 +317,7 @@ def _check(parser: _Parser, args: argparse.Namespace) -> None:
                 "arguments --crash-after-charge, --crash-after-complete, --timeouts: one draw per invocation picks"
                 f" among them, so their sum must not exceed 1, got {chaos:g}"
             )
+        _check_ignored(parser, args)
         if not (args.app_dir / "cdk.json").is_file():
             parser.error(f"argument --app-dir: {args.app_dir} has no cdk.json")
         try:
@@ -289,7 +343,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     demo = sub.add_parser("demo", help="deploy to a local AWS (moto), send payments with chaos, report")
     demo.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"), help="JSON Lines input")
     demo.add_argument("--app-dir", type=_folder, default=".", help="folder with cdk.json and node_modules")
-    demo.add_argument("--handler-root", type=_folder, default=None, help="folder holding the handler package")
+    demo.add_argument("--handler-root", type=_folder, default=None, help=_handler_root_help("--app-dir"))
     demo.add_argument(
         "--stack", type=_stack_name, default="PaymentsSandbox", help="the deployed stack (default: %(default)s)"
     )
@@ -300,23 +354,34 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="seconds (context function_timeout_seconds)",
     )
     demo.add_argument(
-        "--max-receive-count", type=_integer(SQS_MIN_MAX_RECEIVE_COUNT, SQS_MAX_MAX_RECEIVE_COUNT), default=5
+        "--max-receive-count",
+        type=_integer(SQS_MIN_MAX_RECEIVE_COUNT, SQS_MAX_MAX_RECEIVE_COUNT),
+        default=5,
+        help="receives before SQS moves a message to its DLQ (context max_receive_count)",
     )
     demo.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per queue")
-    demo.add_argument("--resend", type=_fraction, default=0.10, help="fraction of payments a producer resends")
-    demo.add_argument("--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once")
-    demo.add_argument("--crash-after-charge", type=_fraction, default=0.03, help="fraction of invocations killed")
-    demo.add_argument("--crash-after-complete", type=_fraction, default=0.03, help="fraction of invocations killed")
+    for flag, default, text in (
+        ("--resend", 0.10, "fraction of payments a producer resends"),
+        ("--concurrent-duplicates", 0.05, "fraction sent twice at once"),
+        ("--crash-after-charge", 0.03, "fraction of invocations killed after the charge, before its record completes"),
+        (
+            "--crash-after-complete",
+            0.03,
+            "fraction of invocations killed after the handler returned, before its delete",
+        ),
+        ("--timeouts", 0.02, "fraction of invocations stalled past the deadline"),
+    ):
+        demo.add_argument(flag, type=_fraction, action=_Given, default=default, help=text)
+    demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes (no chaos flag with it)")
+    demo.add_argument("--seed", type=_integer(), action=_Given, default=7, help="the chaos's random seed")
     demo.add_argument(
-        "--timeouts", type=_fraction, default=0.02, help="fraction of invocations stalled past the deadline"
+        "--unsafe", action="store_true", help="control: idempotency layer off and no provider key; no outage backlog"
     )
-    demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes")
-    demo.add_argument("--seed", type=_integer(), default=7)
-    demo.add_argument("--unsafe", action="store_true", help="control: idempotency layer off and no provider key")
     _add_run_outputs(demo, report="reports/demo-report.json", run_dir=".local-aws/run")
     demo.add_argument(
         "--redrive-backlog",
         type=_integer(0),
+        action=_Given,
         default=DEFAULT_BACKLOG,
         metavar="K",
         help="after the run, K charged and K new payments into each DLQ, redrive, check (0: off)",
@@ -333,7 +398,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     chaos.add_argument("--stack", type=_stack_name, required=True, help="the stack of --app-dir to deploy and run")
     chaos.add_argument("--input", type=Path, required=True, help="JSON Lines: a body per line, or {body, queue, group}")
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
-    chaos.add_argument("--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack")
+    chaos.add_argument(
+        "--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack (default: none)"
+    )
     chaos.add_argument("--effect-key", default=None, help="the attribute of --effect-table holding the business key")
     chaos.add_argument(
         "--effect-takes-key",
@@ -344,9 +411,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "--context",
         type=_context,
         action="append",
-        default=[],
+        default=None,
         metavar="KEY=VALUE",
-        help="cdk deploy -c values (repeatable), e.g. function_timeout_seconds=2",
+        help="cdk deploy -c values (repeatable; default: none), e.g. function_timeout_seconds=2",
     )
     chaos.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per mapping")
     chaos.add_argument("--resend", type=_fraction, default=0.10, help="fraction of keys a producer resends")
@@ -361,7 +428,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "--crash-after-complete",
         type=_fraction,
         default=0.03,
-        help="fraction of invocations killed after the handler returned, before the delete",
+        help="fraction of invocations killed after the handler returned, before its delete",
     )
     chaos.add_argument(
         "--timeouts",
@@ -369,14 +436,14 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         default=0.02,
         help="fraction of invocations stalled past the deadline at an effect line",
     )
-    chaos.add_argument("--seed", type=_integer(), default=7)
+    chaos.add_argument("--seed", type=_integer(), default=7, help="the chaos's random seed")
     _add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
 
     sample = sub.add_parser("sample", help="write a deterministic sample payments file")
     sample.add_argument("--count", type=_integer(1), default=1000, help="valid payments (six poison lines are added)")
-    sample.add_argument("--accounts", type=_integer(1), default=40)
-    sample.add_argument("--seed", type=_integer(), default=2026)
-    sample.add_argument("--out", type=_output_file, default="samples/payments.jsonl")
+    sample.add_argument("--accounts", type=_integer(1), default=40, help="accounts the payments are spread over")
+    sample.add_argument("--seed", type=_integer(), default=2026, help="the same seed writes the same file")
+    sample.add_argument("--out", type=_output_file, default="samples/payments.jsonl", help="the file to write")
 
     for name, text in (
         ("produce", "send the payments file to a deployed stack (a real AWS account after `cdk deploy`)"),
@@ -386,12 +453,14 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         cmd.add_argument(
             "--stack", type=_stack_name, default="PaymentsSandbox", help="the deployed stack (default: %(default)s)"
         )
-        cmd.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"))
-        cmd.add_argument("--handler-root", type=_folder, default=None)
+        cmd.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"), help="JSON Lines input")
+        cmd.add_argument("--handler-root", type=_folder, default=None, help=_handler_root_help("the working folder"))
         if name == "produce":
-            cmd.add_argument("--resend", type=_fraction, default=0.10)
-            cmd.add_argument("--concurrent-duplicates", type=_fraction, default=0.05)
-            cmd.add_argument("--seed", type=_integer(), default=7)
+            cmd.add_argument("--resend", type=_fraction, default=0.10, help="fraction of payments resent")
+            cmd.add_argument(
+                "--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once"
+            )
+            cmd.add_argument("--seed", type=_integer(), default=7, help="the duplicates' random seed")
         else:
             cmd.add_argument(
                 "--wait",
@@ -464,7 +533,7 @@ def _run(args: argparse.Namespace) -> int:
                 effect_takes_key=args.effect_takes_key,
                 concurrency=args.concurrency,
                 chaos=_chaos_config(args, args.crash_after_effect),
-                context=dict(args.context),
+                context=dict(args.context or ()),
                 report_path=args.report,
                 run_dir=args.run_dir,
                 drain_timeout_seconds=args.drain_timeout,

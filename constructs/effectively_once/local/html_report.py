@@ -178,7 +178,7 @@ def _cumulative(events: list[TimedEvent], started: float) -> tuple[list[float], 
     return xs, ys
 
 
-def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> bytes:
+def _chart(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # no display
@@ -223,21 +223,39 @@ def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float
         kills.text(0.5, 0.5, "no kills in this run", transform=kills.transAxes, ha="center", va="center", color="gray")
     kills.set_xlabel("seconds since the run started")
     kills.set_xlim(0, end * 1.02)
-    for i, (t, text) in enumerate(marks):
+    fig.draw_without_rendering()  # lays the axes out: their width in pixels decides where each label fits
+    px_per_second = flow.bbox.width / (end * 1.02)
+    # A label is its mark's name turned upright beside its own line, on the line's left unless the previous label
+    # already sits left of a line closer than a label's thickness (then on the right: the two face away).
+    thickness = 9 * fig.dpi / 72 + 8
+    previous: tuple[float, str] | None = None
+    for t, text in marks:
+        x = (t - started) * px_per_second
+        close = previous is not None and x - previous[0] < thickness
+        side = "right" if x < thickness or (close and previous is not None and previous[1] == "left") else "left"
         for ax in (flow, guards, kills):
             ax.axvline(t - started, color="gray", linestyle="--", linewidth=1)
         flow.annotate(
             text,
             (t - started, 1),
             xycoords=("data", "axes fraction"),
-            # staggered: marks close in time stay readable; left of a line near the right edge, inside the axes
-            xytext=(-3 if t - started > 0.8 * end else 3, -12 - 12 * (i % 3)),
-            ha="right" if t - started > 0.8 * end else "left",
+            xytext=(2 if side == "right" else -2, -4),
             textcoords="offset points",
+            rotation=90,
+            ha="left" if side == "right" else "right",
+            va="top",
             fontsize=9,
             color="dimgray",
             bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
         )
+        previous = (x, side)
+    return fig
+
+
+def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig = _chart(events, started, marks)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
@@ -325,6 +343,23 @@ def _event_columns(events: Iterable[TimedEvent], report_at: float | None) -> dic
     return columns
 
 
+def _timed_note(report: dict[str, Any], before: list[TimedEvent]) -> str:
+    """Under the timed table: where its counts come from, and why one can be lower than the report's."""
+    note = (
+        "Counted from what the run timed, each written after what it records (sent: the producer's accepted "
+        "batches; deliveries: the runner's delivery log; charges: the provider's result lines, replays left out; "
+        "effects: the effect lines; duplicates suppressed: the EMF metric; DLQ arrivals: the runtime's first-sight "
+        "sends; kills: the chaos log). The report's tables count the stores instead (ledgers, DLQs). A kill between "
+        "a provider call and its result line (or an effect and its line), e.g. a deadline kill on a loaded machine, "
+        "leaves a charge in the ledger that no line timed, so a timed count can be lower than the report's."
+    )
+    charges = (report.get("total") or {}).get("charges")
+    if isinstance(charges, int):
+        timed = sum(e.count for e in before if e.kind == "charge")
+        note += f" Here: timed charges: {timed}, the report's (ledger items): {charges}."
+    return f'<p class="note" style="max-width: 520px">{_esc(note)}</p>'
+
+
 def render_page(
     report: dict[str, Any],
     events: list[TimedEvent],
@@ -367,7 +402,12 @@ def render_page(
     columns = _event_columns(events, clock.report_at)
     if columns:
         kinds = [k for k in KINDS if any(k in c for c in columns.values())]
-        tables.append("<div><h2>Per queue (the timed events)</h2>" + _queue_table(columns, kinds, KINDS) + "</div>")
+        tables.append(
+            "<div><h2>Per queue (the timed events)</h2>"
+            + _queue_table(columns, kinds, KINDS)
+            + _timed_note(report, before)
+            + "</div>"
+        )
     parts.append('<div class="row">' + "\n".join(tables) + "</div>")
     run = report.get("run")
     if run:
