@@ -232,6 +232,21 @@ class Consumer:
         self._state = ConsumerState(settings, persistence_store, config, process, dead_letter)
         return self._state
 
+    def warm(self) -> ConsumerState | None:
+        """Build the state now when the environment allows it: call it at module level, in Lambda's init phase,
+        so the first invocation does not spend its function timeout creating SDK clients (the init phase has a
+        limit of its own; "initialize SDK clients and database connections outside of the function handler").
+        Anything that fails here (an incomplete environment, no Region) is left for the first invocation, which
+        raises it as without this call. Sources: https://docs.aws.amazon.com/lambda/latest/dg/best-practices.html,
+        https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html (Init phase).
+
+        :returns: the state, or ``None`` when it could not be built yet.
+        """
+        try:
+            return self.state
+        except Exception:  # noqa: BLE001 - the first invocation builds it again and raises the error there
+            return None
+
     @property
     def state(self) -> ConsumerState:
         """The current state, built on first use."""

@@ -90,4 +90,15 @@ def process_payment(body: dict[str, Any]) -> dict[str, Any]:
     return result.as_dict()
 
 
+def warm() -> None:
+    """Lambda's init phase: the runtime's state and the gateway (their SDK clients) built at import, before the first
+    invocation's timeout starts (``Consumer.warm``); whatever the environment lacks is left to the first invocation."""
+    consumer.warm()
+    try:
+        get_gateway()
+    except Exception:  # noqa: BLE001 - the first invocation builds it again and raises the error there
+        pass
+
+
 lambda_handler = consumer.handler
+warm()

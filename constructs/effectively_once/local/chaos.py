@@ -162,7 +162,9 @@ class ChaosGateway:
             time.sleep(max(0.0, chaos.deadline - time.monotonic()) + 5)
         # Logged before the call: a kill while the call is in flight may still leave a charge behind.
         chaos.inflight_payment = payment.payment_id
-        self.provider_log.write(event="call", payment_id=payment.payment_id, invocation=chaos.invocation)
+        self.provider_log.write(
+            event="call", payment_id=payment.payment_id, invocation=chaos.invocation, request_id=chaos.request_id
+        )
         result = self.inner.charge(payment, idempotency_key=idempotency_key)
         self.provider_log.write(
             event="result", payment_id=payment.payment_id, charge_id=result.charge_id, replayed=bool(result.replayed)

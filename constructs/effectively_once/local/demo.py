@@ -18,6 +18,8 @@ from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
 from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
+from .figures import own_maxrss, run_figures
+from .figures import render as render_figures
 from .html_report import RunClock, conclude, read_events
 from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
 from .report import _jsonl, build_report, render, scan_ledger, verdict
@@ -264,6 +266,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         first = {q: [m for m in msgs if m.kind != "resend"] for q, msgs in plan.items()}
         resends = {q: [m for m in msgs if m.kind == "resend"] for q, msgs in plan.items()}
         total = sum(len(v) for v in plan.values())
+        sending = time.monotonic()
         try:
             # Originals go in before polling starts, resends while it runs (a producer retrying). Sending while
             # pollers run is slow on moto: every SendMessage scans the whole queue (Queue.attributes).
@@ -276,6 +279,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
                 for queue, msgs in resends.items():
                     send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update))
             drain(pool, sqs, list(urls.values()), total, **_drain_options(opts))
+            drained = time.monotonic()
         finally:
             pool.stop()
         clock.report_taken()
@@ -286,6 +290,13 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
             clock.mark("outage backlog")
             report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, specs, opts)
+    # The runner's peak after the report and the backlog were built; the pollers' of the main run.
+    figures = run_figures(
+        payments=len(lines),
+        processing_seconds=drained - sending,
+        runner_maxrss=own_maxrss(),
+        poller_maxrss=int(pool.peak_rss.value),
+    )
     report["run"] = {
         "unsafe": opts.unsafe,
         "chaos": opts.chaos.__dict__,
@@ -293,6 +304,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         "poller_restarts": pool.restarts,
         "messages_sent": total,
         "seconds": round(time.monotonic() - started, 1),
+        **figures,
     }
     code, reasons = verdict(report, opts.unsafe)
     if not opts.unsafe:
@@ -306,7 +318,9 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         report,
         text=render(report)
         + "\nper payment id (the general chaos report): "
-        + effects.render(report["per_key"]).replace("\n", "\n  "),
+        + effects.render(report["per_key"]).replace("\n", "\n  ")
+        + "\n"
+        + render_figures(figures),
         reasons=reasons,
         fail_prefix="CONTROL: " if opts.unsafe else "FAIL: ",
         ok_line=(

@@ -42,6 +42,7 @@ from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
 from .chaos_input import body_key
+from .figures import record_peak
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
 #: Opt-in (benchmarks): a folder; each poller then counts its AWS requests and invocations into it.
@@ -248,8 +249,10 @@ def _load_handler(spec: PollerSpec, chaos: InvocationChaos, provider_log: EventL
     return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
 
 
-def poller_main(spec: PollerSpec, stop: Any) -> None:
-    """Body of one poller process: one execution environment polling one queue until ``stop`` is set."""
+def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
+    """Body of one poller process: one execution environment polling one queue until ``stop`` is set. ``peak_rss``
+    (a shared ``multiprocessing`` value): raised to this process's ``ru_maxrss`` after the handler is loaded and
+    after every invocation (``figures.record_peak``)."""
     mapping = spec.mapping
     run_dir = Path(spec.run_dir)
     pid = os.getpid()
@@ -279,6 +282,8 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
     provider_log = EventLog(run_dir / f"provider-{mapping.label}-{pid}.jsonl")
     handler = _load_handler(spec, chaos, provider_log)
     sqs = boto3.client("sqs")
+    if peak_rss is not None:
+        record_peak(peak_rss)
     receive_max = min(mapping.batch_size, SQS_RECEIVE_MAX)
 
     while not stop.is_set():
@@ -336,6 +341,8 @@ def poller_main(spec: PollerSpec, stop: Any) -> None:
                 QueueUrl=mapping.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
             )
+        if peak_rss is not None:
+            record_peak(peak_rss)
 
 
 class PollerPool:
@@ -347,9 +354,11 @@ class PollerPool:
         self._slots: list[tuple[PollerSpec, Any]] = []
         self._specs = specs
         self.restarts = 0
+        #: The largest ``ru_maxrss`` any of its pollers reached (``figures``); 0 until one reports.
+        self.peak_rss = self._ctx.Value("q", 0)
 
     def _spawn(self, spec: PollerSpec) -> Any:
-        proc = self._ctx.Process(target=poller_main, args=(spec, self._stop), daemon=True)
+        proc = self._ctx.Process(target=poller_main, args=(spec, self._stop, self.peak_rss), daemon=True)
         proc.start()
         return proc
 

@@ -415,10 +415,15 @@ def inflight_at_kill(kill: dict[str, Any], calls: dict[int, list[dict[str, Any]]
     killed process logged in the killed invocation. Read from the process's own log, which ends where the kill
     struck: a marker kept in memory can be read by the watchdog thread while the handler already logged the call
     of the next payment (a kill would then be booked to the previous payment, and the next one's replay look
-    unexplained). Kill records without an invocation number (older runs) keep their marker."""
+    unexplained). The logs are per pid, and a long run reuses pids: two pollers' calls can share one file, each
+    numbering its invocations from 1, so a call is matched by the kill's Lambda request id (unique per invocation)
+    when both carry one. Kill records without an invocation number (older runs) keep their marker."""
     if "invocation" not in kill:
         return kill.get("inflight_payment")
     mine = [c for c in calls.get(int(kill.get("pid", -1)), []) if c.get("invocation") == kill["invocation"]]
+    request_id = kill.get("request_id")
+    if request_id is not None:
+        mine = [c for c in mine if c.get("request_id", request_id) == request_id]
     return str(mine[-1]["payment_id"]) if mine else None
 
 
