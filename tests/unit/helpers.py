@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from aws_cdk import Acknowledgment, App, Duration, Environment, Stack, Validations
@@ -18,6 +21,18 @@ from constructs import Construct, IConstruct
 
 REPO = Path(__file__).resolve().parents[2]
 CONTEXT: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as a module (the folder is scripts, not a package), registered as ``bench_<name>``."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 ENV = Environment(account="123456789012", region="us-east-1")
 
 

@@ -4,30 +4,16 @@ benchmarks/measured.json, every quota names its source, and the figures follow f
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from effectively_once import IdempotencyTable
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .helpers import load_benchmark
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-capacity = _load("capacity")
+capacity = load_benchmark("capacity")
 cost_model = capacity.cost_model
 INPUTS = capacity.load()
 ASSUMED = capacity.Assumptions()

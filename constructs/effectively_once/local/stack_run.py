@@ -97,80 +97,70 @@ def _run(
     clock: RunClock,
 ) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
     """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
-    the store's effects per key (``None`` without a store) and the store's table name."""
-    with local_endpoint(endpoint):  # every client below talks to the local AWS only
-        return _run_on(opts, lines, endpoint, cdk_out, log, clock)
-
-
-def _run_on(
-    opts: ChaosOptions,
-    lines: list[InputLine],
-    endpoint: str,
-    cdk_out: Path,
-    log: Callable[[str], None],
-    clock: RunClock,
-) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
-    session = local_session(endpoint)
-    mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
-    disable(session, mappings)
-    for m in mappings:
-        c = m.mapping
-        log(
-            f"{m.label} ({m.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
-            f"visibility timeout {c.visibility_timeout_seconds}s, function timeout {c.function_timeout_seconds}s"
-        )
-    labels = {m.label: m.queue_name for m in mappings}
-    routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
-    fifo = {m.label: m.fifo for m in mappings}
-    table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
-    env = aws_env(endpoint)
-    specs = [
-        (
-            PollerSpec(
-                mapping=m.mapping,
-                run_dir=str(opts.run_dir),
-                handler_root=str(m.code_dir),  # discovered with a cdk.out: never None here
-                aws_env=env,
-                chaos=opts.chaos,
-                key_expression=opts.key,
-            ),
-            opts.concurrency,
-        )
-        for m in mappings
-    ]
-    pool = PollerPool(specs)
-    sqs = session.client("sqs")
-    urls = {m.label: m.mapping.queue_url for m in mappings}
-    outgoing = plan(lines, routes, fifo, opts.chaos)
-    total = sum(len(v) for v in outgoing.values())
-    try:
-        # Originals before polling starts, resends while it runs (a producer retrying).
-        with _bar(total, "sending", opts.quiet) as bar:
-            clock.mark("deployed: sending" if opts.endpoint is None else "sending")
-            for q, msgs in outgoing.items():
-                send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"]}, clock.progress(q, bar.update))
-            pool.start()
-            clock.mark("polling")
-            for q, msgs in outgoing.items():
-                send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"]}, clock.progress(q, bar.update))
-        drain(
-            pool,
-            sqs,
-            list(urls.values()),
-            total,
-            timeout_seconds=opts.drain_timeout_seconds,
-            run_dir=opts.run_dir,
-            quiet=opts.quiet,
-        )
-    finally:
-        pool.stop()
-    dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
-    store: Counter[str] | None = None
-    if table is not None:
-        assert opts.effect_key is not None
-        items = scan_ledger(session.client("dynamodb"), table)
-        store = Counter(k for k in (_attr_text(i.get(opts.effect_key)) for i in items) if k is not None)
-    return mappings, total, pool.restarts, dlq_bodies, store, table
+    the store's effects per key (``None`` without a store) and the store's table name. Every client talks to the
+    local AWS only (``local_endpoint``)."""
+    with local_endpoint(endpoint):
+        session = local_session(endpoint)
+        mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
+        disable(session, mappings)
+        for m in mappings:
+            c = m.mapping
+            log(
+                f"{m.label} ({m.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
+                f"visibility timeout {c.visibility_timeout_seconds}s, function timeout {c.function_timeout_seconds}s"
+            )
+        labels = {m.label: m.queue_name for m in mappings}
+        routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
+        fifo = {m.label: m.fifo for m in mappings}
+        table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
+        env = aws_env(endpoint)
+        specs = [
+            (
+                PollerSpec(
+                    mapping=m.mapping,
+                    run_dir=str(opts.run_dir),
+                    handler_root=str(m.code_dir),  # discovered with a cdk.out: never None here
+                    aws_env=env,
+                    chaos=opts.chaos,
+                    key_expression=opts.key,
+                ),
+                opts.concurrency,
+            )
+            for m in mappings
+        ]
+        pool = PollerPool(specs)
+        sqs = session.client("sqs")
+        urls = {m.label: m.mapping.queue_url for m in mappings}
+        outgoing = plan(lines, routes, fifo, opts.chaos)
+        total = sum(len(v) for v in outgoing.values())
+        try:
+            # Originals before polling starts, resends while it runs (a producer retrying).
+            with _bar(total, "sending", opts.quiet) as bar:
+                clock.mark("deployed: sending" if opts.endpoint is None else "sending")
+                for q, msgs in outgoing.items():
+                    send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"]}, clock.progress(q, bar.update))
+                pool.start()
+                clock.mark("polling")
+                for q, msgs in outgoing.items():
+                    send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"]}, clock.progress(q, bar.update))
+            drain(
+                pool,
+                sqs,
+                list(urls.values()),
+                total,
+                timeout_seconds=opts.drain_timeout_seconds,
+                run_dir=opts.run_dir,
+                quiet=opts.quiet,
+            )
+        finally:
+            pool.stop()
+        dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
+        store: Counter[str] | None = None
+        if table is not None:
+            assert opts.effect_key is not None
+            items = scan_ledger(session.client("dynamodb"), table)
+            store = Counter(k for k in (_attr_text(i.get(opts.effect_key)) for i in items) if k is not None)
+        return mappings, total, pool.restarts, dlq_bodies, store, table
 
 
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
