@@ -77,6 +77,8 @@ def handle(order: dict[str, Any]) -> dict[str, Any]:
 
 
 lambda_handler = consumer.handler
+# The SDK clients, built in Lambda's init phase rather than in the first invocation's timeout.
+consumer.warm()
 
 
 # --- the negative control: keyed on the SQS messageId ----------------------------------------------------------------
