@@ -9,12 +9,16 @@ drain, and the ledgers, the provider's call log and the DLQs say what happened (
 - ``charged_resent``, ``charged_new_provider_calls``: the charged payments sent again, and the provider calls made
   for them during the redrive (must be 0: each is answered from its idempotency record);
 - ``new_sent``, ``new_charged``: the new payments, and those with exactly one ledger item (must be all of them);
-- ``poison_redriven``, ``poison_back_in_dlq``: the poison messages the DLQ held before the redrive, and those back
-  in the DLQ after exactly one receive (must be all of them);
+- ``poison_redriven``, ``poison_back_in_dlq``: the poison messages the DLQ held before the redrive, and those the
+  runtime dead-lettered again on their first receive (must be all of them): the DLQ copy's reason attribute names
+  the original and the receive it was sent on, and the earliest counts. A real deadline kill after the send and
+  before the delete (a loaded machine) adds a receive and a second copy, but the first receive already sent it; a
+  message SQS moved after maxReceiveCount receives carries no reason and does not count;
 - ``valid_in_dlq``: valid payments in the DLQ after the redrive (must be 0);
 - ``double_charged``: backlog payments with more than one ledger item (must be 0).
 
-The redrive phase runs without chaos: its checks are exact (one receive, no call), and a kill would add receives.
+The redrive phase runs without injected chaos: its checks are exact (no provider call, first-receive dead letters).
+Real deadline kills cannot be turned off; the checks hold through them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .producer import FIFO, SEND_BATCH_MAX, Line, route
-from .report import DlqMessage, poison_receives
+from .report import DlqMessage
 
 #: The ``--redrive-backlog`` default: K charged and K new payments per DLQ.
 DEFAULT_BACKLOG = 5
@@ -97,23 +101,34 @@ def counts(
     calls_after: Counter[str],
     poison_redriven: int,
     dlq_after: list[DlqMessage],
-    deliveries: list[dict[str, Any]],
     is_valid: Callable[[str], bool],
 ) -> dict[str, int]:
     """One queue's ``redrive`` row (see the module docstring) from the ledger items per payment id after the
-    redrive, the provider's calls per payment id before and after it, the DLQ after it and the delivery log."""
+    redrive, the provider's calls per payment id before and after it, and the DLQ after it."""
     poison_after = [m for m in dlq_after if not is_valid(m.body)]
-    receives = poison_receives(poison_after, deliveries)
+    first_sent_on = first_dead_letter_receive(poison_after)
     return {
         "charged_resent": len(charged),
         "charged_new_provider_calls": sum(calls_after[p] - calls_before[p] for p in charged),
         "new_sent": len(new),
         "new_charged": sum(1 for p in new if ledger[p] == 1),
         "poison_redriven": poison_redriven,
-        "poison_back_in_dlq": sum(1 for n in receives.values() if n == 1),
+        "poison_back_in_dlq": sum(1 for n in first_sent_on.values() if n == 1),
         "valid_in_dlq": sum(1 for m in dlq_after if is_valid(m.body)),
         "double_charged": sum(1 for p in set(charged) | set(new) if ledger[p] > 1),
     }
+
+
+def first_dead_letter_receive(poison: list[DlqMessage]) -> dict[str, int]:
+    """Original message id -> the earliest receive on which the runtime sent a copy of it to the DLQ (its reason
+    attribute's ``message_id`` and ``receive_count``); messages without the runtime's reason are left out."""
+    first: dict[str, int] = {}
+    for m in poison:
+        reason = m.reason() or {}
+        if reason.get("message_id") and reason.get("receive_count"):
+            original, n = str(reason["message_id"]), int(reason["receive_count"])
+            first[original] = min(first.get(original, n), n)
+    return first
 
 
 def problems(block: dict[str, dict[str, int]]) -> list[str]:
@@ -129,8 +144,8 @@ def problems(block: dict[str, dict[str, int]]) -> list[str]:
             out.append(f"redrive {label}: {row['new_charged']} of {row['new_sent']} new payments charged exactly once")
         if row["poison_back_in_dlq"] != row["poison_redriven"]:
             out.append(
-                f"redrive {label}: {row['poison_back_in_dlq']} of {row['poison_redriven']} poison messages back in"
-                " the DLQ after one receive"
+                f"redrive {label}: {row['poison_back_in_dlq']} of {row['poison_redriven']} poison messages"
+                " dead-lettered on their first receive"
             )
         if row["valid_in_dlq"]:
             out.append(f"redrive {label}: {row['valid_in_dlq']} valid payments in the DLQ after the redrive")

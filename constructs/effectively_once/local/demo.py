@@ -206,7 +206,6 @@ def redrive_backlog(
             calls_after=_provider_calls(opts.run_dir, label),
             poison_redriven=poison_before[label],
             dlq_after=read_dlq_messages(sqs, p.dlq_url),
-            deliveries=_jsonl(sorted(opts.run_dir.glob(f"deliveries-{label}-*.jsonl"))),
             is_valid=is_valid,
         )
     return block
