@@ -908,3 +908,33 @@ def test_mapping_in_provisioned_mode_with_metrics_deploys_and_is_discovered(monk
         assert esm["State"] == "Disabled"
         assert esm["ProvisionedPollerConfig"] == {"MinimumPollers": 2, "MaximumPollers": 20}
         assert esm["MetricsConfig"] == {"Metrics": ["EventCount"]}
+
+
+def test_send_records_each_accepted_message_with_the_id_sqs_returned(tmp_path: Path) -> None:
+    # The sent log ties a payment to the message ids the delivery log shows: a payment the report calls lost can
+    # then be followed (never delivered, or delivered and never processed).
+    import boto3
+    from moto import mock_aws
+
+    from effectively_once.local.chaos import EventLog
+    from effectively_once.local.producer import Line, Message, send
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        urls = {
+            STANDARD: sqs.create_queue(QueueName="std")["QueueUrl"],
+            FIFO: sqs.create_queue(QueueName="f.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"],
+        }
+        line = Line(number=3, body='{"payment_id":"p-1"}', account_id="acct-1", payment_id="p-1")
+        plan = {STANDARD: [Message(line, "original")] * 11, FIFO: [Message(line, "original")]}
+        log = EventLog(tmp_path / "sent.jsonl")
+
+        send(sqs, urls, plan, lambda n: None, log.write)
+
+        rows = [json.loads(r) for r in (tmp_path / "sent.jsonl").read_text().splitlines()]
+        received = sqs.receive_message(QueueUrl=urls[FIFO], MaxNumberOfMessages=1)["Messages"][0]
+    assert [r["queue"] for r in rows] == [STANDARD] * 11 + [FIFO]
+    assert {r["payment_id"] for r in rows} == {"p-1"} and {r["line"] for r in rows} == {3}
+    assert len({r["message_id"] for r in rows}) == 12, "one id per accepted message"
+    assert rows[-1]["message_id"] == received["MessageId"] and rows[-1]["deduplication_id"] == "p-1"
+    assert all("ts" in r for r in rows)

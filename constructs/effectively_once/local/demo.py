@@ -15,7 +15,7 @@ from effectively_once_runtime import names
 
 from . import effects
 from .backlog import DEFAULT_BACKLOG
-from .chaos import ChaosConfig
+from .chaos import ChaosConfig, EventLog
 from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
 from .figures import own_maxrss, run_figures
@@ -269,14 +269,15 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         try:
             # Originals go in before polling starts, resends while it runs (a producer retrying). Sending while
             # pollers run is slow on moto: every SendMessage scans the whole queue (Queue.attributes).
+            sent_logs = {queue: EventLog(opts.run_dir / f"sent-{queue}.jsonl") for queue in plan}
             with _bar(total, "sending", opts.quiet) as bar:
                 clock.mark("deployed: sending")
                 for queue, msgs in first.items():
-                    send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update))
+                    send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update), sent_logs[queue].write)
                 pool.start()
                 clock.mark("polling")
                 for queue, msgs in resends.items():
-                    send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update))
+                    send(sqs, urls, {queue: msgs}, clock.progress(queue, bar.update), sent_logs[queue].write)
             drain(pool, sqs, list(urls.values()), total, **_drain_options(opts))
             drained = time.monotonic()
         finally:

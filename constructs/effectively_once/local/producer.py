@@ -134,10 +134,18 @@ def plan_messages(lines: list[Line], chaos: ChaosConfig) -> dict[str, list[Messa
 
 
 def send(
-    sqs: Any, queue_urls: dict[str, str], plan: dict[str, list[Message]], progress: Callable[[int], None]
+    sqs: Any,
+    queue_urls: dict[str, str],
+    plan: dict[str, list[Message]],
+    progress: Callable[[int], None],
+    record: Callable[..., None] | None = None,
 ) -> dict[str, int]:
     """Send the plan with ``SendMessageBatch``; returns messages sent per queue.
 
+    :param record: called once per accepted message with ``queue``, ``line``, ``payment_id``, ``kind``,
+        ``message_id`` (the id SQS returned) and, for FIFO, ``deduplication_id`` (``EventLog.write``: the run's
+        ``sent-<queue>.jsonl``, which ties a payment to the message ids the delivery log shows). SQS answers a FIFO
+        message dropped as a duplicate of its deduplication id with an id too.
     :raises SendError: SQS rejected an entry (named with its line).
     """
     sent = {}
@@ -157,6 +165,17 @@ def send(
                 bad = result["Failed"][0]
                 line = chunk[int(bad["Id"])].line.number
                 raise SendError(f"SQS rejected the message of line {line}: {bad.get('Message', bad.get('Code'))}")
+            if record is not None:
+                for ok in result.get("Successful", []):
+                    msg = chunk[int(ok["Id"])]
+                    record(
+                        queue=queue,
+                        line=msg.line.number,
+                        payment_id=msg.line.payment_id,
+                        kind=msg.kind,
+                        message_id=ok.get("MessageId"),
+                        **({"deduplication_id": msg.line.dedup_id} if queue == FIFO else {}),
+                    )
             sent[queue] += len(chunk)
             progress(len(chunk))
     return sent
