@@ -703,6 +703,7 @@ def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
         tmp_path / "provider-standard-2.jsonl",
         tmp_path / "chaos-fifo-3.jsonl",
         tmp_path / "function-fifo-4.log",
+        tmp_path / "sent-standard.jsonl",
     ]
     for path in keep + stale:
         path.write_text("x")

@@ -83,7 +83,7 @@ def _validity_check(handler_root: Path) -> Callable[[str], bool]:
 
 #: The files a run writes into its folder (esm.py, chaos.py): a new run removes the previous run's, and nothing else
 #: (the folder may hold the payments file, or be the working folder).
-RUN_FILES = ("deliveries-*.jsonl", "provider-*.jsonl", "chaos-*.jsonl", "function-*.log")
+RUN_FILES = ("deliveries-*.jsonl", "provider-*.jsonl", "chaos-*.jsonl", "function-*.log", "sent-*.jsonl")
 
 
 def clear_run_dir(run_dir: Path) -> None:
