@@ -14,7 +14,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once.local.backlog import charged_lines, counts, new_lines, problems, render
+from effectively_once.local.backlog import (
+    charged_lines,
+    counts,
+    first_processed_receive,
+    new_lines,
+    problems,
+    read_first_processed_receive,
+    render,
+)
 from effectively_once.local.producer import FIFO, STANDARD, Line, route
 from effectively_once.local.report import (
     MAX_MESSAGE_ATTRIBUTES,
@@ -189,6 +197,7 @@ def _good(**changes: Any) -> dict[str, Any]:
         "calls_after": Counter({"p1": 1, "p2": 2, "n1": 1, "n2": 1}),
         "poison_redriven": 1,
         "dlq_after": [dead_lettered("src-7", 1)],
+        "processed": {"src-7": 1},
     }
     base.update(changes)
     return base
@@ -224,6 +233,56 @@ def test_poison_dead_lettered_on_first_sight_counts_though_a_kill_added_a_receiv
     assert problems({"standard": row}) == []
 
 
+def test_poison_dead_lettered_on_its_first_processed_receive_counts_though_a_kill_cut_an_earlier_one(
+    is_valid: Callable[[str], bool],
+) -> None:
+    # Soak run 4: a real deadline kill cut the batch holding the redriven poison before the runtime reached it (or
+    # between its log line and its DLQ send). Receive 2 was the first the runtime processed, and it sent the copy.
+    rows = [
+        {"message_id": "src-7", "receive_count": 1, "function_request_id": "killed"},
+        {"message_id": "src-7", "receive_count": 2, "function_request_id": "ok"},
+    ]
+    processed = first_processed_receive(rows, killed_request_ids={"killed"})
+    row = counts(**_good(dlq_after=[dead_lettered("src-7", 2)], processed=processed), is_valid=is_valid)
+
+    assert processed == {"src-7": 2}
+    assert row["poison_back_in_dlq"] == 1
+    assert problems({"standard": row}) == []
+
+
+def test_first_processed_receive_skips_killed_invocations_and_lines_without_a_receive() -> None:
+    rows: list[Any] = [
+        {"message_id": "a", "receive_count": 3, "function_request_id": "r3"},
+        {"message_id": "a", "receive_count": 1, "function_request_id": "r1"},
+        {"message_id": "a", "receive_count": 2, "function_request_id": "r2"},
+        {"message_id": "b", "receive_count": 1, "function_request_id": "r1"},
+        {"message_id": "c", "function_request_id": "r4"},
+        {"message": "no record"},
+        ["not", "a", "log", "line"],
+    ]
+
+    assert first_processed_receive(rows, killed_request_ids={"r1"}) == {"a": 2}
+    assert first_processed_receive(rows, killed_request_ids=set()) == {"a": 1, "b": 1}
+
+
+def test_first_processed_receive_reads_one_pipelines_function_and_chaos_logs(tmp_path: Path) -> None:
+    def write(name: str, rows: list[dict[str, Any]]) -> None:
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"cut by a kill')
+
+    write(
+        "function-fifo-11.log",
+        [
+            {"message_id": "m", "receive_count": 1, "function_request_id": "r1"},
+            {"message_id": "m", "receive_count": 2, "function_request_id": "r2"},
+        ],
+    )
+    write("function-standard-12.log", [{"message_id": "m", "receive_count": 1, "function_request_id": "s1"}])
+    write("chaos-fifo-11.jsonl", [{"event": "kill", "phase": "deadline", "pid": 11, "request_id": "r1"}])
+
+    assert read_first_processed_receive(tmp_path, FIFO) == {"m": 2}
+    assert read_first_processed_receive(tmp_path, STANDARD) == {"m": 1}
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -234,12 +293,15 @@ def test_poison_dead_lettered_on_first_sight_counts_though_a_kill_added_a_receiv
         ({"ledger": Counter({"p1": 1, "p2": 1, "n1": 1})}, "1 of 2 new payments charged exactly once"),
         ({"ledger": Counter({"p1": 1, "p2": 1, "n1": 1, "n2": 2})}, "1 payments charged more than once"),
         ({"ledger": Counter({"p1": 2, "p2": 1, "n1": 1, "n2": 1})}, "1 payments charged more than once"),
-        ({"dlq_after": [dead_lettered("src-7", 2)]}, "0 of 1 poison messages dead-lettered on their first receive"),
+        (
+            {"dlq_after": [dead_lettered("src-7", 2)]},
+            "0 of 1 poison messages dead-lettered on the first receive the runtime processed them",
+        ),
         (
             {"dlq_after": [DlqMessage("src-7", "{oops")]},
-            "0 of 1 poison messages dead-lettered on their first receive",
+            "0 of 1 poison messages dead-lettered on the first receive the runtime processed them",
         ),
-        ({"dlq_after": []}, "0 of 1 poison messages dead-lettered on their first receive"),
+        ({"dlq_after": []}, "0 of 1 poison messages dead-lettered on the first receive the runtime processed them"),
         (
             {
                 "dlq_after": [
@@ -257,7 +319,7 @@ def test_poison_dead_lettered_on_first_sight_counts_though_a_kill_added_a_receiv
         "new-not-charged",
         "new-charged-twice",
         "charged-twice",
-        "poison-dead-lettered-on-its-second-receive",
+        "poison-processed-on-receive-1-dead-lettered-on-receive-2",
         "poison-moved-by-sqs-after-max-receives",
         "poison-gone",
         "valid-in-dlq",

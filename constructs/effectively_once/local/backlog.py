@@ -10,15 +10,20 @@ drain, and the ledgers, the provider's call log and the DLQs say what happened (
   for them during the redrive (must be 0: each is answered from its idempotency record);
 - ``new_sent``, ``new_charged``: the new payments, and those with exactly one ledger item (must be all of them);
 - ``poison_redriven``, ``poison_back_in_dlq``: the poison messages the DLQ held before the redrive, and those the
-  runtime dead-lettered again on their first receive (must be all of them): the DLQ copy's reason attribute names
-  the original and the receive it was sent on, and the earliest counts. A real deadline kill after the send and
-  before the delete (a loaded machine) adds a receive and a second copy, but the first receive already sent it; a
-  message SQS moved after maxReceiveCount receives carries no reason and does not count;
+  runtime dead-lettered again on the first receive it processed them (must be all of them). The DLQ copy's reason
+  attribute names the original and the receive it was sent on, and the earliest counts; the function log names
+  each receive the runtime reached a record on (``message_id``, ``receive_count``, ``function_request_id``), and a
+  receive counts as processed when its invocation was not killed (``chaos-*.jsonl``: a real deadline kill on a
+  loaded machine can cut a batch before the runtime reaches the poison, or between its log line and its DLQ send;
+  the next receive is then its first). A kill after the send and before the delete adds a receive and a second
+  copy, but the earlier receive already sent it. Not counted: a message SQS moved after maxReceiveCount receives
+  (no reason attribute), and one the runtime processed on an earlier receive than its first copy (it was returned
+  to the queue instead of dead-lettered);
 - ``valid_in_dlq``: valid payments in the DLQ after the redrive (must be 0);
 - ``double_charged``: backlog payments with more than one ledger item (must be 0).
 
-The redrive phase runs without injected chaos: its checks are exact (no provider call, first-receive dead letters).
-Real deadline kills cannot be turned off; the checks hold through them.
+The redrive phase runs without injected chaos: its checks are exact (no provider call, dead letters on the first
+processed receive). Real deadline kills cannot be turned off; the checks hold through them.
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from effectively_once_runtime import names
+
 from .producer import FIFO, SEND_BATCH_MAX, Line, route
-from .report import DlqMessage
+from .report import DlqMessage, _jsonl
 
 #: The ``--redrive-backlog`` default: K charged and K new payments per DLQ.
 DEFAULT_BACKLOG = 5
@@ -102,9 +110,12 @@ def counts(
     poison_redriven: int,
     dlq_after: list[DlqMessage],
     is_valid: Callable[[str], bool],
+    processed: dict[str, int],
 ) -> dict[str, int]:
     """One queue's ``redrive`` row (see the module docstring) from the ledger items per payment id after the
-    redrive, the provider's calls per payment id before and after it, and the DLQ after it."""
+    redrive, the provider's calls per payment id before and after it, the DLQ after it, and ``processed``
+    (:func:`first_processed_receive`: message id -> the first receive the runtime processed it on; a message
+    missing there counts on its first copy)."""
     poison_after = [m for m in dlq_after if not is_valid(m.body)]
     first_sent_on = first_dead_letter_receive(poison_after)
     return {
@@ -113,7 +124,7 @@ def counts(
         "new_sent": len(new),
         "new_charged": sum(1 for p in new if ledger[p] == 1),
         "poison_redriven": poison_redriven,
-        "poison_back_in_dlq": sum(1 for n in first_sent_on.values() if n == 1),
+        "poison_back_in_dlq": sum(1 for original, n in first_sent_on.items() if n <= processed.get(original, n)),
         "valid_in_dlq": sum(1 for m in dlq_after if is_valid(m.body)),
         "double_charged": sum(1 for p in set(charged) | set(new) if ledger[p] > 1),
     }
@@ -131,6 +142,32 @@ def first_dead_letter_receive(poison: list[DlqMessage]) -> dict[str, int]:
     return first
 
 
+def first_processed_receive(log_rows: list[dict[str, Any]], killed_request_ids: set[str]) -> dict[str, int]:
+    """Message id -> the earliest receive on which the runtime processed the record: the lowest ``receive_count``
+    of the function-log lines naming its ``message_id`` in an invocation (``function_request_id``) that was not
+    killed. Lines of a killed invocation do not count: the kill may have struck before the runtime finished the
+    record (before its DLQ send)."""
+    first: dict[str, int] = {}
+    for row in log_rows:
+        if not isinstance(row, dict) or row.get("function_request_id") in killed_request_ids:
+            continue
+        mid, n = row.get(names.FIELD_MESSAGE_ID), row.get(names.FIELD_RECEIVE_COUNT)
+        if isinstance(mid, str) and isinstance(n, int) and not isinstance(n, bool):
+            first[mid] = min(first.get(mid, n), n)
+    return first
+
+
+def read_first_processed_receive(run_dir: Path, label: str) -> dict[str, int]:
+    """:func:`first_processed_receive` over one pipeline's function logs (``function-<label>-*.log``) and the
+    request ids of its killed invocations (``chaos-<label>-*.jsonl``)."""
+    killed = {
+        str(k["request_id"])
+        for k in _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
+        if k.get("event") == "kill" and k.get("request_id")
+    }
+    return first_processed_receive(_jsonl(sorted(run_dir.glob(f"function-{label}-*.log"))), killed)
+
+
 def problems(block: dict[str, dict[str, int]]) -> list[str]:
     """What a ``redrive`` block shows wrong, one line each; empty when the redrive did what it must."""
     out = []
@@ -145,7 +182,7 @@ def problems(block: dict[str, dict[str, int]]) -> list[str]:
         if row["poison_back_in_dlq"] != row["poison_redriven"]:
             out.append(
                 f"redrive {label}: {row['poison_back_in_dlq']} of {row['poison_redriven']} poison messages"
-                " dead-lettered on their first receive"
+                " dead-lettered on the first receive the runtime processed them"
             )
         if row["valid_in_dlq"]:
             out.append(f"redrive {label}: {row['valid_in_dlq']} valid payments in the DLQ after the redrive")

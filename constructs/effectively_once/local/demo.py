@@ -169,7 +169,7 @@ def redrive_backlog(
     ``redrive`` block."""
     from dataclasses import replace
 
-    from .backlog import charged_lines, counts, inject, new_lines
+    from .backlog import charged_lines, counts, inject, new_lines, read_first_processed_receive
     from .redrive import local_move, targets
     from .report import read_dlq_messages
 
@@ -207,6 +207,7 @@ def redrive_backlog(
             poison_redriven=poison_before[label],
             dlq_after=read_dlq_messages(sqs, p.dlq_url),
             is_valid=is_valid,
+            processed=read_first_processed_receive(opts.run_dir, label),
         )
     return block
 
