@@ -1,5 +1,5 @@
-"""moto's server with two small fixes for its SQS backend's cost and one bridge for Powertools' public
-parameters, for the local tooling only.
+"""moto's server with two small fixes for its SQS backend's cost, one for its SQS backend under concurrent calls,
+and one bridge for Powertools' public parameters, for the local tooling only.
 
 Bridged (moto 5.2.x): ``Queue.attributes`` computes every attribute, the three ``ApproximateNumberOf*`` counts
 each scanning all messages, and moto reads it (a) once per message returned by ``ReceiveMessage`` (to check the
@@ -20,16 +20,27 @@ pointing at it, for the one release installed here (``aws-lambda-powertools``, w
 the constructs' ``POWERTOOLS_VERSION``; a test checks). Any other release stays missing, as on AWS for a release
 that was never published, so a wrong pin fails the local deploy too.
 
+Fixed (moto 5.2.x): lost messages under concurrent SQS calls. moto's server answers each request on its own
+thread, and its SQS backend changes a queue's message list without a lock: ``DeleteMessage`` rebuilds the list and
+assigns it back, so a message that ``SendMessage`` appended in between is dropped (SQS answered it with a message
+id, and no receive ever returns it), and a message that ``ReceiveMessage`` moved to the DLQ after maxReceiveCount
+receives is put back. It is the one mechanism found that fits the soak's lost FIFO payment (10,000 payments, 8
+pollers deleting while the producer sends; accepted, never delivered, not in the DLQ). Fix: every call that changes
+a queue's messages (send, receive, delete, change visibility, purge) holds that queue's own lock (moto's
+``_messages_lock``, a condition on a re-entrant lock, which a long poll's wait releases), so they run one at a time
+per queue. What the API answers is unchanged.
+
 Run as ``python -m effectively_once.local._moto_server -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
 
 from __future__ import annotations
 
 import base64
+import inspect
 import io
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from functools import partial
+from functools import partial, wraps
 from importlib.metadata import version
 from typing import Any
 
@@ -128,6 +139,46 @@ def _load_powertools_parameters(parameters: Any) -> None:
                 )
 
 
+#: The SQS backend calls that change a queue's messages (see the module docstring); their first argument after
+#: ``self`` is the queue name. ``Queue.add_message`` and ``Queue.delete_message`` are locked as well: moto calls
+#: them from other places too (a message moved to a DLQ, its own event source mappings).
+SQS_BACKEND_MUTATIONS = (
+    "send_message",
+    "receive_message",
+    "delete_message",
+    "change_message_visibility",
+    "purge_queue",
+)
+SQS_QUEUE_MUTATIONS = ("add_message", "delete_message")
+
+
+def _holding_queue_lock(method: Callable[..., Any], queue_of: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    first = list(inspect.signature(method).parameters)[1]  # the queue name, or the message
+
+    @wraps(method)
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with queue_of(self, args[0] if args else kwargs[first])._messages_lock:
+            return method(self, *args, **kwargs)
+
+    locked.__effectively_once_locked__ = True  # type: ignore[attr-defined]
+    return locked
+
+
+def serialize_queue_mutations() -> None:
+    """Make the SQS backend's message-changing calls hold their queue's lock (see the module docstring); a second
+    call changes nothing."""
+    from moto.sqs import models
+
+    for cls, methods, queue_of in (
+        (models.SQSBackend, SQS_BACKEND_MUTATIONS, lambda backend, name: backend.get_queue(name)),
+        (models.Queue, SQS_QUEUE_MUTATIONS, lambda queue, _message: queue),
+    ):
+        for name in methods:
+            method = getattr(cls, name)
+            if not getattr(method, "__effectively_once_locked__", False):
+                setattr(cls, name, _holding_queue_lock(method, queue_of))
+
+
 def apply() -> None:
     from moto.core.utils import unix_time
     from moto.sqs import models
@@ -151,6 +202,7 @@ def apply() -> None:
     ssm_models.ParameterDict._check_loading_status = check_loading_status_with_powertools  # type: ignore[method-assign]
     models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+    serialize_queue_mutations()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,114 @@
+"""The local AWS's fix for moto's SQS backend under concurrent calls (``_moto_server.serialize_queue_mutations``):
+moto's server answers each request on its own thread, and its ``DeleteMessage`` rebuilds a queue's message list
+and assigns it back without a lock. A send, or a receive that moves a message to the DLQ, that lands between the
+rebuild and the assignment is undone: the soak lost a payment SQS had accepted. Each test makes the other call land
+exactly there (from a second thread, when the delete's rebuild has read the whole list) and checks the outcome with
+and without the fix."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.sqs import models
+
+from effectively_once.local import _moto_server
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+
+@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
+def fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the fix is applied; moto's classes are restored after the test either way."""
+    for cls, names in (
+        (models.SQSBackend, _moto_server.SQS_BACKEND_MUTATIONS),
+        (models.Queue, _moto_server.SQS_QUEUE_MUTATIONS),
+    ):
+        for name in names:
+            monkeypatch.setattr(cls, name, getattr(cls, name))
+    if request.param:
+        _moto_server.serialize_queue_mutations()
+        _moto_server.serialize_queue_mutations()  # a second call wraps nothing twice
+    return bool(request.param)
+
+
+def _delete_while(queue: Any, other_call: Callable[[], None], delete: Callable[[], None]) -> None:
+    """Run ``delete``; when its rebuild has read the queue's whole message list, run ``other_call`` on a second
+    thread and give it 0.5 s (with the fix it waits for the queue's lock until the delete is done)."""
+    other = threading.Thread(target=other_call)
+
+    class CallAtTheEnd(list):  # type: ignore[type-arg]
+        def __iter__(self) -> Iterator[Any]:
+            yield from list.__iter__(self)
+            if not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(timeout=0.5)
+
+    queue._messages = CallAtTheEnd(queue._messages)
+    delete()
+    other.join(timeout=10)
+    assert not other.is_alive()
+
+
+def test_a_message_sent_during_a_delete_is_kept(fixed: bool) -> None:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="payments")["QueueUrl"]
+        backend = models.sqs_backends[ACCOUNT][REGION]
+        sqs.send_message(QueueUrl=url, MessageBody="first")
+        [first] = sqs.receive_message(QueueUrl=url)["Messages"]
+
+        _delete_while(
+            backend.get_queue("payments"),
+            lambda: backend.send_message("payments", "sent-during-the-delete"),
+            lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"]),
+        )
+
+        bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
+        if fixed:
+            assert bodies == ["sent-during-the-delete"]
+        else:
+            assert bodies == [], "moto as is drops it: the reason for the fix (if this fails, moto fixed it)"
+
+
+def test_a_message_moved_to_the_dlq_during_a_delete_stays_moved(fixed: bool) -> None:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        dlq_url = sqs.create_queue(QueueName="payments-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        url = sqs.create_queue(
+            QueueName="payments",
+            Attributes={
+                "VisibilityTimeout": "0",
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}),
+            },
+        )["QueueUrl"]
+        backend = models.sqs_backends[ACCOUNT][REGION]
+        sqs.send_message(QueueUrl=url, MessageBody="poison")
+        sqs.send_message(QueueUrl=url, MessageBody="done")
+        # Both received once (visibility timeout 0: visible again at once); the next receive moves "poison" to the
+        # DLQ (maxReceiveCount 1), and "done" is kept in flight until its delete.
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        [done] = [m for m in received if m["Body"] == "done"]
+        assert len(received) == 2
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=done["ReceiptHandle"], VisibilityTimeout=30)
+
+        _delete_while(
+            backend.get_queue("payments"),
+            lambda: backend.receive_message("payments", 10, 0, 30),
+            lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=done["ReceiptHandle"]),
+        )
+
+        source = [m.body for m in backend.get_queue("payments")._messages]
+        dlq = [m.body for m in backend.get_queue("payments-dlq")._messages]
+        assert dlq == ["poison"]
+        if fixed:
+            assert source == []
+        else:
+            assert source == ["poison"], "moto as is puts it back: in both queues (if this fails, moto fixed it)"
