@@ -36,6 +36,7 @@ COUNT_KEYS = (
     "valid_payments",
     "poison",
     "deliveries",
+    "sent_never_delivered",
     "charges",
     "duplicates_suppressed",
     "dead_lettered",
@@ -336,6 +337,8 @@ def build_report(
             deliveries = _jsonl(sorted(run_dir.glob(f"deliveries-{label}-*.jsonl")))
             receives = poison_receives([m for m in dlq_messages if not is_valid(m.body)], deliveries)
             row["poison_receives_max"] = max(receives.values(), default=0)
+            sent = _jsonl([run_dir / f"sent-{label}.jsonl"]) if (run_dir / f"sent-{label}.jsonl").is_file() else []
+            row["sent_never_delivered"] = len(sent_never_delivered(sent, deliveries, dlq_messages))
         report[label] = row
     total: dict[str, Any] = {}
     for key in COUNT_KEYS:
@@ -372,6 +375,30 @@ def poison_receives(poison: list[DlqMessage], deliveries: list[dict[str, Any]]) 
         count = max(int(reason.get("receive_count") or 0), seen.get(original, 0))
         result[original] = max(result.get(original, 0), count)
     return result
+
+
+def sent_never_delivered(
+    sent: list[dict[str, Any]], deliveries: list[dict[str, Any]], dlq: list[DlqMessage]
+) -> list[dict[str, Any]]:
+    """The first sends of payment lines that SQS accepted and never handed out: rows of the run's send log
+    (``sent-<queue>.jsonl``: ``kind``, ``message_id``, FIFO ``deduplication_id``, in send order) of kind
+    ``original`` whose message id is in no delivery (``deliveries-*.jsonl``) and no DLQ message (its own id: moved
+    by SQS; or the runtime's reason ``message_id``: a copy). A FIFO send whose deduplication id was sent before in
+    the run is left out: SQS may drop it as a duplicate. Resends and concurrent duplicates are left out too. A
+    payment whose first send vanished can still be charged through its resend, so ``lost`` does not show it: this
+    count does (must be 0: anything else means the local AWS dropped an accepted message)."""
+    seen = {d.get("message_id") for d in deliveries}
+    seen |= {m.message_id for m in dlq} | {(m.reason() or {}).get("message_id") for m in dlq}
+    sent_dedup_ids: set[str] = set()
+    out = []
+    for row in sent:
+        dedup = row.get("deduplication_id")
+        repeated = dedup is not None and dedup in sent_dedup_ids
+        if dedup is not None:
+            sent_dedup_ids.add(dedup)
+        if row.get("kind") == "original" and not repeated and row.get("message_id") not in seen:
+            out.append(row)
+    return out
 
 
 def run_log_counts(run_dir: Path, label: str) -> dict[str, Any]:
@@ -428,9 +455,10 @@ def inflight_at_kill(kill: dict[str, Any], calls: dict[int, list[dict[str, Any]]
 
 
 def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
-    """Exit code and reasons. Safe run: 0 unless something was lost, double-charged, or the provider replayed more
-    than the kills between charge and completion explain, or the ``redrive`` block (the outage backlog,
-    ``backlog.problems``) shows a violation. ``--unsafe`` control: 0 when it shows double charges."""
+    """Exit code and reasons. Safe run: 0 unless something was lost, double-charged, an accepted first send was never
+    delivered (``sent_never_delivered``), the provider replayed more than the kills between charge and completion
+    explain, or the ``redrive`` block (the outage backlog, ``backlog.problems``) shows a violation. ``--unsafe``
+    control: 0 when it shows double charges (and no accepted first send vanished)."""
     from .backlog import problems as redrive_problems
 
     total = report["total"]
@@ -439,6 +467,11 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
         problems.append(f"{total['lost']} payments lost (neither charged nor in a DLQ)")
     if total.get("dlq_unread", 0):
         problems.append(f"{total['dlq_unread']} DLQ messages could not be read (the lost count may be overstated)")
+    if total.get("sent_never_delivered", 0):
+        problems.append(
+            f"{total['sent_never_delivered']} first sends SQS accepted were never delivered nor dead-lettered"
+            " (the local AWS dropped them; a resend may have hidden the loss from `lost`)"
+        )
     if unsafe:
         if total.get("double_charged", 0) > 0 and not problems:
             return 0, [f"control run without the guards double-charged {total['double_charged']} payments, as expected"]
