@@ -81,6 +81,7 @@ def test_nothing_lost_and_nothing_double_charged(safe_run: tuple[int, dict[str, 
     assert total["lost"] == 0
     assert total["double_charged"] == 0
     assert total["charges"] + total["valid_dead_lettered"] >= total["valid_payments"]
+    assert total["sent_never_delivered"] == 0, "every first send SQS accepted was delivered (the run's send log)"
 
 
 def test_the_general_per_key_report_agrees(safe_run: tuple[int, dict[str, Any], str]) -> None:
