@@ -15,8 +15,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from effectively_once.local.esm import LocalLambdaContext, MappingConfig
+from effectively_once.local.esm import LocalLambdaContext
 from effectively_once.local.server import REGION, MotoServer, aws_env
+
+from .conftest import mapping_config
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = version("aws-lambda-powertools")
@@ -90,18 +92,6 @@ def test_cloudformation_resolves_the_layer_parameter_at_create(session: Any) -> 
 
 @pytest.mark.parametrize("partition", ["aws", "aws-cn", "aws-us-gov"])
 def test_local_lambda_context_keeps_the_queue_partition(partition: str) -> None:
-    mapping = MappingConfig(
-        label="standard",
-        queue_url="http://localhost/q",
-        queue_arn=f"arn:{partition}:sqs:xx-test-1:210987654321:q",
-        batch_size=10,
-        batching_window_seconds=0,
-        visibility_timeout_seconds=12,
-        max_receive_count=5,
-        function_name="f",
-        function_timeout_seconds=2,
-        function_memory_mb=256,
-        function_env={},
-    )
+    mapping = mapping_config(queue_arn=f"arn:{partition}:sqs:xx-test-1:210987654321:q")
     context = LocalLambdaContext(mapping, deadline=time.monotonic() + 1)
     assert context.invoked_function_arn == f"arn:{partition}:lambda:xx-test-1:210987654321:function:f"

@@ -14,7 +14,7 @@ import pytest
 
 from effectively_once.local.backlog import DEFAULT_BACKLOG
 from effectively_once.local.chaos import ChaosConfig
-from effectively_once.local.esm import MappingConfig, failed_ids, to_lambda_record
+from effectively_once.local.esm import failed_ids, to_lambda_record
 from effectively_once.local.producer import (
     FIFO,
     STANDARD,
@@ -26,6 +26,8 @@ from effectively_once.local.producer import (
 )
 from effectively_once.local.report import verdict
 from effectively_once.local.server import MotoServer
+
+from .conftest import mapping_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,19 +132,7 @@ def test_plan_sends_each_line_once_plus_the_chosen_duplicates(tmp_path: Path) ->
 
 
 def test_lambda_record_has_the_real_shape() -> None:
-    mapping = MappingConfig(
-        label="fifo",
-        queue_url="http://localhost/q",
-        queue_arn="arn:aws:sqs:us-east-1:123456789012:q.fifo",
-        batch_size=10,
-        batching_window_seconds=0,
-        visibility_timeout_seconds=12,
-        max_receive_count=5,
-        function_name="f",
-        function_timeout_seconds=2,
-        function_memory_mb=256,
-        function_env={},
-    )
+    mapping = mapping_config(label="fifo", queue_arn="arn:aws:sqs:us-east-1:123456789012:q.fifo")
     message = {
         "MessageId": "m1",
         "ReceiptHandle": "rh",
@@ -766,18 +756,12 @@ def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -
     from effectively_once.local.remote import SETTLE_SECONDS, drain_wait_seconds
 
     def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
-        mapping = MappingConfig(
+        mapping = mapping_config(
             label=label,
             queue_url="u",
-            queue_arn="arn:aws:sqs:us-east-1:123456789012:q",
-            batch_size=10,
-            batching_window_seconds=0,
             visibility_timeout_seconds=visibility,
             max_receive_count=receives,
-            function_name="f",
             function_timeout_seconds=30,
-            function_memory_mb=256,
-            function_env={},
         )
         return Pipeline(mapping=mapping, mapping_uuid="x", dlq_url="d", idempotency_table="i", ledger_table="l")
 

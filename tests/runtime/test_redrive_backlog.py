@@ -99,12 +99,22 @@ def _fifo(sqs: Any) -> str:
     return str(sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"])
 
 
+def _string_attributes(count: int) -> dict[str, dict[str, str]]:
+    return {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(count)}
+
+
+def _send_fifo(sqs: Any, url: str, body: str, dedup: str, attributes: dict[str, Any] | None = None) -> None:
+    """One message in group ``g``, with ``attributes`` when given."""
+    extra = {"MessageAttributes": attributes} if attributes else {}
+    sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g", MessageDeduplicationId=dedup, **extra)
+
+
 def test_fifo_reader_reports_each_original_dedup_id_on_every_read() -> None:
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = _fifo(sqs)
         for i in range(12):
-            sqs.send_message(QueueUrl=url, MessageBody=f"m{i:02d}", MessageGroupId="g", MessageDeduplicationId=f"d{i}")
+            _send_fifo(sqs, url, f"m{i:02d}", f"d{i}")
 
         first = read_dlq_messages(sqs, url)
         second = read_dlq_messages(sqs, url)
@@ -122,18 +132,12 @@ def test_fifo_reader_reports_each_original_dedup_id_on_every_read() -> None:
 @pytest.mark.parametrize("count", [MAX_MESSAGE_ATTRIBUTES, MAX_MESSAGE_ATTRIBUTES - 1], ids=["ten", "nine"])
 def test_fifo_reader_never_drops_a_message_with_many_attributes(count: int) -> None:
     # Nine attributes: the id would make ten, and a redriven copy could no longer take the runtime's reason.
-    full = {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(count)}
+    full = _string_attributes(count)
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = _fifo(sqs)
-        sqs.send_message(
-            QueueUrl=url,
-            MessageBody="full",
-            MessageGroupId="g",
-            MessageDeduplicationId="d-full",
-            MessageAttributes=full,
-        )
-        sqs.send_message(QueueUrl=url, MessageBody="room", MessageGroupId="g", MessageDeduplicationId="d-room")
+        _send_fifo(sqs, url, "full", "d-full", full)
+        _send_fifo(sqs, url, "room", "d-room")
 
         first = read_dlq_messages(sqs, url)
         second = read_dlq_messages(sqs, url)
@@ -391,18 +395,11 @@ def test_report_takes_poison_receives_from_the_dlq_and_the_delivery_log(
 
 def test_fifo_reader_carries_the_id_of_a_dead_lettered_message_with_nine_attributes() -> None:
     # The runtime's copy already holds its reason: a redrive and a second dead-lettering add none.
-    attributes = {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(MAX_MESSAGE_ATTRIBUTES - 2)}
-    attributes.update(dead_lettered("m1", 1).attributes)
+    attributes = {**_string_attributes(MAX_MESSAGE_ATTRIBUTES - 2), **dead_lettered("m1", 1).attributes}
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = _fifo(sqs)
-        sqs.send_message(
-            QueueUrl=url,
-            MessageBody="{oops",
-            MessageGroupId="g",
-            MessageDeduplicationId="m1",
-            MessageAttributes=attributes,
-        )
+        _send_fifo(sqs, url, "{oops", "m1", attributes)
 
         read_dlq_messages(sqs, url)
         [again] = read_dlq_messages(sqs, url)

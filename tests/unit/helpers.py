@@ -49,12 +49,15 @@ def new_stack(app: App | None = None, id: str = "Test") -> Stack:
     return Stack(app or new_app(), id, env=ENV)
 
 
-def inline_function(scope: Construct, id: str, **props: Any) -> lambda_.Function:
-    """A cheap function (no asset) to wire constructs to."""
+def inline_function(
+    scope: Construct, id: str, *, runtime: lambda_.Runtime = lambda_.Runtime.PYTHON_3_13, **props: Any
+) -> lambda_.Function:
+    """A cheap function (no asset) to wire constructs to: ``runtime`` (default Python 3.13) and any other
+    ``lambda_.Function`` props."""
     return lambda_.Function(
         scope,
         id,
-        runtime=lambda_.Runtime.PYTHON_3_13,
+        runtime=runtime,
         handler="index.handler",
         code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
         **props,

@@ -13,7 +13,7 @@ from aws_cdk.assertions import Template
 from effectively_once import PaymentProcessor, RuntimeLayer
 from effectively_once.powertools_layer import POWERTOOLS_VERSION
 
-from .helpers import ENV, new_app, new_stack
+from .helpers import ENV, inline_function, new_app, new_stack
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +62,7 @@ def test_fails_on_an_architecture_that_is_not_arm64_or_x86_64(value: Any, error:
 
 
 def _function(stack: Stack, id: str, layers: list[lambda_.ILayerVersion], **props: Any) -> lambda_.Function:
-    return lambda_.Function(
-        stack,
-        id,
-        runtime=lambda_.Runtime.PYTHON_3_14,
-        handler="orders.lambda_handler",
-        code=lambda_.Code.from_inline("lambda_handler = None\n"),
-        layers=layers,
-        **props,
-    )
+    return inline_function(stack, id, runtime=lambda_.Runtime.PYTHON_3_14, layers=layers, **props)
 
 
 def test_synth_fails_when_a_function_runs_on_another_architecture_than_its_runtime_layer() -> None:
