@@ -1,9 +1,11 @@
-"""The local AWS's fix for moto's SQS backend under concurrent calls (``_moto_server.serialize_queue_mutations``):
-moto's server answers each request on its own thread, and its ``DeleteMessage`` rebuilds a queue's message list
-and assigns it back without a lock. A send, or a receive that moves a message to the DLQ, that lands between the
-rebuild and the assignment is undone: the soak lost a payment SQS had accepted. Each test makes the other call land
-exactly there (from a second thread, when the delete's rebuild has read the whole list) and checks the outcome with
-and without the fix."""
+"""The local AWS's fixes for moto under concurrent calls (moto's server answers each request on its own thread):
+- SQS (``serialize_queue_mutations``): ``DeleteMessage`` rebuilds a queue's message list and assigns it back
+  without a lock; a send, or a receive that moves a message to the DLQ, that lands in between is undone (the soak
+  lost a payment SQS had accepted);
+- DynamoDB (``serialize_dynamodb_item_calls``): a conditional write reads, checks and writes without a lock, so two
+  concurrent ``attribute_not_exists`` puts on one key both pass.
+Each test makes the other call land exactly inside the first (from a second thread) and checks the outcome with and
+without the fix."""
 
 from __future__ import annotations
 
@@ -112,3 +114,66 @@ def test_a_message_moved_to_the_dlq_during_a_delete_stays_moved(fixed: bool) -> 
             assert source == []
         else:
             assert source == ["poison"], "moto as is puts it back: in both queues (if this fails, moto fixed it)"
+
+
+@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
+def dynamodb_fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in _moto_server.DYNAMODB_ITEM_CALLS:
+        monkeypatch.setattr(DynamoDBBackend, name, getattr(DynamoDBBackend, name))
+    if request.param:
+        _moto_server.serialize_dynamodb_item_calls()
+        _moto_server.serialize_dynamodb_item_calls()
+    return bool(request.param)
+
+
+def test_two_concurrent_conditional_puts_on_one_key_let_one_through(
+    dynamodb_fixed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Powertools' first step for an idempotency key: PutItem with attribute_not_exists. Two concurrent duplicates
+    # make two such calls; DynamoDB lets exactly one through. The second call lands while the first has read the
+    # current item (none) and not yet written its own.
+    from moto.dynamodb.models.table import Table
+
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb.create_table(
+            TableName="idempotency",
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        )
+        outcomes: list[str] = []
+
+        def put(who: str) -> None:
+            try:
+                dynamodb.put_item(
+                    TableName="idempotency",
+                    Item={"id": {"S": "pay-1"}, "by": {"S": who}},
+                    ConditionExpression="attribute_not_exists(id)",
+                )
+                outcomes.append(f"{who} written")
+            except dynamodb.exceptions.ConditionalCheckFailedException:
+                outcomes.append(f"{who} refused")
+
+        second = threading.Thread(target=put, args=("second",))
+        get_item = Table.get_item
+
+        def get_item_then_let_the_second_in(self: Any, *args: Any, **kwargs: Any) -> Any:
+            current = get_item(self, *args, **kwargs)
+            if second.ident is None:
+                second.start()
+                second.join(timeout=0.5)
+            return current
+
+        monkeypatch.setattr(Table, "get_item", get_item_then_let_the_second_in)
+        put("first")
+        second.join(timeout=10)
+
+        if dynamodb_fixed:
+            assert outcomes == ["first written", "second refused"]
+        else:
+            assert sorted(outcomes) == ["first written", "second written"], (
+                "moto as is lets both through: the reason for the fix (if this fails, moto fixed it)"
+            )

@@ -1,5 +1,5 @@
-"""moto's server with two small fixes for its SQS backend's cost, one for its SQS backend under concurrent calls,
-and one bridge for Powertools' public parameters, for the local tooling only.
+"""moto's server with two small fixes for its SQS backend's cost, two for its SQS and DynamoDB backends under
+concurrent calls, and one bridge for Powertools' public parameters, for the local tooling only.
 
 Bridged (moto 5.2.x): ``Queue.attributes`` computes every attribute, the three ``ApproximateNumberOf*`` counts
 each scanning all messages, and moto reads it (a) once per message returned by ``ReceiveMessage`` (to check the
@@ -30,6 +30,13 @@ a queue's messages (send, receive, delete, change visibility, purge) holds that 
 ``_messages_lock``, a condition on a re-entrant lock, which a long poll's wait releases), so they run one at a time
 per queue. What the API answers is unchanged.
 
+Fixed (moto 5.2.x), the same kind of fault in DynamoDB: a conditional write is a read, a check and a write with no
+lock (``Table.put_item``: ``get_item``, the condition, then the assignment), so two concurrent ``PutItem`` calls with
+``attribute_not_exists`` on one key can both pass. DynamoDB makes a conditional write atomic, and the idempotency
+layer's first step (Powertools' INPROGRESS record) relies on it: the chaos's concurrent duplicates are exactly two
+such calls. Fix: the item calls (``PutItem``, ``GetItem``, ``UpdateItem``, ``DeleteItem``,
+``TransactWriteItems``) run one at a time.
+
 Run as ``python -m effectively_once.local._moto_server -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
 
@@ -38,6 +45,7 @@ from __future__ import annotations
 import base64
 import inspect
 import io
+import threading
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial, wraps
@@ -179,6 +187,32 @@ def serialize_queue_mutations() -> None:
                 setattr(cls, name, _holding_queue_lock(method, queue_of))
 
 
+#: The DynamoDB backend's item calls (see the module docstring), run one at a time under :data:`DYNAMODB_ITEM_LOCK`.
+DYNAMODB_ITEM_CALLS = ("put_item", "get_item", "update_item", "delete_item", "transact_write_items")
+DYNAMODB_ITEM_LOCK = threading.RLock()
+
+
+def _holding(lock: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(method)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return method(*args, **kwargs)
+
+    locked.__effectively_once_locked__ = True  # type: ignore[attr-defined]
+    return locked
+
+
+def serialize_dynamodb_item_calls() -> None:
+    """Make the DynamoDB backend's item calls atomic towards each other (see the module docstring); a second call
+    changes nothing."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in DYNAMODB_ITEM_CALLS:
+        method = getattr(DynamoDBBackend, name)
+        if not getattr(method, "__effectively_once_locked__", False):
+            setattr(DynamoDBBackend, name, _holding(DYNAMODB_ITEM_LOCK, method))
+
+
 def apply() -> None:
     from moto.core.utils import unix_time
     from moto.sqs import models
@@ -203,6 +237,7 @@ def apply() -> None:
     models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
     serialize_queue_mutations()
+    serialize_dynamodb_item_calls()
 
 
 if __name__ == "__main__":
