@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,19 +26,29 @@ ACCOUNT = "123456789012"
 REGION = "us-east-1"
 
 
-@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
-def fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Whether the fix is applied; moto's classes are restored after the test either way."""
+def _sqs_classes_restored(monkeypatch: pytest.MonkeyPatch, fix: bool) -> bool:
+    """moto's SQS classes are restored after the test; the fix applied when ``fix``."""
     for cls, names in (
-        (models.SQSBackend, _moto_server.SQS_BACKEND_MUTATIONS),
+        (models.SQSBackend, (*_moto_server.SQS_BACKEND_MUTATIONS, "receive_message")),
         (models.Queue, _moto_server.SQS_QUEUE_MUTATIONS),
     ):
         for name in names:
             monkeypatch.setattr(cls, name, getattr(cls, name))
-    if request.param:
+    if fix:
         _moto_server.serialize_queue_mutations()
         _moto_server.serialize_queue_mutations()  # a second call wraps nothing twice
-    return bool(request.param)
+    return fix
+
+
+@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
+def fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the fix is applied."""
+    return _sqs_classes_restored(monkeypatch, bool(request.param))
+
+
+@pytest.fixture
+def with_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    _sqs_classes_restored(monkeypatch, True)
 
 
 def _delete_while(queue: Any, other_call: Callable[[], None], delete: Callable[[], None]) -> None:
@@ -114,6 +125,67 @@ def test_a_message_moved_to_the_dlq_during_a_delete_stays_moved(fixed: bool) -> 
             assert source == []
         else:
             assert source == ["poison"], "moto as is puts it back: in both queues (if this fails, moto fixed it)"
+
+
+@pytest.mark.usefixtures("with_fix")
+def test_a_long_poll_waits_without_holding_up_a_delete() -> None:
+    # A FIFO group in flight: a long poll finds a visible message it may not return. The delete that releases the
+    # group answers at once, and the poll then returns the next message of the group.
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="payments.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        for n in (1, 2):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{n}", MessageGroupId="g", MessageDeduplicationId=f"d{n}")
+        [first] = sqs.receive_message(QueueUrl=url)["Messages"]
+        polled: list[Any] = []
+        poll = threading.Thread(
+            target=lambda: polled.extend(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5).get("Messages", []))
+        )
+        poll.start()
+        time.sleep(0.5)
+
+        started = time.monotonic()
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+        delete_seconds = time.monotonic() - started
+        poll.join(timeout=10)
+
+        assert delete_seconds < 1.0, f"the delete waited {delete_seconds:.1f} s for the long poll"
+        assert [m["Body"] for m in polled] == ["m2"]
+
+
+@pytest.mark.usefixtures("with_fix")
+def test_two_queues_that_are_each_others_dlq_do_not_deadlock() -> None:
+    # Receives on both at once, each moving messages into the other: a lock per queue taken in two orders would
+    # hang both.
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        urls = {n: sqs.create_queue(QueueName=n)["QueueUrl"] for n in ("qa", "qb")}
+        arns = {
+            n: sqs.get_queue_attributes(QueueUrl=u, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            for n, u in urls.items()
+        }
+        for n, other in (("qa", "qb"), ("qb", "qa")):
+            policy = json.dumps({"deadLetterTargetArn": arns[other], "maxReceiveCount": 1})
+            sqs.set_queue_attributes(QueueUrl=urls[n], Attributes={"RedrivePolicy": policy, "VisibilityTimeout": "0"})
+            for i in range(100):
+                sqs.send_message(QueueUrl=urls[n], MessageBody=f"{n}-{i}")
+        backend = models.sqs_backends[ACCOUNT][REGION]
+        for n in urls:
+            while backend.receive_message(n, 10, 0, 0):
+                if all(m.approximate_receive_count for m in backend.get_queue(n)._messages):
+                    break
+
+        threads = [
+            threading.Thread(target=lambda n=n: [backend.receive_message(n, 10, 0, 0) for _ in range(30)]) for n in urls
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=20)
+
+        assert not any(t.is_alive() for t in threads), "the receives are stuck"
+        counts = [len(backend.get_queue(n)._messages) for n in urls]
+        assert sum(counts) == 200, "every message is in one of the two queues"
 
 
 @pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])

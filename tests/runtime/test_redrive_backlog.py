@@ -18,6 +18,7 @@ from effectively_once.local.backlog import (
     charged_lines,
     counts,
     first_processed_receive,
+    named_originals,
     new_lines,
     problems,
     read_first_processed_receive,
@@ -202,6 +203,7 @@ def _good(**changes: Any) -> dict[str, Any]:
         "poison_redriven": 1,
         "dlq_after": [dead_lettered("src-7", 1)],
         "processed": {"src-7": 1},
+        "named_before": {"main-run-7"},
     }
     base.update(changes)
     return base
@@ -307,6 +309,12 @@ def test_first_processed_receive_reads_one_pipelines_function_and_chaos_logs(tmp
         ),
         ({"dlq_after": []}, "0 of 1 poison messages dead-lettered on the first receive the runtime processed them"),
         (
+            # The runtime returned the redriven poison instead of dead-lettering it: SQS moved it after
+            # maxReceiveCount receives with the reason it was redriven with, naming the main run's message.
+            {"dlq_after": [dead_lettered("main-run-7", 1, dlq_id="src-7")], "processed": {"main-run-7": 1}},
+            "0 of 1 poison messages dead-lettered on the first receive the runtime processed them",
+        ),
+        (
             {
                 "dlq_after": [
                     dead_lettered("src-7", 1),
@@ -326,6 +334,7 @@ def test_first_processed_receive_reads_one_pipelines_function_and_chaos_logs(tmp
         "poison-processed-on-receive-1-dead-lettered-on-receive-2",
         "poison-moved-by-sqs-after-max-receives",
         "poison-gone",
+        "poison-moved-by-sqs-with-the-reason-it-was-redriven-with",
         "valid-in-dlq",
     ],
 )
@@ -407,3 +416,12 @@ def test_fifo_reader_carries_the_id_of_a_dead_lettered_message_with_nine_attribu
         assert again.deduplication_id == "m1"
         assert len(again.attributes) == MAX_MESSAGE_ATTRIBUTES
         assert again.reason() == json.loads(attributes[names.DEAD_LETTER_REASON_ATTRIBUTE]["StringValue"])
+
+
+def test_named_originals_are_the_reason_attributes_message_ids() -> None:
+    moved_by_sqs = DlqMessage(message_id="m9", body="{oops")
+
+    assert named_originals([dead_lettered("m1", 1, dlq_id="c1"), dead_lettered("m2", 3), moved_by_sqs]) == {
+        "m1",
+        "m2",
+    }

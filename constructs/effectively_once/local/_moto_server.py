@@ -25,10 +25,11 @@ thread, and its SQS backend changes a queue's message list without a lock: ``Del
 assigns it back, so a message that ``SendMessage`` appended in between is dropped (SQS answered it with a message
 id, and no receive ever returns it), and a message that ``ReceiveMessage`` moved to the DLQ after maxReceiveCount
 receives is put back. It is the one mechanism found that fits the soak's lost FIFO payment (10,000 payments, 8
-pollers deleting while the producer sends; accepted, never delivered, not in the DLQ). Fix: every call that changes
-a queue's messages (send, receive, delete, change visibility, purge) holds that queue's own lock (moto's
-``_messages_lock``, a condition on a re-entrant lock, which a long poll's wait releases), so they run one at a time
-per queue. What the API answers is unchanged.
+pollers deleting while the producer sends; accepted, never delivered, not in the DLQ). Fix: the calls that change
+messages (send, receive, delete, change visibility, purge) run one at a time under one lock for all queues
+(:data:`SQS_LOCK`), and a long poll waits with the lock released (moto's own wait would hold it: with visible
+messages whose FIFO group is in flight its loop spins until the wait time ends, and a delete would wait as long).
+What the API answers is unchanged; a long poll looks again at least every :data:`RECEIVE_RECHECK_SECONDS`.
 
 Fixed (moto 5.2.x), the same kind of fault in DynamoDB: a conditional write is a read, a check and a write with no
 lock (``Table.put_item``: ``get_item``, the condition, then the assignment), so two concurrent ``PutItem`` calls with
@@ -46,6 +47,7 @@ import base64
 import inspect
 import io
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial, wraps
@@ -147,59 +149,80 @@ def _load_powertools_parameters(parameters: Any) -> None:
                 )
 
 
-#: The SQS backend calls that change a queue's messages (see the module docstring); their first argument after
-#: ``self`` is the queue name. ``Queue.add_message`` and ``Queue.delete_message`` are locked as well: moto calls
-#: them from other places too (a message moved to a DLQ, its own event source mappings).
-SQS_BACKEND_MUTATIONS = (
-    "send_message",
-    "receive_message",
-    "delete_message",
-    "change_message_visibility",
-    "purge_queue",
-)
+#: The SQS backend calls that change messages (see the module docstring), run one at a time under
+#: :data:`SQS_LOCK`. ``Queue.add_message`` and ``Queue.delete_message`` too: moto calls them from other places (a
+#: message moved to a DLQ, its own event source mappings). ``receive_message`` is wrapped apart: a long poll waits
+#: with the lock released.
+SQS_BACKEND_MUTATIONS = ("send_message", "delete_message", "change_message_visibility", "purge_queue")
 SQS_QUEUE_MUTATIONS = ("add_message", "delete_message")
-
-
-def _holding_queue_lock(method: Callable[..., Any], queue_of: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    first = list(inspect.signature(method).parameters)[1]  # the queue name, or the message
-
-    @wraps(method)
-    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with queue_of(self, args[0] if args else kwargs[first])._messages_lock:
-            return method(self, *args, **kwargs)
-
-    locked.__effectively_once_locked__ = True  # type: ignore[attr-defined]
-    return locked
-
-
-def serialize_queue_mutations() -> None:
-    """Make the SQS backend's message-changing calls hold their queue's lock (see the module docstring); a second
-    call changes nothing."""
-    from moto.sqs import models
-
-    for cls, methods, queue_of in (
-        (models.SQSBackend, SQS_BACKEND_MUTATIONS, lambda backend, name: backend.get_queue(name)),
-        (models.Queue, SQS_QUEUE_MUTATIONS, lambda queue, _message: queue),
-    ):
-        for name in methods:
-            method = getattr(cls, name)
-            if not getattr(method, "__effectively_once_locked__", False):
-                setattr(cls, name, _holding_queue_lock(method, queue_of))
-
-
+#: One lock for every queue: a receive that moves a message to a DLQ changes two queues, and one lock cannot be
+#: taken in two orders (two queues that are each other's DLQ would deadlock with a lock per queue).
+SQS_LOCK = threading.Condition(threading.RLock())
+#: How often a waiting long poll looks again when nothing was sent, deleted or changed meanwhile: a message whose
+#: visibility timeout or delay ends, or whose FIFO group is released by a timeout, wakes nobody.
+RECEIVE_RECHECK_SECONDS = 0.1
 #: The DynamoDB backend's item calls (see the module docstring), run one at a time under :data:`DYNAMODB_ITEM_LOCK`.
 DYNAMODB_ITEM_CALLS = ("put_item", "get_item", "update_item", "delete_item", "transact_write_items")
 DYNAMODB_ITEM_LOCK = threading.RLock()
 
+_held = threading.local()  # how deep this thread is in SQS_LOCK's wrapped calls
 
-def _holding(lock: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+
+def _holding(lock: Any, method: Callable[..., Any], notify: bool = False) -> Callable[..., Any]:
     @wraps(method)
     def locked(*args: Any, **kwargs: Any) -> Any:
         with lock:
-            return method(*args, **kwargs)
+            _held.depth = getattr(_held, "depth", 0) + 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                _held.depth -= 1
+                if notify:
+                    lock.notify_all()  # a long poll may now find a message
 
     locked.__effectively_once_locked__ = True  # type: ignore[attr-defined]
     return locked
+
+
+def _long_poll_outside_the_lock(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``receive_message`` that takes :data:`SQS_LOCK` for moto's receive without its wait (``wait_seconds_timeout``
+    0) and waits, for what is left of the long poll, with the lock released until a wrapped call changes messages
+    or :data:`RECEIVE_RECHECK_SECONDS` pass. Called inside another wrapped call (moto's own event source mappings),
+    it does not wait: waiting would release the caller's hold."""
+    signature = inspect.signature(method)
+
+    @wraps(method)
+    def receive(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        wait = float(bound.arguments.get("wait_seconds_timeout") or 0)
+        bound.arguments["wait_seconds_timeout"] = 0
+        deadline = time.monotonic() + wait
+        with SQS_LOCK:
+            nested = getattr(_held, "depth", 0) > 0
+            while True:
+                result = method(*bound.args, **bound.kwargs)
+                remaining = deadline - time.monotonic()
+                if result or remaining <= 0 or nested:
+                    return result
+                SQS_LOCK.wait(timeout=min(remaining, RECEIVE_RECHECK_SECONDS))
+
+    receive.__effectively_once_locked__ = True  # type: ignore[attr-defined]
+    return receive
+
+
+def serialize_queue_mutations() -> None:
+    """Run the SQS backend's message-changing calls one at a time under :data:`SQS_LOCK`, a long poll waiting
+    outside it (see the module docstring); a second call changes nothing."""
+    from moto.sqs import models
+
+    wrapped: list[tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]
+    wrapped = [(models.SQSBackend, n, partial(_holding, SQS_LOCK, notify=True)) for n in SQS_BACKEND_MUTATIONS]
+    wrapped += [(models.Queue, n, partial(_holding, SQS_LOCK, notify=True)) for n in SQS_QUEUE_MUTATIONS]
+    wrapped.append((models.SQSBackend, "receive_message", _long_poll_outside_the_lock))
+    for cls, name, wrap in wrapped:
+        method = getattr(cls, name)
+        if not getattr(method, "__effectively_once_locked__", False):
+            setattr(cls, name, wrap(method))
 
 
 def serialize_dynamodb_item_calls() -> None:

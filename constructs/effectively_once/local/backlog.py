@@ -17,8 +17,8 @@ drain, and the ledgers, the provider's call log and the DLQs say what happened (
   loaded machine can cut a batch before the runtime reaches the poison, or between its log line and its DLQ send;
   the next receive is then its first). A kill after the send and before the delete adds a receive and a second
   copy, but the earlier receive already sent it. Not counted: a message SQS moved after maxReceiveCount receives
-  (no reason attribute), and one the runtime processed on an earlier receive than its first copy (it was returned
-  to the queue instead of dead-lettered);
+  (no reason attribute, or the reason it was redriven with, naming a message of the main run), and one the runtime
+  processed on an earlier receive than its first copy (it was returned to the queue instead of dead-lettered);
 - ``valid_in_dlq``: valid payments in the DLQ after the redrive (must be 0);
 - ``double_charged``: backlog payments with more than one ledger item (must be 0).
 
@@ -111,13 +111,18 @@ def counts(
     dlq_after: list[DlqMessage],
     is_valid: Callable[[str], bool],
     processed: dict[str, int],
+    named_before: set[str],
 ) -> dict[str, int]:
     """One queue's ``redrive`` row (see the module docstring) from the ledger items per payment id after the
     redrive, the provider's calls per payment id before and after it, the DLQ after it, and ``processed``
     (:func:`first_processed_receive`: message id -> the first receive the runtime processed it on; a message
-    missing there counts on its first copy)."""
+    missing there counts on its first copy), and ``named_before``: the originals the DLQ's reason attributes named
+    before the redrive (:func:`named_originals`). A copy whose reason still names one of those was not dead-lettered
+    again: SQS moved a redriven message after maxReceiveCount receives with the attributes it came with."""
     poison_after = [m for m in dlq_after if not is_valid(m.body)]
-    first_sent_on = first_dead_letter_receive(poison_after)
+    first_sent_on = {
+        original: n for original, n in first_dead_letter_receive(poison_after).items() if original not in named_before
+    }
     return {
         "charged_resent": len(charged),
         "charged_new_provider_calls": sum(calls_after[p] - calls_before[p] for p in charged),
@@ -140,6 +145,11 @@ def first_dead_letter_receive(poison: list[DlqMessage]) -> dict[str, int]:
             original, n = str(reason["message_id"]), int(reason["receive_count"])
             first[original] = min(first.get(original, n), n)
     return first
+
+
+def named_originals(dlq: list[DlqMessage]) -> set[str]:
+    """The original message ids the runtime's reason attributes in ``dlq`` name."""
+    return {str(reason["message_id"]) for m in dlq for reason in [m.reason() or {}] if reason.get("message_id")}
 
 
 def first_processed_receive(log_rows: list[dict[str, Any]], killed_request_ids: set[str]) -> dict[str, int]:

@@ -169,7 +169,7 @@ def redrive_backlog(
     ``redrive`` block."""
     from dataclasses import replace
 
-    from .backlog import charged_lines, counts, inject, new_lines, read_first_processed_receive
+    from .backlog import charged_lines, counts, inject, named_originals, new_lines, read_first_processed_receive
     from .redrive import local_move, targets
     from .report import read_dlq_messages
 
@@ -178,11 +178,14 @@ def redrive_backlog(
     taken = {ln.payment_id for ln in lines if ln.payment_id}
     plan: dict[str, tuple[list[Line], list[Line]]] = {}
     poison_before: dict[str, int] = {}
+    named_before: dict[str, set[str]] = {}
     calls_before: dict[str, Counter[str]] = {}
     for label, p in sorted(pipelines.items()):
         ledger_ids = {item["payment_id"]["S"] for item in scan_ledger(dynamodb, p.ledger_table)}
         plan[label] = (charged_lines(lines, label, ledger_ids, k, is_valid), new_lines(lines, label, k, taken))
-        poison_before[label] = sum(1 for m in read_dlq_messages(sqs, p.dlq_url) if not is_valid(m.body))
+        dlq_before = read_dlq_messages(sqs, p.dlq_url)
+        poison_before[label] = sum(1 for m in dlq_before if not is_valid(m.body))
+        named_before[label] = named_originals(dlq_before)
         calls_before[label] = _provider_calls(opts.run_dir, label)
         inject(sqs, p.dlq_url, label, plan[label][0] + plan[label][1])
     calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
@@ -208,6 +211,7 @@ def redrive_backlog(
             dlq_after=read_dlq_messages(sqs, p.dlq_url),
             is_valid=is_valid,
             processed=read_first_processed_receive(opts.run_dir, label),
+            named_before=named_before[label],
         )
     return block
 

@@ -389,6 +389,7 @@ def sent_never_delivered(
     count does (must be 0: anything else means the local AWS dropped an accepted message)."""
     seen = {d.get("message_id") for d in deliveries}
     seen |= {m.message_id for m in dlq} | {(m.reason() or {}).get("message_id") for m in dlq}
+    seen.discard(None)
     sent_dedup_ids: set[str] = set()
     out = []
     for row in sent:
