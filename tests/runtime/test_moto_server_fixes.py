@@ -10,6 +10,7 @@ without the fix."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -167,25 +168,30 @@ def test_two_queues_that_are_each_others_dlq_do_not_deadlock() -> None:
         for n, other in (("qa", "qb"), ("qb", "qa")):
             policy = json.dumps({"deadLetterTargetArn": arns[other], "maxReceiveCount": 1})
             sqs.set_queue_attributes(QueueUrl=urls[n], Attributes={"RedrivePolicy": policy, "VisibilityTimeout": "0"})
-            for i in range(100):
+            for i in range(300):
                 sqs.send_message(QueueUrl=urls[n], MessageBody=f"{n}-{i}")
         backend = models.sqs_backends[ACCOUNT][REGION]
         for n in urls:
-            while backend.receive_message(n, 10, 0, 0):
-                if all(m.approximate_receive_count for m in backend.get_queue(n)._messages):
-                    break
+            for message in backend.get_queue(n)._messages:
+                message.approximate_receive_count = 1  # received once: the next receive moves it to the other queue
 
         threads = [
-            threading.Thread(target=lambda n=n: [backend.receive_message(n, 10, 0, 0) for _ in range(30)]) for n in urls
+            threading.Thread(target=lambda n=n: [backend.receive_message(n, 10, 0, 0) for _ in range(30)], daemon=True)
+            for n in urls
         ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=20)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)  # interleave the two receives finely
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=20)
+        finally:
+            sys.setswitchinterval(switch)
 
         assert not any(t.is_alive() for t in threads), "the receives are stuck"
         counts = [len(backend.get_queue(n)._messages) for n in urls]
-        assert sum(counts) == 200, "every message is in one of the two queues"
+        assert sum(counts) == 600, "every message is in one of the two queues"
 
 
 @pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
