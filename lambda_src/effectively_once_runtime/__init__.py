@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidRecord, PermanentError
+from .errors import InvalidRecord, PermanentError, UnsupportedEvent
 from .settings import RuntimeSettings
 
 if TYPE_CHECKING:
     from .consumer import Consumer, ConsumerState
 
-__all__ = ["Consumer", "ConsumerState", "InvalidRecord", "PermanentError", "RuntimeSettings"]
+__all__ = ["Consumer", "ConsumerState", "InvalidRecord", "PermanentError", "RuntimeSettings", "UnsupportedEvent"]
 
 _LAZY = {"Consumer", "ConsumerState"}
 

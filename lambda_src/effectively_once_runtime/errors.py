@@ -15,3 +15,10 @@ class PermanentError(Exception):
 
 class InvalidRecord(PermanentError, ValueError):
     """The runtime's own bad input: a body that is not strict JSON or not a JSON object."""
+
+
+class UnsupportedEvent(ValueError):
+    """The invocation's event is not one this runtime handles (``events.classify``): Kinesis or DynamoDB stream
+    records, Kafka, Amazon MQ, records of mixed sources, or a malformed ``Records`` list. It is about the whole
+    invocation, not one record: the handler raises it, so no record of that event is processed. The message is
+    one line naming what arrived and what is taken."""

@@ -1,0 +1,361 @@
+"""Which trigger an invocation's event is, the document of each record, its payload under an envelope, and the key
+JMESPath over it. Pure: standard library, jmespath and Powertools' JMESPath functions; importing it does nothing.
+
+Triggers (``classify``): ``{"Records": [...]}`` of ``aws:sqs`` (standard or FIFO), ``aws:sns`` (``EventSource``,
+capital E) or ``aws:s3`` records; an EventBridge event (``detail-type``, ``source``, ``detail``); anything else is a
+direct invocation, except the shapes of the sources this runtime does not take (Kinesis, DynamoDB streams, Kafka,
+Amazon MQ, any other ``aws:`` source), which are ``UnsupportedEvent``.
+
+What the idempotency key, the payload validation and the record function run over (``payload``): the trigger's
+document (``document_for``), unwrapped by the envelope (``unwrap``) and required to be a JSON object.
+
+| trigger | ``None`` (default) | ``"sns"`` | ``"eventbridge"`` | ``"auto"`` |
+|---|---|---|---|---|
+| SQS record | the body | the body's ``Message`` | the body's ``detail`` | ``Message``, ``detail`` or the body |
+| SNS record | the record | ``Sns.Message`` | ``InvalidRecord`` | ``Sns.Message`` |
+| S3 record | the record | ``InvalidRecord`` | ``InvalidRecord`` | the record |
+| EventBridge | the event | ``InvalidRecord`` | ``detail`` | ``detail`` |
+| direct | the event | ``Message`` | ``detail`` | ``Message``, ``detail`` or the event |
+
+- An SQS body is parsed as strict JSON (``body.parse_object``). ``"sns"`` takes the body of an SQS message from an
+  SNS subscription with raw delivery off (the SNS notification envelope: ``Type``, ``MessageId``, ``TopicArn``,
+  ``Message``, ``Timestamp``...; with raw delivery on the body is the message itself: use ``None``);
+  ``"eventbridge"`` the body of an SQS message from an EventBridge rule (the whole event). ``"auto"`` unwraps
+  whichever envelope the document is and keeps anything else (a payment ``{"payment_id": ...}``) as it is.
+- An SNS record's document is the record itself under ``None`` (keys ``Sns.MessageId``, ``Sns.Message`` a string,
+  ``Sns.MessageAttributes``...) and its ``Sns`` object under ``"sns"``/``"auto"``.
+- An S3 record: keys ``s3.bucket.name``, ``s3.object.key`` (URL-encoded as delivered, a space is ``+``),
+  ``s3.object.versionId`` (versioned buckets), ``s3.object.sequencer``, ``eventName``.
+- An envelope that is not there (``InvalidRecord`` in the table, or a direct event that is no such envelope) is
+  bad input, permanent.
+
+``Message`` is parsed as strict JSON (``body.parse_object``); ``detail`` is taken as it is. Every payload must be a
+JSON object, else ``InvalidRecord`` (permanent). One level is unwrapped: EventBridge -> SNS -> SQS gives the event.
+
+Sources: https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html, with-sns.html, with-s3.html,
+with-kinesis.html, with-ddb.html, with-msk.html, with-kafka.html, with-mq.html (sample events);
+https://docs.aws.amazon.com/sns/latest/dg/sns-large-payload-raw-message-delivery.html (the SNS envelope in SQS);
+https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html (the EventBridge event).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jmespath
+from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
+from jmespath import exceptions as jmespath_exceptions
+from jmespath import functions as jmespath_functions
+
+from .body import SHOWN_CHARS, parse_object, show
+from .errors import InvalidRecord, UnsupportedEvent
+
+# --- triggers ---------------------------------------------------------------------------------------------------------
+SQS = "sqs"
+SNS = "sns"
+S3 = "s3"
+EVENTBRIDGE = "eventbridge"
+DIRECT = "direct"
+#: Every value ``classify`` returns.
+TRIGGERS = (SQS, SNS, S3, EVENTBRIDGE, DIRECT)
+
+# --- envelopes --------------------------------------------------------------------------------------------------------
+AUTO = "auto"
+#: Every value ``unwrap`` takes: none, an SNS notification, an EventBridge event, or whichever of the two it is.
+ENVELOPES = (None, SNS, EVENTBRIDGE, AUTO)
+
+_TAKES = (
+    "this handler takes SQS (standard or FIFO), SNS and S3 notification records, EventBridge events and direct "
+    "invocations"
+)
+#: ``eventSource`` of a record -> its trigger (an SNS record names it ``EventSource``).
+_RECORD_SOURCES = {"aws:sqs": SQS, "aws:sns": SNS, "aws:s3": S3}
+#: What each record must hold for the runtime to process it: (key, type, what it is).
+_RECORD_NEEDS: dict[str, tuple[tuple[str, type], ...]] = {SQS: (("messageId", str), ("body", str)), S3: (("s3", dict),)}
+#: ``eventSource`` of the events without ``Records`` that are not direct invocations (MSK, self-managed Kafka as
+#: the Lambda guide and as Powertools' samples spell it; ActiveMQ likewise; RabbitMQ).
+_KAFKA_SOURCES = ("aws:kafka", "SelfManagedKafka", "aws:SelfManagedKafka")
+_MQ_SOURCES = ("aws:mq", "aws:amq", "aws:rmq")
+
+
+def _name(value: Any) -> str:
+    """A source name as is when it is short printable text, else ``show``'s cut ``repr``: one line, never long."""
+    if isinstance(value, str) and value.isprintable() and 0 < len(value) <= SHOWN_CHARS:
+        return value
+    return show(value)
+
+
+def _unsupported(what: str) -> UnsupportedEvent:
+    return UnsupportedEvent(f"unsupported event: {what}; {_TAKES}")
+
+
+def is_eventbridge_event(document: Any) -> bool:
+    """Whether ``document`` is an EventBridge event: an object with ``detail-type`` and ``source`` strings and a
+    ``detail``. A payload needs all three names, hyphen included, to be taken for one."""
+    return _eventbridge_problem(document) is None
+
+
+def _eventbridge_problem(document: Any) -> str | None:
+    if not isinstance(document, dict):
+        return f"got {show(document)}"
+    for name in ("detail-type", "source"):
+        if not isinstance(document.get(name), str):
+            return _wrong(document, name)
+    return None if "detail" in document else "it has no detail"
+
+
+def is_sns_notification(document: Any) -> bool:
+    """Whether ``document`` is an SNS notification envelope (the JSON body SNS delivers to SQS with raw delivery
+    off, or a direct SNS record's ``Sns``): an object with ``Type`` ``"Notification"`` and ``MessageId``,
+    ``TopicArn`` and ``Message`` strings."""
+    return _sns_problem(document) is None
+
+
+def _wrong(document: dict[str, Any], name: str) -> str:
+    return f"{name} is {show(document[name])}" if name in document else f"it has no {name}"
+
+
+def _sns_problem(document: Any) -> str | None:
+    if not isinstance(document, dict):
+        return f"got {show(document)}"
+    if document.get("Type") != "Notification":
+        return _wrong(document, "Type")
+    for name in ("MessageId", "TopicArn", "Message"):
+        if not isinstance(document.get(name), str):
+            return _wrong(document, name)
+    return None
+
+
+def classify(event: Any) -> str:
+    """Which trigger ``event`` (an invocation's whole event) is: one of ``TRIGGERS``.
+
+    :raises UnsupportedEvent: records of another source (``aws:kinesis``, ``aws:dynamodb``, ...) or of mixed
+        sources, ``Records`` empty or not a list, a record that is not an object, an SQS record without a
+        ``messageId`` or ``body`` string, an SNS record without ``Sns.MessageId``, an S3 record without ``s3``;
+        a Kafka or Amazon MQ event, or any other ``aws:`` ``eventSource`` without ``Records``. One line.
+    """
+    if not isinstance(event, dict):
+        return DIRECT
+    if "Records" in event:
+        return _classify_records(event["Records"])
+    if is_eventbridge_event(event):
+        return EVENTBRIDGE
+    _reject_other_sources(event)
+    return DIRECT
+
+
+def _classify_records(records: Any) -> str:
+    if not isinstance(records, list):
+        raise _unsupported(f"Records is {show(records)}, not a list")
+    if not records:
+        raise _unsupported("Records is empty")
+    sources: dict[str, Any] = {}
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise _unsupported(f"Records[{index}] is {show(record)}, not an object")
+        source = record.get("eventSource", record.get("EventSource"))
+        sources.setdefault(_name(source), source)
+    if len(sources) > 1:
+        raise _unsupported(f"Records of mixed sources ({', '.join(sorted(sources)[:5])})")
+    (source,) = sources.values()
+    trigger = _RECORD_SOURCES.get(source) if isinstance(source, str) else None
+    if trigger is None:
+        raise _unsupported(f"Records from {_name(source)}" if source is not None else "Records without eventSource")
+    for index, record in enumerate(records):
+        problem = _record_problem(trigger, record)
+        if problem:
+            raise _unsupported(f"Records[{index}] from {source} {problem}")
+    return trigger
+
+
+def _record_problem(trigger: str, record: dict[str, Any]) -> str | None:
+    if trigger == SNS:
+        sns = record.get("Sns")
+        if not isinstance(sns, dict):
+            return "has no Sns object"
+        return None if isinstance(sns.get("MessageId"), str) else "has no Sns.MessageId string"
+    for key, kind in _RECORD_NEEDS[trigger]:
+        if not isinstance(record.get(key), kind):
+            return f"has no {key} {'string' if kind is str else 'object'}"
+    return None
+
+
+def _reject_other_sources(event: dict[str, Any]) -> None:
+    source = event.get("eventSource")
+    if source in _KAFKA_SOURCES or (isinstance(event.get("records"), dict) and "bootstrapServers" in event):
+        raise _unsupported(f"Kafka records from {_name(source) if source is not None else 'a Kafka cluster'}")
+    if source in _MQ_SOURCES:
+        raise _unsupported(f"Amazon MQ messages from {source}")
+    if isinstance(source, str) and source.startswith("aws:"):
+        raise _unsupported(f"an event from {_name(source)} without Records")
+
+
+# --- documents and envelopes ------------------------------------------------------------------------------------------
+def check_envelope(value: Any) -> str | None:
+    """``value`` when it is one of ``ENVELOPES``.
+
+    :raises ValueError: any other value.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str) and value in ENVELOPES:
+        return str(value)
+    raise ValueError(f"envelope must be one of None, 'sns', 'eventbridge', 'auto', but {show(value)} was given")
+
+
+def document_for(trigger: str, item: Any, envelope: str | None = None) -> Any:
+    """The document of one ``item`` of a ``trigger`` (a record of an SQS, SNS or S3 event; the whole event of an
+    EventBridge or direct one): an SQS record's body parsed as strict JSON (an object), an SNS record's ``Sns``
+    when ``envelope`` is ``"sns"`` or ``"auto"`` (else the record), anything else the item itself.
+
+    :raises InvalidRecord: an SQS body that is not a strict-JSON object.
+    :raises ValueError: ``trigger`` is not one of ``TRIGGERS`` or ``envelope`` not one of ``ENVELOPES``.
+    """
+    check_envelope(envelope)
+    if trigger == SQS:
+        return parse_object(item["body"])
+    if trigger == SNS:
+        return item["Sns"] if envelope in (SNS, AUTO) else item
+    if trigger in TRIGGERS:
+        return item
+    raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, but {show(trigger)} was given")
+
+
+def unwrap(document: Any, envelope: str | None) -> Any:
+    """The payload inside ``document`` (see the module's table): ``document`` itself for ``None``; an SNS
+    notification's ``Message`` parsed as strict JSON for ``"sns"``; an EventBridge event's ``detail`` for
+    ``"eventbridge"``; whichever of the two ``document`` is for ``"auto"``, else ``document``.
+
+    :raises InvalidRecord: ``"sns"``/``"eventbridge"`` and ``document`` is no such envelope, or its payload is not a
+        (strict-JSON) object.
+    :raises ValueError: ``envelope`` is not one of ``ENVELOPES``.
+    """
+    envelope = check_envelope(envelope)
+    if envelope == AUTO:
+        envelope = SNS if is_sns_notification(document) else EVENTBRIDGE if is_eventbridge_event(document) else None
+    if envelope == SNS:
+        return _sns_message(document)
+    if envelope == EVENTBRIDGE:
+        return _eventbridge_detail(document)
+    return document
+
+
+def _sns_message(document: Any) -> dict[str, Any]:
+    problem = _sns_problem(document)
+    if problem is not None:
+        raise InvalidRecord(
+            "expected an SNS notification envelope (Type 'Notification', MessageId, TopicArn and Message strings; "
+            f"the SQS body of an SNS subscription with raw delivery off), but {problem}"
+        )
+    try:
+        return parse_object(document["Message"])
+    except InvalidRecord as error:
+        raise InvalidRecord(f"the SNS notification's Message is not a strict-JSON object: {error}") from error
+
+
+def _eventbridge_detail(document: Any) -> dict[str, Any]:
+    problem = _eventbridge_problem(document)
+    if problem is not None:
+        raise InvalidRecord(
+            "expected an EventBridge event (detail-type and source strings, and detail; the SQS body of an "
+            f"EventBridge rule's SQS target), but {problem}"
+        )
+    detail = document["detail"]
+    if not isinstance(detail, dict):
+        raise InvalidRecord(f"the EventBridge event's detail must be a JSON object, got {type(detail).__name__}")
+    return detail
+
+
+def payload(trigger: str, item: Any, envelope: str | None = None) -> dict[str, Any]:
+    """What the key, the validation and the record function run over: ``unwrap(document_for(trigger, item, envelope),
+    envelope)``, which must be a JSON object.
+
+    :raises InvalidRecord: the document or the envelope is bad (``document_for``, ``unwrap``), or the payload is not an
+        object (a direct invocation with a list, a string...).
+    :raises ValueError: ``trigger`` or ``envelope`` is unknown.
+    """
+    data = unwrap(document_for(trigger, item, envelope), envelope)
+    if not isinstance(data, dict):
+        raise InvalidRecord(f"body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+# --- key expressions --------------------------------------------------------------------------------------------------
+#: Powertools' JMESPath functions (``powertools_json``, ``powertools_base64``, ``powertools_base64_gzip``) on top of
+#: the builtins: what ``IdempotencyConfig`` searches with when its ``jmespath_options`` is unset, so the key found
+#: here is the key Powertools hashes.
+FUNCTIONS = PowertoolsFunctions()
+#: The options every ``search`` uses.
+OPTIONS = jmespath.Options(custom_functions=FUNCTIONS)
+_BUILTINS = frozenset(jmespath_functions.Functions.FUNCTION_TABLE)
+_KNOWN = frozenset(FUNCTIONS.FUNCTION_TABLE)
+
+
+class Expression:
+    """A JMESPath expression compiled by ``compile_expression``: ``expression`` (its text), ``parsed`` (jmespath's
+    ``ParsedResult``) and ``search``."""
+
+    def __init__(self, expression: str, parsed: Any) -> None:
+        self.expression = expression
+        self.parsed = parsed
+
+    def search(self, data: Any) -> Any:
+        """The expression searched over ``data`` with Powertools' functions (``OPTIONS``).
+
+        :raises InvalidRecord: the search failed on this data (a jmespath type error such as ``length(5)``,
+            ``powertools_json`` of text that is not JSON, bad base64 or gzip...): the same record fails the same way
+            every time, so it is permanent. The message names the expression and the error, cut short.
+        """
+        try:
+            return self.parsed.search(data, options=OPTIONS)
+        except Exception as exc:  # any failure of a pure function of (expression, record) is the record's
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+            if len(reason) > SHOWN_CHARS * 2:
+                reason = f"{reason[: SHOWN_CHARS * 2]}..."
+            raise InvalidRecord(f"JMESPath {self.expression!r} failed on the record: {reason}") from exc
+
+    def __repr__(self) -> str:
+        return f"Expression({self.expression!r})"
+
+
+def compile_expression(prop: str, expression: str) -> Expression:
+    """``expression`` compiled, every function it calls checked now: jmespath reports an unknown one only when a
+    record is searched.
+
+    :param prop: the name the messages give it (``"key"``, ``"validate"``).
+    :raises ValueError: not a string, not a JMESPath expression, or calling a function that is neither a JMESPath
+        builtin nor one of Powertools'.
+    """
+    if not isinstance(expression, str):
+        raise ValueError(f"{prop} must be a JMESPath expression (a string), but {show(expression)} was given")
+    try:
+        parsed = jmespath.compile(expression)
+    except jmespath_exceptions.JMESPathError as exc:
+        raise ValueError(f"{prop} must be a JMESPath expression, but {expression!r} was given: {exc}") from exc
+    unknown = sorted(_called_functions(parsed.parsed) - _KNOWN)
+    if unknown:
+        raise ValueError(
+            f"{prop} must be a JMESPath expression with known functions, but {expression!r} was given: unknown "
+            f"function {', '.join(f'{name}()' for name in unknown)} (builtins: {', '.join(sorted(_BUILTINS))}; "
+            f"Powertools: {', '.join(sorted(_KNOWN - _BUILTINS))})"
+        )
+    return Expression(expression, parsed)
+
+
+def _called_functions(tree: dict[str, Any]) -> set[str]:
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if node.get("type") == "function_expression":
+            names.add(node["value"])
+        stack.extend(child for child in node.get("children", ()) if isinstance(child, dict))
+    return names
+
+
+def search(expression: Expression, data: Any) -> Any:
+    """``expression.search(data)``.
+
+    :raises InvalidRecord: the search failed on this data (``Expression.search``).
+    """
+    return expression.search(data)
