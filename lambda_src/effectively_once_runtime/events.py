@@ -310,8 +310,8 @@ class Expression:
             return self.parsed.search(data, options=OPTIONS)
         except Exception as exc:  # any failure of a pure function of (expression, record) is the record's
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-            if len(reason) > SHOWN_CHARS * 2:
-                reason = f"{reason[: SHOWN_CHARS * 2]}..."
+            if len(reason) > SHOWN_CHARS * 3:
+                reason = f"{reason[: SHOWN_CHARS * 3]}..."
             raise InvalidRecord(f"JMESPath {self.expression!r} failed on the record: {reason}") from exc
 
     def __repr__(self) -> str:
