@@ -17,7 +17,8 @@ document (``document_for``), unwrapped by the envelope (``unwrap``) and required
 | EventBridge | the event | ``InvalidRecord`` | ``detail`` | ``detail`` |
 | direct | the event | ``Message`` | ``detail`` | ``Message``, ``detail`` or the event |
 
-- An SQS body is parsed as strict JSON (``body.parse_object``). ``"sns"`` takes the body of an SQS message from an
+- An SQS body and an SNS ``Message`` are parsed as strict JSON (``body.parse_object``); ``detail`` is taken as it
+  is. ``"sns"`` takes the body of an SQS message from an
   SNS subscription with raw delivery off (the SNS notification envelope: ``Type``, ``MessageId``, ``TopicArn``,
   ``Message``, ``Timestamp``...; with raw delivery on the body is the message itself: use ``None``);
   ``"eventbridge"`` the body of an SQS message from an EventBridge rule (the whole event). ``"auto"`` unwraps
@@ -26,11 +27,9 @@ document (``document_for``), unwrapped by the envelope (``unwrap``) and required
   ``Sns.MessageAttributes``...) and its ``Sns`` object under ``"sns"``/``"auto"``.
 - An S3 record: keys ``s3.bucket.name``, ``s3.object.key`` (URL-encoded as delivered, a space is ``+``),
   ``s3.object.versionId`` (versioned buckets), ``s3.object.sequencer``, ``eventName``.
-- An envelope that is not there (``InvalidRecord`` in the table, or a direct event that is no such envelope) is
-  bad input, permanent.
-
-``Message`` is parsed as strict JSON (``body.parse_object``); ``detail`` is taken as it is. Every payload must be a
-JSON object, else ``InvalidRecord`` (permanent). One level is unwrapped: EventBridge -> SNS -> SQS gives the event.
+- An envelope that is not there (``InvalidRecord`` in the table, or a direct event that is no such envelope) and
+  a payload that is not a JSON object (``payload`` checks it) are ``InvalidRecord``: bad input, permanent.
+- One level is unwrapped: EventBridge -> SNS -> SQS under ``"sns"`` or ``"auto"`` gives the EventBridge event.
 
 Sources: https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html, with-sns.html, with-s3.html,
 with-kinesis.html, with-ddb.html, with-msk.html, with-kafka.html, with-mq.html (sample events);
@@ -70,7 +69,7 @@ _TAKES = (
 )
 #: ``eventSource`` of a record -> its trigger (an SNS record names it ``EventSource``).
 _RECORD_SOURCES = {"aws:sqs": SQS, "aws:sns": SNS, "aws:s3": S3}
-#: What each record must hold for the runtime to process it: (key, type, what it is).
+#: What an SQS or S3 record must hold for the runtime to process it: (key, type).
 _RECORD_NEEDS: dict[str, tuple[tuple[str, type], ...]] = {SQS: (("messageId", str), ("body", str)), S3: (("s3", dict),)}
 #: ``eventSource`` of the events without ``Records`` that are not direct invocations (MSK, self-managed Kafka as
 #: the Lambda guide and as Powertools' samples spell it; ActiveMQ likewise; RabbitMQ).
@@ -206,7 +205,8 @@ def check_envelope(value: Any) -> str | None:
 def document_for(trigger: str, item: Any, envelope: str | None = None) -> Any:
     """The document of one ``item`` of a ``trigger`` (a record of an SQS, SNS or S3 event; the whole event of an
     EventBridge or direct one): an SQS record's body parsed as strict JSON (an object), an SNS record's ``Sns``
-    when ``envelope`` is ``"sns"`` or ``"auto"`` (else the record), anything else the item itself.
+    when ``envelope`` is ``"sns"`` or ``"auto"`` (else the record), anything else the item itself. ``item`` comes
+    from an event ``classify`` accepted (an SQS record has a ``body``, an SNS record an ``Sns``).
 
     :raises InvalidRecord: an SQS body that is not a strict-JSON object.
     :raises ValueError: ``trigger`` is not one of ``TRIGGERS`` or ``envelope`` not one of ``ENVELOPES``.
