@@ -47,9 +47,18 @@ _QUEUE_HOST = re.compile(r"(?:sqs\.(?P<a>[a-z0-9-]+)|(?P<b>[a-z0-9-]+)\.queue)\.
 _DEDUP_ALLOWED = re.compile(r"[!-~]{1,128}")
 
 
-def is_permanent(error: BaseException) -> bool:
-    """Whether ``error`` makes its record a permanent failure (see ``PERMANENT_ERRORS``)."""
-    return isinstance(error, PERMANENT_ERRORS)
+def is_permanent(error: BaseException, declared: tuple[type[BaseException], ...] = ()) -> bool:
+    """Whether ``error`` makes its record a permanent failure: it, or an exception in its ``__cause__`` chain, is one
+    of ``PERMANENT_ERRORS`` or of ``declared`` (``Consumer(permanent=...)``)."""
+    kinds = PERMANENT_ERRORS + declared
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kinds):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
 
 
 def queue_region(url: str) -> str | None:

@@ -45,6 +45,12 @@ METRIC_INVALID_RECORDS = "InvalidRecords"
 METRIC_FAILED_RECORDS = "FailedRecords"
 #: Permanent failures the runtime sent to the dead-letter queue on first sight (and reported done).
 METRIC_DEAD_LETTERED = "DeadLettered"
+#: Records of an SQS batch not started because the invocation's remaining time could not fit them (returned as
+#: batch item failures, so SQS redelivers them: each counts a receive). Not in ``FailedRecords``.
+METRIC_RECORDS_DEFERRED = "RecordsDeferred"
+#: Records whose record function returned but whose idempotency record could not be completed, after retries: the
+#: record fails and comes back; the effect's own key stops a second effect.
+METRIC_COMPLETION_FAILURES = "CompletionFailures"
 #: Every metric the runtime emits, in dashboard order.
 EMF_METRICS = (
     METRIC_EFFECTS_EXECUTED,
@@ -52,6 +58,8 @@ EMF_METRICS = (
     METRIC_INVALID_RECORDS,
     METRIC_FAILED_RECORDS,
     METRIC_DEAD_LETTERED,
+    METRIC_RECORDS_DEFERRED,
+    METRIC_COMPLETION_FAILURES,
 )
 #: The dimension Powertools Metrics adds to every metric when a service name is set.
 EMF_SERVICE_DIMENSION = "service"
@@ -82,6 +90,21 @@ FIELD_EFFECT = "effect"
 FIELD_ERROR_TYPE = "error_type"
 #: Message id of the copy in the dead-letter queue.
 FIELD_DEAD_LETTER_MESSAGE_ID = "dead_letter_message_id"
+#: The key a declared effect was called with (``Consumer(effect_key=...)``: scoped or the idempotency key itself).
+FIELD_EFFECT_KEY = "effect_key"
+#: The declared effects that had returned when a record function failed (a list of effect names).
+FIELD_EFFECTS = "effects"
+#: The FIFO message group of a record skipped behind a failure, and the message whose failure held it back.
+FIELD_MESSAGE_GROUP_ID = "message_group_id"
+FIELD_BLOCKED_BY = "blocked_by_message_id"
+#: The records of a batch left for a later delivery (a number), and the time that was left and needed (ms).
+FIELD_DEFERRED = "deferred"
+FIELD_REMAINING_MS = "remaining_ms"
+FIELD_NEEDED_MS = "needed_ms"
+#: How many times a completion was tried.
+FIELD_ATTEMPTS = "attempts"
+#: The trigger of a failed invocation (``sqs``, ``sns``, ``s3``, ``eventbridge``, ``direct``).
+FIELD_TRIGGER = "trigger"
 
 # --- log messages -----------------------------------------------------------------------------------------------------
 #: One per delivery whose record function ran to completion.
@@ -98,6 +121,23 @@ MSG_RECORD_DEAD_LETTERED = "record dead-lettered"
 #: A permanent failure that could not be sent to the dead-letter queue (field ``reason``): reported as a batch item
 #: failure instead, so SQS moves it after ``maxReceiveCount`` receives.
 MSG_DEAD_LETTER_FAILED = "dead-letter send failed"
+#: One WARNING line per record that fails: each record of ``batchItemFailures`` (a FIFO record skipped behind a
+#: failure too, with ``message_group_id`` and ``blocked_by_message_id``; deferred records are not failures) and each
+#: direct invocation that raises; fields ``message_id``, ``idempotency_key``, ``error_type``, ``reason``.
+MSG_RECORD_FAILED = "record failed"
+#: One INFO line per SQS batch some of whose records were deferred (fields ``deferred``, ``remaining_ms``,
+#: ``needed_ms``).
+MSG_RECORDS_DEFERRED = "records deferred"
+#: The record function returned but the idempotency record could not be completed after retries (fields
+#: ``error_type``, ``reason``, ``attempts``): the record fails, and its effect's own key must stop a second effect.
+MSG_COMPLETION_FAILED = "completion failed"
+#: A record function failed after declared effects had returned (field ``effects``): Powertools deletes the
+#: in-progress record, so the record's next delivery (a retry or a redrive) runs those effects again; only an effect
+#: that takes its key makes that repeat harmless.
+MSG_EFFECT_REPEATED_AFTER_FAILURE = "effect repeated after failure"
+#: A result too large for the idempotency record was not stored (field ``reason``); duplicates are answered with
+#: ``RESULT_NOT_STORED``.
+MSG_RESULT_NOT_STORED = "result not stored"
 #: One per executed side effect, with ``idempotency_key`` and ``effect``, flushed before the effect's caller
 #: continues: production's effects-per-key query and the local chaos checker count this line.
 EFFECT_EXECUTED = "effect executed"
@@ -108,6 +148,19 @@ EFFECT_FIELDS = (FIELD_IDEMPOTENCY_KEY, FIELD_EFFECT)
 OUTCOME_MESSAGES = (MSG_RECORD_PROCESSED, MSG_DUPLICATE_SUPPRESSED)
 #: Lines the idempotency layer causes when it turns a delivery away or answers it from its record.
 REJECTION_MESSAGES = (MSG_DUPLICATE_SUPPRESSED, MSG_IDEMPOTENCY_REJECTED)
+
+
+# --- the stored result ------------------------------------------------------------------------------------------------
+#: What a duplicate is answered with when the first execution's result was too large to store in the idempotency
+#: record: ``{RESULT_NOT_STORED_FIELD: RESULT_NOT_STORED, "bytes": <the result's JSON size>}``.
+RESULT_NOT_STORED_FIELD = "effectively_once"
+RESULT_NOT_STORED = "result not stored"
+#: DynamoDB's item size limit, attribute names and values included (Amazon DynamoDB Developer Guide, "Service,
+#: account, and table quotas in Amazon DynamoDB": "The maximum item size in DynamoDB is 400 KB").
+DYNAMODB_MAX_ITEM_BYTES = 400 * 1024
+#: What the idempotency record holds beside its ``data`` and its key: attribute names, ``status``, ``expiration``,
+#: ``in_progress_expiration``, the ``validation`` hash (an upper bound).
+IDEMPOTENCY_RECORD_OVERHEAD_BYTES = 512
 
 
 # --- rules of the environment contract ------------------------------------------------------------------------------
