@@ -8,6 +8,13 @@ charge for a repeated key (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: a re
 a repeated key with another account, amount or currency (``ProviderKeyMismatch``); without
 one, each call is keyed on a fresh charge id.
 
+Keys written before the sample switched to scoped effect keys (``Consumer(effect_key="scoped")``) are the bare
+payment id; a scoped key is ``effectively-once/payments#charge#<payment id>``. So that a charge made before the switch
+and re-executed after it (a crash between the charge and the record's completion) is answered, not repeated, a
+scoped call first reads the charge under the bare payment id (one consistent ``GetItem``) and answers from it when it
+was keyed. The idempotency record expires after ``IDEMPOTENCY_EXPIRY_SECONDS`` (the queue's retention), so after that
+long past the switch no legacy charge can be re-executed and the lookup can go.
+
 Tests and tooling replace or wrap the gateway through ``set_gateway_factory`` (count, slow down, crash) without
 any chaos code in this package.
 """
@@ -71,6 +78,10 @@ class LedgerGateway:
 
     def charge(self, payment: Payment, *, idempotency_key: str | None = None) -> Charge:
         self.calls += 1
+        if idempotency_key and idempotency_key != payment.payment_id:
+            legacy = self._legacy_charge(payment)
+            if legacy is not None:
+                return legacy
         charge_id = idempotency_key if idempotency_key else f"ch_{uuid.uuid4().hex}"
         charged_at = datetime.now(UTC).isoformat()
         item = {
@@ -92,27 +103,7 @@ class LedgerGateway:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
-            old = exc.response.get("Item") or {}
-            self.replays += 1
-            existing = Charge(
-                charge_id=charge_id,
-                payment_id=old.get("payment_id", {}).get("S", payment.payment_id),
-                account_id=old.get("account_id", {}).get("S", payment.account_id),
-                amount=int(old.get("amount", {}).get("N", payment.amount)),
-                currency=old.get("currency", {}).get("S", payment.currency),
-                charged_at=old.get("charged_at", {}).get("S", charged_at),
-                replayed=True,
-            )
-            if (existing.account_id, existing.amount, existing.currency) != (
-                payment.account_id,
-                payment.amount,
-                payment.currency,
-            ):
-                raise ProviderKeyMismatch(
-                    f"idempotency key {charge_id!r} was used for {existing.amount} {existing.currency} on account "
-                    f"{existing.account_id!r}, not {payment.amount} {payment.currency} on {payment.account_id!r}"
-                ) from exc
-            return existing
+            return self._replay(payment, charge_id, exc.response.get("Item") or {}, charged_at)
         return Charge(
             charge_id=charge_id,
             payment_id=payment.payment_id,
@@ -121,6 +112,38 @@ class LedgerGateway:
             currency=payment.currency,
             charged_at=charged_at,
         )
+
+    def _legacy_charge(self, payment: Payment) -> Charge | None:
+        """The charge made under the bare payment id before the switch to scoped keys, if one was keyed."""
+        item = self._client.get_item(
+            TableName=self.table_name, Key={"charge_id": {"S": payment.payment_id}}, ConsistentRead=True
+        ).get("Item")
+        if not item or not item.get("keyed", {}).get("BOOL"):
+            return None
+        return self._replay(payment, payment.payment_id, item, item.get("charged_at", {}).get("S", ""))
+
+    def _replay(self, payment: Payment, charge_id: str, old: dict[str, Any], charged_at: str) -> Charge:
+        """The answer to a repeated key: the stored charge, or ``ProviderKeyMismatch`` for another payment."""
+        self.replays += 1
+        existing = Charge(
+            charge_id=charge_id,
+            payment_id=old.get("payment_id", {}).get("S", payment.payment_id),
+            account_id=old.get("account_id", {}).get("S", payment.account_id),
+            amount=int(old.get("amount", {}).get("N", payment.amount)),
+            currency=old.get("currency", {}).get("S", payment.currency),
+            charged_at=old.get("charged_at", {}).get("S", charged_at),
+            replayed=True,
+        )
+        if (existing.account_id, existing.amount, existing.currency) != (
+            payment.account_id,
+            payment.amount,
+            payment.currency,
+        ):
+            raise ProviderKeyMismatch(
+                f"idempotency key {charge_id!r} was used for {existing.amount} {existing.currency} on account "
+                f"{existing.account_id!r}, not {payment.amount} {payment.currency} on {payment.account_id!r}"
+            )
+        return existing
 
 
 GatewayFactory = Callable[[Settings], PaymentGateway]

@@ -10,7 +10,9 @@ sample's own:
   ``[amount, currency]`` hash still accepted until they expire (``persistence.py``);
 - the record function ``process_payment``: a payment's field rules (``model.py``; an invalid payment is a
   ``PermanentError``) and one declared effect, ``charge``, through the gateway (``gateway.py``), which takes the
-  payment id as the provider's idempotency key unless ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS=false``.
+  scoped effect key ``effectively-once/payments#charge#<payment id>`` as the provider's idempotency key unless
+  ``PAYMENT_PROVIDER_IDEMPOTENCY_KEYS=false``; the provider refusing a reused key (``ProviderKeyMismatch``) is
+  declared permanent, so it goes to the DLQ on first sight with its reason.
 
 A directly invoked invalid payment raises ``InvalidPayment`` (an async invocation then retries and goes to its
 on-failure destination). Besides the runtime's metrics and lines, a provider replay logs "provider answered from its
@@ -38,6 +40,11 @@ consumer = Consumer(
     validate=PAYLOAD_VALIDATION_JMESPATH,
     key_prefix=DEFAULT_KEY_PREFIX,
     persistence_layer=PaymentPersistenceLayer,
+    # The provider refusing its key reused with another payment can never succeed: the DLQ on first sight.
+    permanent=(_gateway.ProviderKeyMismatch,),
+    # The provider sees "effectively-once/payments#charge#<payment id>"; the ledger answers charges made under the
+    # bare payment id before the switch (gateway.LedgerGateway).
+    effect_key="scoped",
 )
 logger = consumer.logger
 metrics = consumer.metrics
@@ -71,7 +78,8 @@ def reset() -> None:
 
 @consumer.effect
 def charge(payment: Payment, *, idempotency_key: str) -> _gateway.Charge:
-    """The side effect: one charge at the provider, keyed on the payment id (unless turned off for a control run)."""
+    """The side effect: one charge at the provider, keyed on the scoped key of the payment id
+    (``effectively-once/payments#charge#<payment id>``), unless turned off for a control run."""
     gateway = get_gateway()
     assert _settings is not None
     return gateway.charge(payment, idempotency_key=idempotency_key if _settings.provider_idempotency_keys else None)

@@ -1,7 +1,7 @@
 """Order confirmations on ``effectively_once_runtime``: the chaos proof's example outside payments.
 
 The side effect is the confirmation: one item in the outbox table, written with a conditional put keyed on the
-idempotency key (``attribute_not_exists``). A re-execution of the effect after a crash between the put and the
+effect's scoped key (``attribute_not_exists``). A re-execution of the effect after a crash between the put and the
 completion of the idempotency record is answered from the item already there, not written again: the effect takes
 the key. (A plain notification queue takes no key: a kill after the send would duplicate for real.)
 
@@ -12,6 +12,7 @@ message with a new id), the negative control of the chaos proof.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from effectively_once_runtime import Consumer, PermanentError
+from effectively_once_runtime.consumer import key_text
 
 #: Environment variable naming the outbox table (set by the example's stack).
 ENV_OUTBOX_TABLE = "OUTBOX_TABLE_NAME"
@@ -37,8 +39,22 @@ def _table() -> Any:
     return _outbox
 
 
-def confirm(order: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
-    """Put the confirmation in the outbox once per idempotency key; a repeated key is answered from the item."""
+def confirm(order: dict[str, Any], *, idempotency_key: str, legacy_field: str = "order_id") -> dict[str, Any]:
+    """Put the confirmation in the outbox once per idempotency key; a repeated key is answered from the item.
+
+    The key is scoped (``examples/orders#confirm_order#<order id>``); before the switch to scoped effect keys it was
+    the consumer's idempotency key itself (the body's ``legacy_field``), so a confirmation written then is looked up
+    under it first (one consistent ``GetItem``; drop the lookup once every record written before the switch has
+    expired)."""
+    legacy = key_text(order.get(legacy_field))
+    if legacy is not None and legacy != idempotency_key:
+        found = (
+            _table()
+            .get_item(TableName=os.environ[ENV_OUTBOX_TABLE], Key={OUTBOX_KEY: {"S": legacy}}, ConsistentRead=True)
+            .get("Item")
+        )
+        if found:
+            return {"order_id": str(order["order_id"]), "replayed": True}
     item = {
         OUTBOX_KEY: {"S": idempotency_key},
         "order_id": {"S": str(order["order_id"])},
@@ -67,8 +83,8 @@ def check(order: dict[str, Any]) -> dict[str, Any]:
     return order
 
 
-consumer = Consumer(key="order_id", validate="[customer, total]", key_prefix="examples/orders")
-confirm_order = consumer.effect(confirm)
+consumer = Consumer(key="order_id", validate="[customer, total]", key_prefix="examples/orders", effect_key="scoped")
+confirm_order = consumer.effect(confirm, name="confirm_order")
 
 
 @consumer.record
@@ -83,8 +99,10 @@ consumer.warm()
 
 # --- the negative control: keyed on the SQS messageId ----------------------------------------------------------------
 MESSAGE_ID_FIELD = "sqs_message_id"
-by_message_id = Consumer(key=MESSAGE_ID_FIELD, key_prefix="examples/orders-by-message-id")
-confirm_by_message_id = by_message_id.effect(confirm)
+by_message_id = Consumer(key=MESSAGE_ID_FIELD, key_prefix="examples/orders-by-message-id", effect_key="scoped")
+confirm_by_message_id = by_message_id.effect(
+    functools.partial(confirm, legacy_field=MESSAGE_ID_FIELD), name="confirm_order"
+)
 
 
 @by_message_id.record
