@@ -47,6 +47,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -347,8 +348,8 @@ def measure(*, rounds: int = ROUNDS, batches: int = BATCHES, batch_size: int = B
     """Run the rounds. Returns (``runtime_overhead_`` keys): ``ratio``, the median of the rounds' runtime / bare
     CPU ratios, with its ``target`` and whether it is ``met``; ``round_ratios``; ``ratio_vs_silent`` and its
     ``round_ratios_vs_silent`` (runtime / bare without Logger and Metrics); ``cpu_seconds`` per side per round;
-    ``cpu_ms_per_record`` per side (median round); ``setup`` (the scale and the 1-minute load average before and
-    after).
+    ``cpu_ms_per_record`` per side (median round); ``setup`` (the scale, the 1-minute load average before and
+    after, the time).
 
     :raises RuntimeError: a batch reported failures, or the effects table does not hold one item per record.
     """
@@ -377,6 +378,7 @@ def measure(*, rounds: int = ROUNDS, batches: int = BATCHES, batch_size: int = B
             "records_per_batch": batch_size,
             "load_average_1m_before": round(load_before, 2),
             "load_average_1m_after": round(os.getloadavg()[0], 2),
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     }
 
