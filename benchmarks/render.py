@@ -92,6 +92,8 @@ def table(r: dict[str, Any]) -> str:
         f"{m.get('load_average_1m_at_end', '?')}; {m.get('note', '')}). Synth medians of {r.get('synth_runs', '?')} "
         "interleaved whole processes (s): " + ", ".join(f"{k} {v}" for k, v in s.items()) + "."
     )
+    if "unit_tests_summary" in r:
+        lines.append(f"Unit tests: {r['unit_tests_summary']}.")
     if "runtime_overhead_round_ratios" in r:
         setup = r.get("runtime_overhead_setup", {})
         ms = r.get("runtime_overhead_cpu_ms_per_record", {})
@@ -103,8 +105,6 @@ def table(r: dict[str, Any]) -> str:
             + f" (measured {setup.get('measured_at', '?')}, load average {setup.get('load_average_1m_before', '?')} "
             f"before, {setup.get('load_average_1m_after', '?')} after)."
         )
-    if "unit_tests_summary" in r:
-        lines.append(f"Unit tests: {r['unit_tests_summary']}.")
     return "\n".join(lines)
 
 
