@@ -41,6 +41,19 @@ ROWS: list[tuple[str, str, str, str]] = [
         "",
         "{:.1f}",
     ),
+    (
+        "runtime_overhead_ratio",
+        "CPU time, 35 ten-record SQS batches: runtime `Consumer` / bare Powertools handler, same work and log lines "
+        "(median of 5 interleaved rounds, moto in process)",
+        "<= 1.10",
+        "{:.3f}",
+    ),
+    (
+        "runtime_overhead_ratio_vs_silent",
+        "the same against a bare handler without Logger and Metrics (what the lines and metrics cost)",
+        "",
+        "{:.3f}",
+    ),
     ("handler_batch10_ms_inprocess", "one 10-payment invocation in process against moto (ms)", "", "{:.0f}"),
     ("handler_import_ms", "`import payments.handler`, fresh process (ms)", "", "{:.0f}"),
     ("asset_bytes", "Lambda asset, zipped (bytes)", "", "{:,}"),
@@ -59,6 +72,8 @@ def table(r: dict[str, Any]) -> str:
     lines = ["| measure | value | target |", "|---|---|---|"]
     for key, label, target, fmt in ROWS:
         value = fmt.format(r[key]) if key in r else "n/a"
+        if f"{key}_target_met" in r:  # a target reported as met or not, never enforced
+            value += " (met)" if r[f"{key}_target_met"] else " (not met)"
         lines.append(f"| {label} | {value} | {target} |")
     if "cost_per_million_usd" in r:
         arch = r["cost_per_million_usd"]["assumptions"].get("architecture", "x86_64")
@@ -79,6 +94,17 @@ def table(r: dict[str, Any]) -> str:
     )
     if "unit_tests_summary" in r:
         lines.append(f"Unit tests: {r['unit_tests_summary']}.")
+    if "runtime_overhead_round_ratios" in r:
+        setup = r.get("runtime_overhead_setup", {})
+        ms = r.get("runtime_overhead_cpu_ms_per_record", {})
+        lines.append(
+            "Runtime overhead rounds (runtime / bare): "
+            + ", ".join(f"{v:.3f}" for v in r["runtime_overhead_round_ratios"])
+            + "; CPU ms per record: "
+            + ", ".join(f"{side} {v:.2f}" for side, v in ms.items())
+            + f" (measured {setup.get('measured_at', '?')}, load average {setup.get('load_average_1m_before', '?')} "
+            f"before, {setup.get('load_average_1m_after', '?')} after)."
+        )
     return "\n".join(lines)
 
 
