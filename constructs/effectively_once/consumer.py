@@ -129,7 +129,9 @@ class IdempotentQueueConsumer(Construct):
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
         charge twice; for an ``ExistingQueue`` whose retention is unknown, 14 days (the SQS maximum retention).
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``): printable characters
-        without whitespace (the runtime's rule, ``names.is_valid_key_prefix``; checked here at synth).
+        without whitespace, at most 2015 UTF-8 bytes (the runtime's rules, ``names.is_valid_key_prefix`` and
+        ``names.key_prefix_fits``: Powertools stores ``<key_prefix>#<md5 hex>``, 33 bytes more, and a DynamoDB
+        partition key holds at most 2,048; checked here at synth).
         :default: ``None``: not set; the ``key_prefix`` your handler's ``Consumer`` declares applies (the sample's
         is ``effectively-once/payments``).
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
@@ -164,11 +166,11 @@ class IdempotentQueueConsumer(Construct):
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
-        given; an ``int`` prop (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count
-        thresholds) that is not an ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``,
-        ``max_concurrency`` or ``max_batching_window`` out of range; a
-        ``provisioned_poller_config`` breaking the rules above; a batching window
-        on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
+        given; ``key_prefix`` not printable, with whitespace, or longer than 2015 UTF-8 bytes; an ``int`` prop
+        (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count thresholds) that is not an
+        ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``, ``max_concurrency`` or
+        ``max_batching_window`` out of range; a ``provisioned_poller_config`` breaking the rules above; a batching
+        window on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
         ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a
         negative alarm threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside
         60 s..6 h, or a FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations);

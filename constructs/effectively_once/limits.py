@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from effectively_once_runtime import names
+
 # --- Sources named in error and warning messages -------------------------------------------------------
 SQS_QUEUE_DOC: Final = "CloudFormation AWS::SQS::Queue"
 SQS_FIFO_DOC: Final = "Amazon SQS Developer Guide, FIFO queues"
@@ -179,6 +181,13 @@ CFN_STACK_NAME_PATTERN: Final = r"[A-Za-z][-A-Za-z0-9]{0,127}"
 #: Partition key and TTL attribute the Powertools persistence layer writes by default. ``expiration`` is
 #: epoch **seconds** (a valid DynamoDB TTL); ``in_progress_expiration`` is milliseconds and must never be the
 #: TTL. Source: Powertools for AWS Lambda (Python), "Idempotency" utility, DynamoDB table configuration.
+#: The longest ``key_prefix``: 2015 UTF-8 bytes, so the stored key ``<key_prefix>#<md5 hex>`` (33 bytes more) fits a
+#: DynamoDB partition key (1 to 2,048 bytes). The rule is shared with the runtime, so it lives in
+#: ``effectively_once_runtime.names`` (its sources there: Amazon DynamoDB Developer Guide, "Service, account, and table
+#: quotas in Amazon DynamoDB"; Powertools ``BasePersistenceLayer._get_hashed_idempotency_key``); re-exported here.
+DYNAMODB_MAX_PARTITION_KEY_BYTES: Final = names.DYNAMODB_MAX_PARTITION_KEY_BYTES
+IDEMPOTENCY_KEY_HASH_SUFFIX_BYTES: Final = names.KEY_HASH_SUFFIX_BYTES
+IDEMPOTENCY_MAX_KEY_PREFIX_BYTES: Final = names.MAX_KEY_PREFIX_BYTES
 IDEMPOTENCY_PARTITION_KEY: Final = "id"
 IDEMPOTENCY_TTL_ATTRIBUTE: Final = "expiration"
 IDEMPOTENCY_IN_PROGRESS_EXPIRY_ATTRIBUTE: Final = "in_progress_expiration"

@@ -660,6 +660,23 @@ def test_key_prefix_the_runtime_accepts_passes() -> None:
     _wired(new_stack(), key_prefix="shop/orders-v2")
 
 
+def test_key_prefix_of_2015_bytes_passes() -> None:
+    _wired(new_stack(), key_prefix="p" * 2015)
+
+
+@pytest.mark.parametrize("key_prefix", ["p" * 2100, "\u00e9" * 1050], ids=["ascii", "two-byte characters"])
+def test_fails_key_prefix_longer_than_a_partition_key_allows(key_prefix: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        _wired(new_stack(), key_prefix=key_prefix)
+
+    assert str(raised.value) == (
+        "key_prefix must be at most 2015 bytes in UTF-8: every stored idempotency key is <key_prefix>#<32 hex "
+        "characters of MD5>, and a DynamoDB partition key holds at most 2048 bytes, but a 2100-byte value was given "
+        "(source: Amazon DynamoDB Developer Guide, Service, account, and table quotas in Amazon DynamoDB (partition "
+        "key value length: 1 to 2048 bytes); Powertools for AWS Lambda (Python), Idempotency (key_prefix#hash))"
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "prop"),
     [
