@@ -27,6 +27,7 @@ from ._consumer_checks import (
     visibility_timeout_needed,
 )
 from ._existing_queue_checks import resolve, warn_unknown
+from ._function_checks import check_function_timeout, check_one_consumer, check_placement
 from ._validation import acknowledge, check_type, fail, is_unresolved, template_seconds
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
@@ -96,7 +97,12 @@ class IdempotentQueueConsumer(Construct):
         does not have gives one warning naming the checks skipped (docs/validation.md).
     :param function: the consumer. A ``lambda.Function`` (its timeout and environment are used); an imported
         ``IFunction`` only when ``queue`` was given a visibility timeout or is an ``ExistingQueue``, and then its
-        environment is the caller's to set (the variables above).
+        environment is the caller's to set (the variables above). **One consumer per function**: the runtime reads
+        one ``DEAD_LETTER_QUEUE_URL``, expiry and key prefix, so a second ``IdempotentQueueConsumer`` on the same
+        function (or on a second import of the same literal ARN) is a ``ValueError`` rather than a per-queue DLQ map;
+        give each queue its own function. A function that is a resource (not imported) must be in the consumer's
+        stack: create the consumer with ``scope`` in ``Stack.of(function)`` (a queue and table of other stacks are
+        fine); an imported function may be in any stack.
     :param table: the idempotency table.
     :param batch_size: records per invocation (standard 1..10,000, FIFO 1..10; above 10 needs a window).
         :default: ``10``.
@@ -166,7 +172,11 @@ class IdempotentQueueConsumer(Construct):
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
-        given; ``key_prefix`` not printable, with whitespace, or longer than 2015 UTF-8 bytes; an ``int`` prop
+        given; ``function`` already consumed by another ``IdempotentQueueConsumer`` (the message names the function
+        and that consumer's path); ``function`` a resource of another stack than the consumer's (it names both stacks:
+        otherwise ``app.synth()`` fails with a ``DependencyCycle``); the timeout of a given ``lambda.Function`` outside
+        1..900 seconds (CloudFormation AWS::Lambda::Function ``Timeout``); ``key_prefix`` not printable, with
+        whitespace, or longer than 2015 UTF-8 bytes; an ``int`` prop
         (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count thresholds) that is not an
         ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``, ``max_concurrency`` or
         ``max_batching_window`` out of range; a ``provisioned_poller_config`` breaking the rules above; a batching
@@ -244,6 +254,9 @@ class IdempotentQueueConsumer(Construct):
         check_type(
             "table", table, IdempotencyTable, "an IdempotencyTable (IdempotencyTable.from_table_arn imports one)"
         )
+        check_placement(self, function)
+        check_one_consumer(self, function, IdempotentQueueConsumer)
+        check_function_timeout(function)
         check_key_prefix(key_prefix)
         if isinstance(queue, ExistingQueue):
             queue = resolve(queue)

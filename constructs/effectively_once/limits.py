@@ -164,9 +164,13 @@ LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3
 #: integer, https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-function.html).
 LAMBDA_MEMORY_SIZE_DOC: Final = "CloudFormation AWS::Lambda::Function MemorySize"
 #: Function timeout bounds: 1 to 900 seconds. Source: CloudFormation AWS::Lambda::Function ``Timeout``
-#: ("The maximum allowed value is 900 seconds"). Checked by the local tooling's ``--function-timeout``.
+#: ("The maximum allowed value is 900 seconds"; minimum 1); AWS Lambda Developer Guide, "Lambda quotas" (function
+#: timeout: 900 seconds, 15 minutes). Checked by ``PaymentProcessor(function_timeout=...)``, by
+#: ``IdempotentQueueConsumer`` on a given ``lambda.Function`` (CDK's ``Function`` does not check it) and by the local
+#: tooling's ``--function-timeout``.
 LAMBDA_MIN_TIMEOUT_SECONDS: Final = 1
 LAMBDA_MAX_TIMEOUT_SECONDS: Final = 900
+LAMBDA_TIMEOUT_DOC: Final = "CloudFormation AWS::Lambda::Function Timeout; AWS Lambda Developer Guide, Lambda quotas"
 
 # --- Used by the local tooling (effectively_once.local) -------------------------------------------------
 #: A FIFO ``MessageGroupId`` or ``MessageDeduplicationId``: up to 128 characters, alphanumerics and
