@@ -26,6 +26,7 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
+from ._environment_size import EnvironmentSize
 from ._existing_queue_checks import resolve, warn_unknown
 from ._function_checks import check_function_timeout, check_one_consumer, check_placement
 from ._validation import acknowledge, check_type, fail, is_unresolved, template_seconds
@@ -192,6 +193,14 @@ class IdempotentQueueConsumer(Construct):
         outside 60 s..14 days or ``visibility_timeout`` above 12 hours, or whose given fact differs from its
         ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md
         lists them).
+
+    At ``app.synth()`` (a validation, so variables added to the function after this consumer count too): the
+    function's environment, measured as Lambda does (its variables as one compact JSON object, UTF-8), must be at
+    most 4,096 bytes. A deploy-time value is counted at its upper bound (a table ARN 314 bytes, a queue URL 138, a
+    table name 255, ...: ``limits.py``; one of unknown kind, a parameter or an import, at 0): synth fails
+    (``RuntimeError`` "Validation failed", naming this consumer and the function) when the environment is too large
+    without its deploy-time values, and warns (``functionEnvironmentMayExceedLimit``) when only their bounds make it
+    so.
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
@@ -364,6 +373,8 @@ class IdempotentQueueConsumer(Construct):
         check_reserved_concurrency(self, function, max_concurrency, provisioned_poller_config)
         advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
+            # At synth, so the variables added to the function after this consumer count as well.
+            self.node.add_validation(EnvironmentSize(self, function))
             function.add_environment(ENV_TABLE_NAME, table.table_arn)
             function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
             for name, value in (

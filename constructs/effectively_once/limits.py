@@ -172,6 +172,54 @@ LAMBDA_MIN_TIMEOUT_SECONDS: Final = 1
 LAMBDA_MAX_TIMEOUT_SECONDS: Final = 900
 LAMBDA_TIMEOUT_DOC: Final = "CloudFormation AWS::Lambda::Function Timeout; AWS Lambda Developer Guide, Lambda quotas"
 
+# --- AWS Lambda environment variables -------------------------------------------------------------------
+#: "The total size of the environment variables can't exceed 4 KB" (AWS Lambda Developer Guide, "Working with Lambda
+#: environment variables"; "Lambda quotas": 4 KB "for all environment variables associated with the function"). What
+#: Lambda measures is the function's ``Environment.Variables`` as one compact JSON object: its refusal quotes it
+#: (``InvalidParameterValueException``: "... exceeded the 4KB limit. String measured: {"KEY":"value",...}"), so keys,
+#: values, quotes, colons and commas count (measured here in UTF-8, non-ASCII unescaped: if Lambda escapes it, the
+#: limit is reached sooner). The reserved variables the runtime sets in the execution environment (``AWS_REGION``,
+#: ``AWS_LAMBDA_FUNCTION_NAME``, ``_HANDLER``, ...) are not part of the configuration and cannot be set in it, so they
+#: do not count (AWS Lambda Developer Guide, "Defined runtime environment variables").
+LAMBDA_MAX_ENVIRONMENT_BYTES: Final = 4096
+LAMBDA_ENVIRONMENT_DOC: Final = (
+    "AWS Lambda Developer Guide, Working with Lambda environment variables and Lambda quotas (4 KB for all "
+    "environment variables of a function, measured as their JSON object)"
+)
+
+# --- Upper bounds of deploy-time values (the environment check counts each token at its bound) --------------
+#: Longest partition id: ``aws-us-gov`` (10; ``aws-iso-b``, ``-e``, ``-f`` have 9, ``aws-eusc`` 8, ``aws-cn`` 6).
+#: Longest Region name: ``us-isof-south-1`` (15; the commercial ones have at most 14, e.g. ``ap-southeast-5``). Longest
+#: DNS suffix (``AWS::URLSuffix``): ``amazonaws.com.cn`` (16). Source: the SDKs' partition metadata (botocore
+#: ``data/partitions.json``: ``partitions[].id``, ``regions``, ``outputs.dnsSuffix``; a unit test fails when it lists
+#: a longer one). An account id is 12 digits (AWS Account Management Reference Guide, "AWS account identifiers").
+AWS_MAX_PARTITION_LENGTH: Final = 10
+AWS_MAX_REGION_LENGTH: Final = 15
+AWS_MAX_URL_SUFFIX_LENGTH: Final = 16
+AWS_ACCOUNT_ID_LENGTH: Final = 12
+#: A DynamoDB table name: 3 to 255 characters of ``[a-zA-Z0-9_.-]``. Source: Amazon DynamoDB Developer Guide,
+#: "Supported data types and naming rules in Amazon DynamoDB" (naming rules).
+DYNAMODB_MAX_TABLE_NAME_LENGTH: Final = 255
+#: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``: 314 bytes at most. Source: the bounds above; Service
+#: Authorization Reference, "Actions, resources, and condition keys for Amazon DynamoDB" (table ARN).
+DYNAMODB_TABLE_ARN_MAX_LENGTH: Final = (
+    len("arn:") + AWS_MAX_PARTITION_LENGTH + len(":dynamodb:") + AWS_MAX_REGION_LENGTH + len(":")
+    + AWS_ACCOUNT_ID_LENGTH + len(":table/") + DYNAMODB_MAX_TABLE_NAME_LENGTH
+)  # fmt: skip
+#: ``arn:<partition>:sqs:<region>:<account>:<name>``: 128 bytes at most (names: SQS_MAX_QUEUE_NAME_LENGTH). Source:
+#: the bounds above; Service Authorization Reference, "Actions, resources, and condition keys for Amazon SQS".
+SQS_QUEUE_ARN_MAX_LENGTH: Final = (
+    len("arn:") + AWS_MAX_PARTITION_LENGTH + len(":sqs:") + AWS_MAX_REGION_LENGTH + len(":")
+    + AWS_ACCOUNT_ID_LENGTH + len(":") + SQS_MAX_QUEUE_NAME_LENGTH
+)  # fmt: skip
+#: ``https://sqs.<region>.<dns suffix>/<account>/<name>``: 138 bytes at most (the legacy ``https://queue.amazonaws.com``
+#: form is shorter). Source: the bounds above; Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers"
+#: (queue URL).
+SQS_QUEUE_URL_MAX_LENGTH: Final = (
+    len("https://sqs.") + AWS_MAX_REGION_LENGTH + len(".") + AWS_MAX_URL_SUFFIX_LENGTH + len("/")
+    + AWS_ACCOUNT_ID_LENGTH + len("/") + SQS_MAX_QUEUE_NAME_LENGTH
+)  # fmt: skip
+
 # --- Used by the local tooling (effectively_once.local) -------------------------------------------------
 #: A FIFO ``MessageGroupId`` or ``MessageDeduplicationId``: up to 128 characters, alphanumerics and
 #: punctuation (printable ASCII, no space). Source: Amazon SQS Developer Guide, "Amazon SQS message quotas";
