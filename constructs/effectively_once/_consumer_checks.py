@@ -10,7 +10,7 @@ from constructs import Construct
 from effectively_once_runtime import names
 
 from . import limits
-from ._validation import check_range, fail, is_unresolved, seconds, shown, warn
+from ._validation import Described, check_range, fail, is_unresolved, seconds, shown, warn
 
 
 def check_mapping(
@@ -113,9 +113,11 @@ def check_provisioned_pollers(config: lambda_.ProvisionedPollerConfig | None, ma
 
 
 def check_key_prefix(key_prefix: str | None) -> None:
-    """The runtime's rule for ``IDEMPOTENCY_KEY_PREFIX`` at synth: otherwise every invocation fails at cold start.
+    """The runtime's rules for ``IDEMPOTENCY_KEY_PREFIX`` at synth (``names.is_valid_key_prefix`` and
+    ``names.key_prefix_fits``): otherwise every invocation fails at cold start.
 
-    :raises ValueError: ``key_prefix`` is not a string, or is empty or has whitespace or control characters.
+    :raises ValueError: ``key_prefix`` is not a string, or is empty or has whitespace or control characters, or is
+        longer than 2015 UTF-8 bytes (``<key_prefix>#<md5 hex>`` must fit DynamoDB's 2,048-byte partition key).
     """
     if key_prefix is None or is_unresolved(key_prefix):
         return
@@ -126,6 +128,13 @@ def check_key_prefix(key_prefix: str | None) -> None:
             "must be printable characters without whitespace (every stored idempotency key starts with it; the "
             "runtime rejects any other value at cold start)",
             limits.IDEMPOTENCY_DOC,
+        )
+    if not names.key_prefix_fits(key_prefix):
+        raise fail(
+            "key_prefix",
+            Described(f"a {names.key_prefix_bytes(key_prefix)}-byte value"),
+            names.KEY_PREFIX_LENGTH_RULE,
+            names.KEY_PREFIX_LENGTH_SOURCE,
         )
 
 

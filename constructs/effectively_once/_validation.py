@@ -10,6 +10,7 @@ with their sources, are listed in docs/validation.md; the AWS numbers they use l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk
@@ -60,8 +61,18 @@ def template_seconds(prop: str, value: Duration) -> float:
     return value.to_seconds()
 
 
+@dataclass(frozen=True)
+class Described:
+    """A value a message shows by a description instead (``a 2100-byte value``): a long string, or a size."""
+
+    text: str
+
+
 def shown(value: Any) -> str:
-    """A value as messages show it: a Duration in human units, a token as ``a deploy-time token``."""
+    """A value as messages show it: a Duration in human units, a token as ``a deploy-time token``, a
+    :class:`Described` value as its text."""
+    if isinstance(value, Described):
+        return value.text
     if isinstance(value, Duration):
         # A token Duration reads "<token> minutes": the unit is what the user can act on.
         return f"a deploy-time token ({value.to_human_string()})" if value.is_unresolved() else value.to_human_string()

@@ -26,7 +26,9 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
+from ._environment_size import EnvironmentSize
 from ._existing_queue_checks import resolve, warn_unknown
+from ._function_checks import check_function_timeout, check_one_consumer, check_placement
 from ._validation import acknowledge, check_type, fail, is_unresolved, template_seconds
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
@@ -96,7 +98,12 @@ class IdempotentQueueConsumer(Construct):
         does not have gives one warning naming the checks skipped (docs/validation.md).
     :param function: the consumer. A ``lambda.Function`` (its timeout and environment are used); an imported
         ``IFunction`` only when ``queue`` was given a visibility timeout or is an ``ExistingQueue``, and then its
-        environment is the caller's to set (the variables above).
+        environment is the caller's to set (the variables above). **One consumer per function**: the runtime reads
+        one ``DEAD_LETTER_QUEUE_URL``, expiry and key prefix, so a second ``IdempotentQueueConsumer`` on the same
+        function (or on a second import of the same literal ARN) is a ``ValueError`` rather than a per-queue DLQ map;
+        give each queue its own function. A function that is a resource (not imported) must be in the consumer's
+        stack: create the consumer with ``scope`` in ``Stack.of(function)`` (a queue and table of other stacks are
+        fine); an imported function may be in any stack.
     :param table: the idempotency table.
     :param batch_size: records per invocation (standard 1..10,000, FIFO 1..10; above 10 needs a window).
         :default: ``10``.
@@ -129,7 +136,9 @@ class IdempotentQueueConsumer(Construct):
         :default: ``None``: the source queue's retention period, so no redelivery within retention can
         charge twice; for an ``ExistingQueue`` whose retention is unknown, 14 days (the SQS maximum retention).
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``): printable characters
-        without whitespace (the runtime's rule, ``names.is_valid_key_prefix``; checked here at synth).
+        without whitespace, at most 2015 UTF-8 bytes (the runtime's rules, ``names.is_valid_key_prefix`` and
+        ``names.key_prefix_fits``: Powertools stores ``<key_prefix>#<md5 hex>``, 33 bytes more, and a DynamoDB
+        partition key holds at most 2,048; checked here at synth).
         :default: ``None``: not set; the ``key_prefix`` your handler's ``Consumer`` declares applies (the sample's
         is ``effectively-once/payments``).
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
@@ -164,11 +173,15 @@ class IdempotentQueueConsumer(Construct):
     An imported function without its role gets no grants (there is no policy to add to) and a warning.
 
     :raises ValueError: ``function`` is not a ``lambda.Function`` and the queue's visibility timeout was not
-        given; an ``int`` prop (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count
-        thresholds) that is not an ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``,
-        ``max_concurrency`` or ``max_batching_window`` out of range; a
-        ``provisioned_poller_config`` breaking the rules above; a batching window
-        on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
+        given; ``function`` already consumed by another ``IdempotentQueueConsumer`` (the message names the function
+        and that consumer's path); ``function`` a resource of another stack than the consumer's (it names both stacks:
+        otherwise ``app.synth()`` fails with a ``DependencyCycle``); the timeout of a given ``lambda.Function`` outside
+        1..900 seconds (CloudFormation AWS::Lambda::Function ``Timeout``); ``key_prefix`` not printable, with
+        whitespace, or longer than 2015 UTF-8 bytes; an ``int`` prop
+        (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count thresholds) that is not an
+        ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``, ``max_concurrency`` or
+        ``max_batching_window`` out of range; a ``provisioned_poller_config`` breaking the rules above; a batching
+        window on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
         ``visibility_timeout`` shorter than the function's timeout; ``idempotency_expiry`` under 1 second; a
         negative alarm threshold; ``async_invocation`` retry attempts outside 0..2, maximum event age outside
         60 s..6 h, or a FIFO on-failure queue (AWS Lambda Developer Guide, asynchronous invocation destinations);
@@ -180,6 +193,14 @@ class IdempotentQueueConsumer(Construct):
         outside 60 s..14 days or ``visibility_timeout`` above 12 hours, or whose given fact differs from its
         ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md
         lists them).
+
+    At ``app.synth()`` (a validation, so variables added to the function after this consumer count too): the
+    function's environment, measured as Lambda does (its variables as one compact JSON object, UTF-8), must be at
+    most 4,096 bytes. A deploy-time value is counted at its upper bound (a table ARN 314 bytes, a queue URL 138, a
+    table name 255, ...: ``limits.py``; one of unknown kind, a parameter or an import, at 0): synth fails
+    (``RuntimeError`` "Validation failed", naming this consumer and the function) when the environment is too large
+    without its deploy-time values, and warns (``functionEnvironmentMayExceedLimit``) when only their bounds make it
+    so.
 
     Warnings (``Annotations``, ids ``effectively-once:...``): a given queue ``visibility_timeout`` below
     ``6 x function timeout + max_batching_window`` (AWS guidance); ``idempotency_expiry`` shorter than the
@@ -242,6 +263,9 @@ class IdempotentQueueConsumer(Construct):
         check_type(
             "table", table, IdempotencyTable, "an IdempotencyTable (IdempotencyTable.from_table_arn imports one)"
         )
+        check_placement(self, function)
+        check_one_consumer(self, function, IdempotentQueueConsumer)
+        check_function_timeout(function)
         check_key_prefix(key_prefix)
         if isinstance(queue, ExistingQueue):
             queue = resolve(queue)
@@ -349,6 +373,8 @@ class IdempotentQueueConsumer(Construct):
         check_reserved_concurrency(self, function, max_concurrency, provisioned_poller_config)
         advise_table_location(self, table)
         if isinstance(function, lambda_.Function):
+            # At synth, so the variables added to the function after this consumer count as well.
+            self.node.add_validation(EnvironmentSize(self, function))
             function.add_environment(ENV_TABLE_NAME, table.table_arn)
             function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
             for name, value in (

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from effectively_once_runtime import names
+
 # --- Sources named in error and warning messages -------------------------------------------------------
 SQS_QUEUE_DOC: Final = "CloudFormation AWS::SQS::Queue"
 SQS_FIFO_DOC: Final = "Amazon SQS Developer Guide, FIFO queues"
@@ -162,9 +164,61 @@ LAMBDA_DEFAULT_TIMEOUT_SECONDS: Final = 3
 #: integer, https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-function.html).
 LAMBDA_MEMORY_SIZE_DOC: Final = "CloudFormation AWS::Lambda::Function MemorySize"
 #: Function timeout bounds: 1 to 900 seconds. Source: CloudFormation AWS::Lambda::Function ``Timeout``
-#: ("The maximum allowed value is 900 seconds"). Checked by the local tooling's ``--function-timeout``.
+#: ("The maximum allowed value is 900 seconds"; minimum 1); AWS Lambda Developer Guide, "Lambda quotas" (function
+#: timeout: 900 seconds, 15 minutes). Checked by ``PaymentProcessor(function_timeout=...)``, by
+#: ``IdempotentQueueConsumer`` on a given ``lambda.Function`` (CDK's ``Function`` does not check it) and by the local
+#: tooling's ``--function-timeout``.
 LAMBDA_MIN_TIMEOUT_SECONDS: Final = 1
 LAMBDA_MAX_TIMEOUT_SECONDS: Final = 900
+LAMBDA_TIMEOUT_DOC: Final = "CloudFormation AWS::Lambda::Function Timeout; AWS Lambda Developer Guide, Lambda quotas"
+
+# --- AWS Lambda environment variables -------------------------------------------------------------------
+#: "The total size of the environment variables can't exceed 4 KB" (AWS Lambda Developer Guide, "Working with Lambda
+#: environment variables"; "Lambda quotas": 4 KB "for all environment variables associated with the function"). What
+#: Lambda measures is the function's ``Environment.Variables`` as one compact JSON object: its refusal quotes it
+#: (``InvalidParameterValueException``: "... exceeded the 4KB limit. String measured: {"KEY":"value",...}"), so keys,
+#: values, quotes, colons and commas count (measured here in UTF-8, non-ASCII unescaped: if Lambda escapes it, the
+#: limit is reached sooner). The reserved variables the runtime sets in the execution environment (``AWS_REGION``,
+#: ``AWS_LAMBDA_FUNCTION_NAME``, ``_HANDLER``, ...) are not part of the configuration and cannot be set in it, so they
+#: do not count (AWS Lambda Developer Guide, "Defined runtime environment variables").
+LAMBDA_MAX_ENVIRONMENT_BYTES: Final = 4096
+LAMBDA_ENVIRONMENT_DOC: Final = (
+    "AWS Lambda Developer Guide, Working with Lambda environment variables and Lambda quotas (4 KB for all "
+    "environment variables of a function, measured as their JSON object)"
+)
+
+# --- Upper bounds of deploy-time values (the environment check counts each token at its bound) --------------
+#: Longest partition id: ``aws-us-gov`` (10; ``aws-iso-b``, ``-e``, ``-f`` have 9, ``aws-eusc`` 8, ``aws-cn`` 6).
+#: Longest Region name: ``us-isof-south-1`` (15; the commercial ones have at most 14, e.g. ``ap-southeast-5``). Longest
+#: DNS suffix (``AWS::URLSuffix``): ``amazonaws.com.cn`` (16). Source: the SDKs' partition metadata (botocore
+#: ``data/partitions.json``: ``partitions[].id``, ``regions``, ``outputs.dnsSuffix``; a unit test fails when it lists
+#: a longer one). An account id is 12 digits (AWS Account Management Reference Guide, "AWS account identifiers").
+AWS_MAX_PARTITION_LENGTH: Final = 10
+AWS_MAX_REGION_LENGTH: Final = 15
+AWS_MAX_URL_SUFFIX_LENGTH: Final = 16
+AWS_ACCOUNT_ID_LENGTH: Final = 12
+#: A DynamoDB table name: 3 to 255 characters of ``[a-zA-Z0-9_.-]``. Source: Amazon DynamoDB Developer Guide,
+#: "Supported data types and naming rules in Amazon DynamoDB" (naming rules).
+DYNAMODB_MAX_TABLE_NAME_LENGTH: Final = 255
+#: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``: 314 bytes at most. Source: the bounds above; Service
+#: Authorization Reference, "Actions, resources, and condition keys for Amazon DynamoDB" (table ARN).
+DYNAMODB_TABLE_ARN_MAX_LENGTH: Final = (
+    len("arn:") + AWS_MAX_PARTITION_LENGTH + len(":dynamodb:") + AWS_MAX_REGION_LENGTH + len(":")
+    + AWS_ACCOUNT_ID_LENGTH + len(":table/") + DYNAMODB_MAX_TABLE_NAME_LENGTH
+)  # fmt: skip
+#: ``arn:<partition>:sqs:<region>:<account>:<name>``: 128 bytes at most (names: SQS_MAX_QUEUE_NAME_LENGTH). Source:
+#: the bounds above; Service Authorization Reference, "Actions, resources, and condition keys for Amazon SQS".
+SQS_QUEUE_ARN_MAX_LENGTH: Final = (
+    len("arn:") + AWS_MAX_PARTITION_LENGTH + len(":sqs:") + AWS_MAX_REGION_LENGTH + len(":")
+    + AWS_ACCOUNT_ID_LENGTH + len(":") + SQS_MAX_QUEUE_NAME_LENGTH
+)  # fmt: skip
+#: ``https://sqs.<region>.<dns suffix>/<account>/<name>``: 138 bytes at most (the legacy ``https://queue.amazonaws.com``
+#: form is shorter). Source: the bounds above; Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers"
+#: (queue URL).
+SQS_QUEUE_URL_MAX_LENGTH: Final = (
+    len("https://sqs.") + AWS_MAX_REGION_LENGTH + len(".") + AWS_MAX_URL_SUFFIX_LENGTH + len("/")
+    + AWS_ACCOUNT_ID_LENGTH + len("/") + SQS_MAX_QUEUE_NAME_LENGTH
+)  # fmt: skip
 
 # --- Used by the local tooling (effectively_once.local) -------------------------------------------------
 #: A FIFO ``MessageGroupId`` or ``MessageDeduplicationId``: up to 128 characters, alphanumerics and
@@ -179,6 +233,13 @@ CFN_STACK_NAME_PATTERN: Final = r"[A-Za-z][-A-Za-z0-9]{0,127}"
 #: Partition key and TTL attribute the Powertools persistence layer writes by default. ``expiration`` is
 #: epoch **seconds** (a valid DynamoDB TTL); ``in_progress_expiration`` is milliseconds and must never be the
 #: TTL. Source: Powertools for AWS Lambda (Python), "Idempotency" utility, DynamoDB table configuration.
+#: The longest ``key_prefix``: 2015 UTF-8 bytes, so the stored key ``<key_prefix>#<md5 hex>`` (33 bytes more) fits a
+#: DynamoDB partition key (1 to 2,048 bytes). The rule is shared with the runtime, so it lives in
+#: ``effectively_once_runtime.names`` (its sources there: Amazon DynamoDB Developer Guide, "Service, account, and table
+#: quotas in Amazon DynamoDB"; Powertools ``BasePersistenceLayer._get_hashed_idempotency_key``); re-exported here.
+DYNAMODB_MAX_PARTITION_KEY_BYTES: Final = names.DYNAMODB_MAX_PARTITION_KEY_BYTES
+IDEMPOTENCY_KEY_HASH_SUFFIX_BYTES: Final = names.KEY_HASH_SUFFIX_BYTES
+IDEMPOTENCY_MAX_KEY_PREFIX_BYTES: Final = names.MAX_KEY_PREFIX_BYTES
 IDEMPOTENCY_PARTITION_KEY: Final = "id"
 IDEMPOTENCY_TTL_ATTRIBUTE: Final = "expiration"
 IDEMPOTENCY_IN_PROGRESS_EXPIRY_ATTRIBUTE: Final = "in_progress_expiration"

@@ -14,6 +14,7 @@ from effectively_once_runtime import names
 
 from . import limits
 from ._assets import payment_function_code
+from ._function_checks import check_timeout
 from ._validation import acknowledge, check_int
 from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
@@ -54,7 +55,8 @@ class PaymentProcessor(Construct):
     Powertools' SSM parameter (:func:`~effectively_once.powertools_layer.public_powertools_layer`).
 
     :param fifo: FIFO queues instead of standard ones. :default: ``False``.
-    :param function_timeout: the function's timeout. :default: ``None``: 30 seconds (``DEFAULT_FUNCTION_TIMEOUT``).
+    :param function_timeout: the function's timeout, 1 to 900 seconds (Lambda's range; a token is not checked).
+        :default: ``None``: 30 seconds (``DEFAULT_FUNCTION_TIMEOUT_SECONDS``).
     :param memory_size: the function's memory, in MiB (an ``int``; its range is CloudFormation's to check).
         :default: ``256``.
     :param architecture: the function's architecture, ``lambda_.Architecture.ARM_64`` or ``X86_64``; the
@@ -94,7 +96,8 @@ class PaymentProcessor(Construct):
     :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
         (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
         async invocation configuration.
-    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``architecture`` is not
+    :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``function_timeout``
+        outside 1..900 seconds (CloudFormation AWS::Lambda::Function ``Timeout``); ``architecture`` is not
         a ``lambda_.Architecture`` or is neither arm64 nor x86_64; ``powertools_layer`` is
         ``None`` and the stack's region is known and has no Powertools parameter (see above).
 
@@ -145,6 +148,7 @@ class PaymentProcessor(Construct):
         check_int("memory_size", memory_size, limits.LAMBDA_MEMORY_SIZE_DOC)
         if function_timeout is None:
             function_timeout = Duration.seconds(DEFAULT_FUNCTION_TIMEOUT_SECONDS)
+        check_timeout("function_timeout", function_timeout)
         self.queue = ProcessingQueue(
             self,
             "Queue",

@@ -155,7 +155,8 @@ class Consumer:
         ``names.DEFAULT_SERVICE_NAME``.
     :param namespace: Metrics namespace. :default: ``POWERTOOLS_METRICS_NAMESPACE``, else
         ``names.DEFAULT_METRICS_NAMESPACE``.
-    :raises ValueError: ``key_prefix`` is empty, holds whitespace or is too long; ``key`` or ``validate`` is not a
+    :raises ValueError: ``key_prefix`` is empty, holds whitespace or is longer than 2015 UTF-8 bytes (the stored key
+        ``<key_prefix>#<md5 hex>`` must fit DynamoDB's 2,048-byte partition key); ``key`` or ``validate`` is not a
         JMESPath or names an unknown function; ``envelope`` or ``effect_key`` is not one of its values;
         ``deadline_margin`` is negative.
     :raises TypeError: ``permanent`` holds something that is not an exception type.

@@ -164,8 +164,42 @@ IDEMPOTENCY_RECORD_OVERHEAD_BYTES = 512
 
 
 # --- rules of the environment contract ------------------------------------------------------------------------------
+#: A DynamoDB partition key value holds 1 to 2,048 bytes. Source: Amazon DynamoDB Developer Guide, "Service, account,
+#: and table quotas in Amazon DynamoDB" (partition key value length).
+DYNAMODB_MAX_PARTITION_KEY_BYTES = 2048
+#: What Powertools appends to the key prefix to make the stored key ``<key_prefix>#<hash>``: ``#`` and the hex digest
+#: of the key, MD5 (32 hex characters) unless ``IdempotencyConfig(hash_function=...)`` says otherwise, which the
+#: runtime never does. Source: Powertools for AWS Lambda (Python), ``BasePersistenceLayer._get_hashed_idempotency_key``
+#: and ``IdempotencyConfig`` (``hash_function="md5"``).
+KEY_HASH_SUFFIX_BYTES = 1 + 32
+#: The longest key prefix, in UTF-8 bytes, whose stored keys still fit a partition key: 2048 - 33 = 2015. Longer, it
+#: passes synth and cold start and then every record fails at its first DynamoDB write.
+MAX_KEY_PREFIX_BYTES = DYNAMODB_MAX_PARTITION_KEY_BYTES - KEY_HASH_SUFFIX_BYTES
+#: The byte rule as both sides word it (``<prop> <rule>, but ... was given``) and its source.
+KEY_PREFIX_LENGTH_RULE = (
+    f"must be at most {MAX_KEY_PREFIX_BYTES} bytes in UTF-8: every stored idempotency key is "
+    f"<key_prefix>#<32 hex characters of MD5>, and a DynamoDB partition key holds at most "
+    f"{DYNAMODB_MAX_PARTITION_KEY_BYTES} bytes"
+)
+KEY_PREFIX_LENGTH_SOURCE = (
+    "Amazon DynamoDB Developer Guide, Service, account, and table quotas in Amazon DynamoDB (partition key value "
+    "length: 1 to 2048 bytes); Powertools for AWS Lambda (Python), Idempotency (key_prefix#hash)"
+)
+
+
 def is_valid_key_prefix(value: str) -> bool:
-    """The rule for ``IDEMPOTENCY_KEY_PREFIX``, checked by the runtime at cold start and by the consumer at synth:
-    non-empty printable characters without whitespace (every stored key starts with it: a stray space or newline
-    would orphan every record silently)."""
+    """The character rule for ``IDEMPOTENCY_KEY_PREFIX``, checked by the runtime at cold start and by the consumer at
+    synth: non-empty printable characters without whitespace (every stored key starts with it: a stray space or
+    newline would orphan every record silently). The length rule is :func:`key_prefix_fits`."""
     return bool(value) and value.isprintable() and not any(c.isspace() for c in value)
+
+
+def key_prefix_bytes(value: str) -> int:
+    """The UTF-8 size of a key prefix (:func:`is_valid_key_prefix` first: it refuses lone surrogates)."""
+    return len(value.encode("utf-8"))
+
+
+def key_prefix_fits(value: str) -> bool:
+    """The length rule for ``IDEMPOTENCY_KEY_PREFIX``, checked on both sides as :func:`is_valid_key_prefix`: at most
+    ``MAX_KEY_PREFIX_BYTES`` UTF-8 bytes, so ``<prefix>#<md5 hex>`` fits a DynamoDB partition key."""
+    return key_prefix_bytes(value) <= MAX_KEY_PREFIX_BYTES

@@ -12,7 +12,8 @@ variable                        required meaning
                                          (Powertools' default). The consumer sets the source queue's retention.
 ``IDEMPOTENCY_KEY_PREFIX``      no       Stable prefix of every stored key. Default: the ``key_prefix`` the
                                          function's ``Consumer`` was built with, never the function name, so a
-                                         renamed or replaced function keeps its records. Printable, no whitespace.
+                                         renamed or replaced function keeps its records. Printable, no whitespace,
+                                         at most 2015 UTF-8 bytes (``names.MAX_KEY_PREFIX_BYTES``).
 ``POWERTOOLS_SERVICE_NAME``     no       Logger/Metrics service. Default ``names.DEFAULT_SERVICE_NAME``.
 ``POWERTOOLS_METRICS_NAMESPACE`` no      Metrics namespace. Default ``names.DEFAULT_METRICS_NAMESPACE``.
 ``POWERTOOLS_IDEMPOTENCY_DISABLED`` no   Powertools' own switch; ``true`` turns idempotency off (control runs only).
@@ -57,12 +58,18 @@ def table_region(name: str, table: str) -> str | None:
 
 def check_key_prefix(name: str, raw: str) -> str:
     """``raw`` if it is a usable key prefix. Every stored key starts with it: a stray space or newline would orphan
-    every record silently.
+    every record silently, and a prefix too long for a DynamoDB partition key would fail every record's first write.
 
-    :raises ValueError: empty, or not printable characters without whitespace.
+    :raises ValueError: empty, or not printable characters without whitespace; longer than
+        ``names.MAX_KEY_PREFIX_BYTES`` (2015) UTF-8 bytes (the message gives the size, not the value).
     """
     if not names.is_valid_key_prefix(raw):
         raise ValueError(f"{name} must be printable characters without whitespace, but {raw!r} was given")
+    if not names.key_prefix_fits(raw):
+        raise ValueError(
+            f"{name} {names.KEY_PREFIX_LENGTH_RULE}, but a {names.key_prefix_bytes(raw)}-byte value was given "
+            f"(source: {names.KEY_PREFIX_LENGTH_SOURCE})"
+        )
     return raw
 
 

@@ -99,3 +99,47 @@ def test_consumer_fails_on_a_path_that_is_not_jmespath(prop: str, kwargs: dict[s
 
     with pytest.raises(ValueError, match=f"{prop} must be a JMESPath expression"):
         Consumer(key_prefix="orders", **kwargs)
+
+
+# --- the key prefix's length: <prefix>#<md5 hex> must fit a DynamoDB partition key (2,048 bytes) ---------------------
+LONGEST_PREFIX = "p" * names.MAX_KEY_PREFIX_BYTES
+LENGTH_RULE = (
+    "must be at most 2015 bytes in UTF-8: every stored idempotency key is <key_prefix>#<32 hex characters of MD5>, "
+    "and a DynamoDB partition key holds at most 2048 bytes, but a 2016-byte value was given (source: Amazon DynamoDB "
+    "Developer Guide, Service, account, and table quotas in Amazon DynamoDB (partition key value length: 1 to 2048 "
+    "bytes); Powertools for AWS Lambda (Python), Idempotency (key_prefix#hash))"
+)
+
+
+def test_the_longest_key_prefix_makes_a_stored_key_of_exactly_2048_bytes() -> None:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+
+    class Keys(BasePersistenceLayer):  # only the key is computed: no storage
+        _get_record = _put_record = _update_record = _delete_record = None  # type: ignore[assignment]
+
+    layer = Keys()
+    layer.configure(IdempotencyConfig(event_key_jmespath="order_id"), key_prefix=LONGEST_PREFIX)
+
+    assert len(layer._get_hashed_idempotency_key({"order_id": "o-1"}).encode()) == 2048
+
+
+def test_key_prefix_of_2015_bytes_is_accepted() -> None:
+    assert runtime({**BASE, "IDEMPOTENCY_KEY_PREFIX": LONGEST_PREFIX}).key_prefix == LONGEST_PREFIX
+
+
+@pytest.mark.parametrize("raw", ["p" * 2016, "\u00e9" * 1008], ids=["ascii", "two-byte characters"])
+def test_fails_on_key_prefix_longer_than_a_partition_key_allows(raw: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        runtime({**BASE, "IDEMPOTENCY_KEY_PREFIX": raw})
+
+    assert str(raised.value) == f"IDEMPOTENCY_KEY_PREFIX {LENGTH_RULE}"
+
+
+def test_consumer_fails_on_a_default_key_prefix_longer_than_a_partition_key_allows() -> None:
+    from effectively_once_runtime import Consumer
+
+    with pytest.raises(ValueError) as raised:
+        Consumer(key="id", key_prefix="p" * 2016)
+
+    assert str(raised.value) == f"key_prefix {LENGTH_RULE}"

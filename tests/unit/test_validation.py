@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from aws_cdk import CfnParameter, Duration, Stack
+from aws_cdk import App, CfnParameter, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Annotations, Match
@@ -25,7 +25,7 @@ from effectively_once import (
     ProcessingQueue,
 )
 
-from .helpers import inline_function, new_stack
+from .helpers import ENV, inline_function, new_app, new_stack
 
 
 def _consumer(
@@ -322,6 +322,130 @@ def test_unresolved_tokens_are_skipped() -> None:
     assert consumer.event_source_mapping is not None
 
 
+# --- the function timeout: 1 to 900 seconds -------------------------------------------------------------------------
+TIMEOUT_SOURCE = "(source: CloudFormation AWS::Lambda::Function Timeout; AWS Lambda Developer Guide, Lambda quotas)"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0, "0 seconds"), (901, "15 minutes 1 second")], ids=["zero", "above 900 s"]
+)
+def test_fails_payment_processor_function_timeout_out_of_range(seconds: int, shown: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        PaymentProcessor(new_stack(), "Processor", function_timeout=Duration.seconds(seconds))
+
+    assert str(raised.value) == (
+        f"function_timeout must be between 1 and 900 seconds, but {shown} was given {TIMEOUT_SOURCE}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0, "0 seconds"), (901, "15 minutes 1 second")], ids=["zero", "above 900 s"]
+)
+def test_fails_consumer_function_timeout_out_of_range(seconds: int, shown: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        _consumer(new_stack(), function_timeout=Duration.seconds(seconds))
+
+    assert str(raised.value) == (
+        f"timeout of function Test/ConsumerFunction must be between 1 and 900 seconds, but {shown} was given "
+        f"{TIMEOUT_SOURCE}"
+    )
+
+
+@pytest.mark.parametrize("seconds", [1, 900])
+def test_function_timeout_at_the_ends_of_lambdas_range_is_accepted(seconds: int) -> None:
+    PaymentProcessor(new_stack(), "Processor", function_timeout=Duration.seconds(seconds))
+
+
+# --- where the consumer is created, and one consumer per function ---------------------------------------------------
+FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:orders"
+
+
+def _queue_and_function_stacks() -> tuple[App, Stack, Stack]:
+    app = new_app()
+    return app, Stack(app, "Queues", env=ENV), Stack(app, "Functions", env=ENV)
+
+
+def _given_visibility(scope: Stack, id: str) -> ProcessingQueue:
+    """A queue an imported function can consume (its visibility timeout cannot be filled in from the function)."""
+    return ProcessingQueue(scope, id, visibility_timeout=Duration.minutes(5))
+
+
+def test_fails_consumer_in_another_stack_than_its_function() -> None:
+    _, queues, functions = _queue_and_function_stacks()
+    function = inline_function(functions, "Fn")
+
+    with pytest.raises(ValueError) as raised:
+        IdempotentQueueConsumer(
+            queues,
+            "Consumer",
+            queue=ProcessingQueue(queues, "Q"),
+            function=function,
+            table=IdempotencyTable(queues, "T"),
+        )
+
+    assert str(raised.value) == (
+        "scope of IdempotentQueueConsumer Queues/Consumer must be in the stack of its function Functions/Fn (stack "
+        "Functions): create the consumer with scope=Stack.of(function) or a construct of that stack, or its event "
+        "source mapping (naming the function) and the grants and environment it adds to the function (naming the "
+        "queue and the table) make each stack depend on the other, and app.synth() fails with a DependencyCycle, but "
+        "a scope in stack Queues was given (source: AWS CDK Developer Guide, Stacks (cross-stack references and stack "
+        "dependencies))"
+    )
+
+
+def test_consumer_in_its_functions_stack_of_a_queue_in_another_stack_synthesizes() -> None:
+    app, queues, functions = _queue_and_function_stacks()
+    queue = ProcessingQueue(queues, "Q")
+    function = inline_function(functions, "Fn")
+    IdempotentQueueConsumer(functions, "Consumer", queue=queue, function=function, table=IdempotencyTable(queues, "T"))
+
+    app.synth()
+
+
+def test_consumer_of_a_function_imported_in_another_stack_synthesizes() -> None:
+    app, queues, functions = _queue_and_function_stacks()
+    function = lambda_.Function.from_function_arn(functions, "Fn", FUNCTION_ARN)
+    IdempotentQueueConsumer(
+        queues, "Consumer", queue=_given_visibility(queues, "Q"), function=function, table=IdempotencyTable(queues, "T")
+    )
+
+    app.synth()
+
+
+def test_fails_second_consumer_on_one_function() -> None:
+    stack = new_stack()
+    function, table = inline_function(stack, "Fn"), IdempotencyTable(stack, "T")
+    IdempotentQueueConsumer(stack, "First", queue=ProcessingQueue(stack, "A"), function=function, table=table)
+
+    with pytest.raises(ValueError) as raised:
+        IdempotentQueueConsumer(stack, "Second", queue=ProcessingQueue(stack, "B"), function=function, table=table)
+
+    assert str(raised.value) == (
+        "function must not be shared by two IdempotentQueueConsumers: the runtime reads one DEAD_LETTER_QUEUE_URL, "
+        "IDEMPOTENCY_EXPIRY_SECONDS, IDEMPOTENCY_KEY_PREFIX per function, so this consumer would overwrite the first "
+        "one's (its queue's poison messages would be copied to this queue's dead-letter queue); give each queue its "
+        "own function (the same code and layers can back several), but function Test/Fn, already consumed by "
+        "IdempotentQueueConsumer Test/First, was given (source: this library's contract "
+        "(effectively_once_runtime.settings: one environment per function))"
+    )
+
+
+def test_fails_second_consumer_on_a_second_import_of_one_function_arn() -> None:
+    stack = new_stack()
+    table = IdempotencyTable(stack, "T")
+    for id in ("First", "Second"):
+        function = lambda_.Function.from_function_arn(stack, f"{id}Fn", FUNCTION_ARN)
+        queue = _given_visibility(stack, f"{id}Queue")
+        if id == "First":
+            IdempotentQueueConsumer(stack, id, queue=queue, function=function, table=table)
+            continue
+        with _raises(
+            "function must not be shared by two IdempotentQueueConsumers",
+            "already consumed by IdempotentQueueConsumer Test/First",
+        ):
+            IdempotentQueueConsumer(stack, id, queue=queue, function=function, table=table)
+
+
 # --- tokens in derived outputs: the output follows the token, or synth fails (never silently dropped) ----
 def test_fails_token_function_timeout_without_visibility_timeout() -> None:
     stack = new_stack()
@@ -435,21 +559,32 @@ def warnings() -> Annotations:
         function_props={"reserved_concurrent_executions": 5},
         **_pollers(2, _token(stack, "MaxPollers")),
     )
-    # two mappings on one function: the guidance is about their total
+    # two mappings on one function: the guidance is about their total. A function has one consumer (a second is a
+    # ValueError), so the other mapping is the user's own
     shared = inline_function(stack, "SharedFunction", reserved_concurrent_executions=5)
     table = IdempotencyTable(stack, "SharedTable")
-    for id in ("SharedFirst", "SharedSecond"):
-        IdempotentQueueConsumer(
-            stack, id, queue=ProcessingQueue(stack, f"{id}Queue"), function=shared, table=table, max_concurrency=3
-        )
-    # one on-demand and one provisioned mapping on one function: both ceilings count
-    mixed = inline_function(stack, "MixedFunction", reserved_concurrent_executions=50)
+    lambda_.EventSourceMapping(
+        stack,
+        "SharedFirst",
+        target=shared,
+        event_source_arn=ProcessingQueue(stack, "SharedFirstQueue").queue.queue_arn,
+        max_concurrency=3,
+    )
     IdempotentQueueConsumer(
         stack,
-        "MixedOnDemand",
-        queue=ProcessingQueue(stack, "MixedOnDemandQueue"),
-        function=mixed,
+        "SharedSecond",
+        queue=ProcessingQueue(stack, "SharedSecondQueue"),
+        function=shared,
         table=table,
+        max_concurrency=3,
+    )
+    # one on-demand and one provisioned mapping on one function: both ceilings count
+    mixed = inline_function(stack, "MixedFunction", reserved_concurrent_executions=50)
+    lambda_.EventSourceMapping(
+        stack,
+        "MixedOnDemand",
+        target=mixed,
+        event_source_arn=ProcessingQueue(stack, "MixedOnDemandQueue").queue.queue_arn,
         max_concurrency=10,
     )
     IdempotentQueueConsumer(
@@ -658,6 +793,23 @@ def test_fails_consumer_prop_of_the_wrong_kind_naming_it(make: Any, prop: str) -
 
 def test_key_prefix_the_runtime_accepts_passes() -> None:
     _wired(new_stack(), key_prefix="shop/orders-v2")
+
+
+def test_key_prefix_of_2015_bytes_passes() -> None:
+    _wired(new_stack(), key_prefix="p" * 2015)
+
+
+@pytest.mark.parametrize("key_prefix", ["p" * 2100, "\u00e9" * 1050], ids=["ascii", "two-byte characters"])
+def test_fails_key_prefix_longer_than_a_partition_key_allows(key_prefix: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        _wired(new_stack(), key_prefix=key_prefix)
+
+    assert str(raised.value) == (
+        "key_prefix must be at most 2015 bytes in UTF-8: every stored idempotency key is <key_prefix>#<32 hex "
+        "characters of MD5>, and a DynamoDB partition key holds at most 2048 bytes, but a 2100-byte value was given "
+        "(source: Amazon DynamoDB Developer Guide, Service, account, and table quotas in Amazon DynamoDB (partition "
+        "key value length: 1 to 2048 bytes); Powertools for AWS Lambda (Python), Idempotency (key_prefix#hash))"
+    )
 
 
 @pytest.mark.parametrize(

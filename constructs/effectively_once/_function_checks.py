@@ -1,0 +1,92 @@
+"""The synth-time checks of ``IdempotentQueueConsumer`` on its function: the function's timeout, the stack the
+consumer is created in, and one consumer per function (docs/validation.md lists every rule with its source)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from effectively_once_runtime import names
+
+from . import limits
+from ._validation import Described, check_duration_range, fail, is_unresolved
+
+#: The variables the runtime reads once per function: a second consumer on the function would overwrite them.
+SHARED_SETTINGS = (names.ENV_DEAD_LETTER_QUEUE_URL, names.ENV_EXPIRY_SECONDS, names.ENV_KEY_PREFIX)
+#: Why a consumer and its function must share a stack: each cross-stack reference makes the consuming stack depend on
+#: the producing one, and the consumer's references go both ways.
+PLACEMENT_DOC = "AWS CDK Developer Guide, Stacks (cross-stack references and stack dependencies)"
+
+
+def check_timeout(prop: str, timeout: Duration | None) -> None:
+    """:raises ValueError: a resolved timeout outside Lambda's 1..900 seconds (tokens are skipped)."""
+    check_duration_range(
+        prop, timeout, limits.LAMBDA_MIN_TIMEOUT_SECONDS, limits.LAMBDA_MAX_TIMEOUT_SECONDS, limits.LAMBDA_TIMEOUT_DOC
+    )
+
+
+def check_function_timeout(function: lambda_.IFunction) -> None:
+    """The timeout of a given ``lambda.Function`` (unset: Lambda's 3 seconds); an imported function's is unknown."""
+    if isinstance(function, lambda_.Function):
+        check_timeout(f"timeout of function {function.node.path}", function.timeout)
+
+
+def check_placement(consumer: Construct, function: lambda_.IFunction) -> None:
+    """The consumer must be created in its function's stack.
+
+    Its event source mapping (in the consumer's stack) names the function, and the grants and environment it adds to
+    the function (in the function's stack) name the queue and the table: created in the queue's stack, each stack
+    would depend on the other and ``app.synth()`` would fail with a bare ``DependencyCycle``. An imported function
+    (no resource of its own: ``lambda.Function.from_function_arn``) is not checked: nothing of it is deployed, and
+    the consumer only reads its ARN.
+
+    :raises ValueError: the function is a resource of another stack than the consumer's.
+    """
+    if function.node.default_child is None:
+        return
+    function_stack, consumer_stack = Stack.of(function), Stack.of(consumer)
+    if function_stack is consumer_stack:
+        return
+    raise fail(
+        f"scope of IdempotentQueueConsumer {consumer.node.path}",
+        Described(f"a scope in stack {consumer_stack.node.path}"),
+        f"must be in the stack of its function {function.node.path} (stack {function_stack.node.path}): create "
+        "the consumer with scope=Stack.of(function) or a construct of that stack, or its event source mapping (naming "
+        "the function) and the grants and environment it adds to the function (naming the queue and the table) make "
+        "each stack depend on the other, and app.synth() fails with a DependencyCycle",
+        PLACEMENT_DOC,
+    )
+
+
+def check_one_consumer(consumer: Construct, function: lambda_.IFunction, kind: type) -> None:
+    """No other consumer (``kind``: ``IdempotentQueueConsumer``) of the app consumes with ``function``: the runtime
+    reads one ``DEAD_LETTER_QUEUE_URL``, one expiry and one key prefix per function, so a second consumer would
+    overwrite the first's and the first queue's poison messages would be copied to the second queue's DLQ.
+
+    :raises ValueError: naming the function and the first consumer's path.
+    """
+    for other in consumer.node.root.node.find_all():
+        if other is consumer or not isinstance(other, kind):
+            continue
+        given = getattr(other, "function", None)
+        if given is not None and _same_function(given, function):
+            raise fail(
+                "function",
+                Described(
+                    f"function {function.node.path}, already consumed by IdempotentQueueConsumer {other.node.path},"
+                ),
+                "must not be shared by two IdempotentQueueConsumers: the runtime reads one "
+                f"{', '.join(SHARED_SETTINGS)} per function, so this consumer would overwrite the first one's (its "
+                "queue's poison messages would be copied to this queue's dead-letter queue); give each queue its own "
+                "function (the same code and layers can back several)",
+                "this library's contract (effectively_once_runtime.settings: one environment per function)",
+            )
+
+
+def _same_function(a: lambda_.IFunction, b: lambda_.IFunction) -> bool:
+    """The same construct, or two imports of one literal function ARN."""
+    if a.node.path == b.node.path:
+        return True
+    arn_a, arn_b = a.function_arn, b.function_arn
+    return not is_unresolved(arn_a) and arn_a == arn_b
