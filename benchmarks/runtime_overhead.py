@@ -168,7 +168,7 @@ def runtime_handler(client: Any) -> tuple[Handler, Callable[[], None]]:
 
     from effectively_once_runtime import Consumer
 
-    consumer = Consumer(key=KEY, key_prefix="bench/runtime", validate=VALIDATE)
+    consumer = Consumer(key=KEY, key_prefix="bench/runtime", validate=VALIDATE, effect_key="scoped")
 
     @consumer.effect
     def write_order(order: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:

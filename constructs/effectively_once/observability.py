@@ -68,6 +68,15 @@ EFFECTS_PER_KEY_QUERY = (
     "| sort effects desc\n"
     "| limit 1000"
 )
+#: Every record that failed, with why (the runtime's ``record failed`` line, one per record in ``batchItemFailures``
+#: and per direct trigger that raised), newest first: the runbook's first query (docs/observability.md).
+FAILED_RECORDS_QUERY = (
+    f"fields @timestamp, {names.FIELD_MESSAGE_ID}, {names.FIELD_IDEMPOTENCY_KEY}, {names.FIELD_ERROR_TYPE}, "
+    f"{names.FIELD_REASON}, {names.FIELD_MESSAGE_GROUP_ID}, {names.FIELD_BLOCKED_BY}, {names.FIELD_TRIGGER}\n"
+    f'| filter {names.FIELD_MESSAGE} = "{names.MSG_RECORD_FAILED}"\n'
+    "| sort @timestamp desc\n"
+    "| limit 1000"
+)
 
 #: Records one SQS invocation reported as failed (``len(batchItemFailures)``), emitted by the runtime on every SQS
 #: invocation, zero included (the runtime test ``tests/runtime/test_failed_records_metric.py`` proves the alarm

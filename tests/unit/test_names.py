@@ -119,3 +119,14 @@ def test_function_environment_uses_the_runtime_variable_names(sandbox: dict[str,
     ):
         assert name in variables, name
     assert variables[names.ENV_KEY_PREFIX] == "shop/payments"
+
+
+def test_the_runbook_shows_the_failed_records_query_verbatim() -> None:
+    from pathlib import Path
+
+    from effectively_once.observability import FAILED_RECORDS_QUERY
+
+    root = Path(__file__).resolve().parents[2]
+    assert f'"{names.MSG_RECORD_FAILED}"' in FAILED_RECORDS_QUERY
+    for page in ("README.md", "docs/observability.md"):
+        assert f"```\n{FAILED_RECORDS_QUERY}\n```" in (root / page).read_text(), page
