@@ -51,3 +51,26 @@ def test_render_names_both_figures() -> None:
     assert "3.0 payments/s" in line
     assert "runner 2.0 MiB" in line
     assert "largest poller 4.0 MiB" in line
+
+
+def test_load_sampler_samples_the_load_average_between_start_and_stop() -> None:
+    import time
+
+    from effectively_once.local.figures import LoadSampler
+
+    with LoadSampler(interval=0.05) as sampler:
+        time.sleep(0.3)
+    sampler.stop()  # a second stop takes no sample
+    summary = sampler.summary()
+
+    assert summary["samples"] == len(sampler.samples) >= 4
+    assert summary["min"] <= summary["mean"] <= summary["max"]
+    assert summary["cores"] and summary["cores"] >= 1
+
+
+def test_the_run_figures_carry_the_load_and_render_it() -> None:
+    load = {"min": 0.5, "mean": 1.25, "max": 2.0, "samples": 3, "cores": 2}
+    figures = run_figures(payments=5, processing_seconds=2.0, runner_maxrss=1, poller_maxrss=1, load_average=load)
+
+    assert figures["load_average"] == load
+    assert render(figures).endswith("; load average 0.5 to 2.0 (mean 1.25, 2 cores)")

@@ -18,7 +18,7 @@ from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig, EventLog
 from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
 from .esm import PollerPool, PollerSpec
-from .figures import own_maxrss, run_figures
+from .figures import LoadSampler, own_maxrss, run_figures
 from .figures import render as render_figures
 from .html_report import RunClock, conclude, read_events
 from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
@@ -271,6 +271,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         resends = {q: [m for m in msgs if m.kind == "resend"] for q, msgs in plan.items()}
         total = sum(len(v) for v in plan.values())
         sending = time.monotonic()
+        load = LoadSampler().start()
         try:
             # Originals go in before polling starts, resends while it runs (a producer retrying). Sending while
             # pollers run is slow on moto: every SendMessage scans the whole queue (Queue.attributes).
@@ -287,6 +288,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             drained = time.monotonic()
         finally:
             pool.stop()
+            load.stop()
         clock.report_taken()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
         report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, total)
@@ -301,6 +303,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         processing_seconds=drained - sending,
         runner_maxrss=own_maxrss(),
         poller_maxrss=int(pool.peak_rss.value),
+        load_average=load.summary(),
     )
     report["run"] = {
         "unsafe": opts.unsafe,

@@ -10,15 +10,70 @@
   pool after loading the handler and after every invocation, so a poller killed by chaos keeps what it reached up to
   its last completed invocation. Not a sum: the pollers run side by side, ``pollers per queue x queues`` of them.
 
+- ``load_average``: the machine's 1-minute load average (``os.getloadavg()[0]``), sampled every 5 s from the first
+  send to the queues drained (``LoadSampler``): ``min``, ``mean``, ``max`` and ``samples``; with the machine's
+  ``cores`` beside it, it says how loaded the run was (deadline kills and deferrals grow with the load).
+
 The local AWS (the moto server) and the CDK CLI are other processes and are not counted.
 ``ru_maxrss`` is in kibibytes on Linux and in bytes on macOS (getrusage(2); Python's ``resource`` module docs).
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
+import threading
 from typing import Any
+
+#: Seconds between two load-average samples.
+LOAD_SAMPLE_SECONDS = 5.0
+
+
+class LoadSampler:
+    """Samples ``os.getloadavg()[0]`` every ``interval`` seconds on a daemon thread between ``start`` and ``stop``
+    (or in a ``with`` block), one sample at each end too."""
+
+    def __init__(self, interval: float = LOAD_SAMPLE_SECONDS) -> None:
+        self.interval = interval
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(os.getloadavg()[0])
+
+    def start(self) -> LoadSampler:
+        """Take the first sample and start sampling."""
+        self.samples.append(os.getloadavg()[0])
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Take the last sample and stop (a second call does nothing)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def summary(self) -> dict[str, Any]:
+        """``min``, ``mean``, ``max`` (two decimals), ``samples`` and the machine's ``cores``."""
+        values = self.samples or [os.getloadavg()[0]]
+        return {
+            "min": round(min(values), 2),
+            "mean": round(sum(values) / len(values), 2),
+            "max": round(max(values), 2),
+            "samples": len(values),
+            "cores": os.cpu_count(),
+        }
 
 
 def maxrss_mib(ru_maxrss: int, platform: str = sys.platform) -> float:
@@ -47,6 +102,7 @@ def run_figures(
     runner_maxrss: int,
     poller_maxrss: int,
     platform: str = sys.platform,
+    load_average: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report keys of the module docstring. ``*_maxrss``: ``ru_maxrss`` values (0: never measured -> ``None``).
 
@@ -61,6 +117,7 @@ def run_figures(
         "payments_per_second": round(payments / processing_seconds, 2),
         "peak_rss_mib_runner": maxrss_mib(runner_maxrss, platform) if runner_maxrss > 0 else None,
         "peak_rss_mib_poller": maxrss_mib(poller_maxrss, platform) if poller_maxrss > 0 else None,
+        "load_average": load_average,
     }
 
 
@@ -70,4 +127,11 @@ def render(figures: dict[str, Any]) -> str:
         f"throughput: {figures['payments_per_second']} payments/s end to end "
         f"({figures['processing_seconds']} s from the first send to drained); peak memory (ru_maxrss): runner "
         f"{figures['peak_rss_mib_runner']} MiB, largest poller {figures['peak_rss_mib_poller']} MiB"
+        + _render_load(figures.get("load_average"))
     )
+
+
+def _render_load(load: dict[str, Any] | None) -> str:
+    if not load:
+        return ""
+    return f"; load average {load['min']} to {load['max']} (mean {load['mean']}, {load['cores']} cores)"
