@@ -144,8 +144,9 @@ class Consumer:
         keys its provider sees: the provider must answer both forms for keys written before the switch.
         :default: ``None``: ``"business"`` with a ``DeprecationWarning`` (the default becomes ``"scoped"`` in the
         next minor version).
-    :param deadline_margin: seconds an SQS batch keeps free after the slowest record seen, before it starts the
-        next record (``sqs_batch.py``). :default: ``None``: the larger of 1 s and 10 % of the timeout.
+    :param deadline_margin: the least time, in seconds, an SQS batch must have left to start its next record; it
+        needs more when its recent records were slower (``sqs_batch.py``). :default: ``None``: the larger of 1 s and
+        10 % of the timeout.
     :param raise_on_no_idempotency_key: a payload where ``key`` finds nothing is bad input (permanent: the DLQ, or
         a batch item failure). ``False`` processes it unguarded (Powertools warns). :default: ``True``.
     :param persistence_layer: builds the persistence layer, called as ``persistence_layer(table_name=...,

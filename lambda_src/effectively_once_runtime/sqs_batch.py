@@ -4,9 +4,12 @@ log line for every record that does not succeed.
 - **Processor.** A standard queue uses ``BatchProcessor``; a FIFO queue (event source ARN ending in ``.fifo``) uses
   ``SqsFifoPartialProcessor(skip_group_on_error=True)``, so a failure holds back only its own message group. A batch
   whose records all failed is answered the same way, never raised (``raise_on_entire_batch_failure=False``).
-- **Deadline.** Before each record but the first, the remaining time of the invocation must fit the slowest record
-  seen in this execution environment plus the margin (``deadline_margin``, default the larger of 1 s and 10 % of the
-  invocation's remaining time at its start, which stands for the function timeout). A record that does not fit is
+- **Deadline.** Before each record but the first, the remaining time of the invocation must fit the slowest of the
+  last ``RECENT_RECORDS`` records of this execution environment plus the batch's closing work
+  (``CLOSING_WORK_MS``: the response and the metrics flush), and never less than the floor (``deadline_margin``,
+  default the larger of 1 s and 10 % of the invocation's remaining time at its start, which stands for the function
+  timeout). The window, not the slowest record ever seen, so that one outlier (a pause on a loaded host) does not
+  make every later batch stop after its first record. A record that does not fit is
   not started: it and every record after it (on FIFO too, whatever its group) are returned as batch item failures,
   so SQS delivers them again after the visibility timeout. That costs a receive each (``ApproximateReceiveCount``
   goes up, towards ``maxReceiveCount``), but a record cut by the timeout costs the same receive *and* loses the
@@ -21,6 +24,7 @@ log line for every record that does not succeed.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,9 +43,13 @@ from . import names
 if TYPE_CHECKING:
     from .consumer import Consumer
 
-#: The margin's floor and its share of the timeout (``Consumer(deadline_margin=None)``).
+#: The floor's least value and its share of the timeout (``Consumer(deadline_margin=None)``).
 MIN_DEADLINE_MARGIN_SECONDS = 1.0
 DEADLINE_MARGIN_SHARE = 0.10
+#: How many of this execution environment's latest records the slowest is taken from.
+RECENT_RECORDS = 20
+#: What the batch needs after its last record (building the response, flushing the EMF metrics), in milliseconds.
+CLOSING_WORK_MS = 100.0
 _RECORD_KEYS = (names.FIELD_MESSAGE_ID, names.FIELD_RECEIVE_COUNT, names.FIELD_IDEMPOTENCY_KEY)
 
 
@@ -74,19 +82,24 @@ class SqsBatch:
     """Runs SQS batches through ``consumer``: ``handle(event, context)`` is the consumer's SQS path.
 
     :param consumer: the ``Consumer`` whose record path (``consumer.process_sqs_record``) each record takes.
-    :param deadline_margin: seconds kept free after the slowest record, for the batch's closing work (the response,
-        the metrics flush). :default: ``None``: the larger of 1 s and 10 % of the invocation's time at its start.
+    :param deadline_margin: the floor, in seconds, of the time a record needs to be started.
+        :default: ``None``: the larger of 1 s and 10 % of the invocation's time at its start.
     """
 
     def __init__(self, consumer: Consumer, *, deadline_margin: float | None = None) -> None:
         self.consumer = consumer
         self.deadline_margin = deadline_margin
-        #: The slowest record seen in this execution environment, in milliseconds.
-        self.slowest_ms = 0.0
+        #: How long this execution environment's latest records took, in milliseconds (the newest last).
+        self.recent_ms: deque[float] = deque(maxlen=RECENT_RECORDS)
         self._batch: _Batch | None = None
 
+    @property
+    def slowest_ms(self) -> float:
+        """The slowest of the latest ``RECENT_RECORDS`` records, in milliseconds (0 before the first)."""
+        return max(self.recent_ms, default=0.0)
+
     def margin_ms(self, context: Any) -> float:
-        """The deadline margin in milliseconds for an invocation with ``context``."""
+        """The floor in milliseconds for an invocation with ``context``."""
         if self.deadline_margin is not None:
             return self.deadline_margin * 1000
         at_start = remaining_ms(context) or 0
@@ -137,7 +150,7 @@ class SqsBatch:
         left = remaining_ms(batch.context)
         if left is None:
             return False
-        needed = self.slowest_ms + batch.margin_ms
+        needed = max(batch.margin_ms, self.slowest_ms + CLOSING_WORK_MS)
         if left >= needed:
             return False
         batch.deferring, batch.remaining_at_stop, batch.needed_at_stop = True, left, needed
@@ -164,7 +177,7 @@ class SqsBatch:
             self.consumer.log_failure(error)
             raise
         finally:
-            self.slowest_ms = max(self.slowest_ms, (time.monotonic() - started) * 1000)
+            self.recent_ms.append((time.monotonic() - started) * 1000)
 
     def _account(self, batch: _Batch, records: list[dict[str, Any]], failed: list[str]) -> int:
         """Log the failures no record call logged (FIFO records skipped behind a failure); the deferred count."""
