@@ -15,6 +15,10 @@ log line for every record that does not succeed.
   goes up, towards ``maxReceiveCount``), but a record cut by the timeout costs the same receive *and* loses the
   deletes of every record already done in the batch. Deferred records are counted in ``RecordsDeferred`` with one
   INFO line per batch (``records deferred``), never in ``FailedRecords`` (its alarm would fire on them).
+- **Order.** Records nearer the dead-letter queue go first: a standard batch is ordered by ``ApproximateReceiveCount``,
+  highest first; a FIFO batch keeps each message group's order and puts the groups with the highest receive count
+  first (SQS orders messages within a group only). The first record always starts, so a record that was deferred or
+  returned by a killed batch is not deferred again behind fresher ones until ``maxReceiveCount`` moves it.
 - **Failures.** Every other record in ``batchItemFailures`` gets one WARNING line ``record failed`` (``message_id``,
   ``idempotency_key``, ``error_type``, ``reason``); a FIFO record that Powertools skipped behind a failure of its
   group names that group and the message that failed (``message_group_id``, ``blocked_by_message_id``).
@@ -55,6 +59,24 @@ _RECORD_KEYS = (names.FIELD_MESSAGE_ID, names.FIELD_RECEIVE_COUNT, names.FIELD_I
 
 class RecordDeferred(Exception):
     """A record not started because the invocation's remaining time could not fit it (returned to the queue)."""
+
+
+def _receive_count(record: dict[str, Any]) -> int:
+    raw = (record.get("attributes") or {}).get("ApproximateReceiveCount")
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else 1
+
+
+def prioritised(records: list[dict[str, Any]], *, fifo: bool) -> list[dict[str, Any]]:
+    """``records`` with the ones nearer the DLQ first (see the module docstring), a stable sort: records of equal rank
+    keep their order, and on FIFO every record of a message group has its group's rank (the group's highest receive
+    count), so each group keeps its order."""
+    if not fifo:
+        return sorted(records, key=lambda record: -_receive_count(record))
+    rank: dict[Any, int] = {}
+    for record in records:
+        group = (record.get("attributes") or {}).get("MessageGroupId")
+        rank[group] = max(rank.get(group, 0), _receive_count(record))
+    return sorted(records, key=lambda record: -rank[(record.get("attributes") or {}).get("MessageGroupId")])
 
 
 def remaining_ms(context: Any) -> int | None:
@@ -107,9 +129,10 @@ class SqsBatch:
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """One batch: ``{"batchItemFailures": [{"itemIdentifier": <messageId>}, ...]}``."""
-        records: list[dict[str, Any]] = event["Records"]
+        fifo = str(event["Records"][0].get("eventSourceARN", "")).endswith(".fifo")
+        records = prioritised(event["Records"], fifo=fifo)
         processor: BatchProcessor
-        if str(records[0].get("eventSourceARN", "")).endswith(".fifo"):
+        if fifo:
             processor = SqsFifoPartialProcessor(skip_group_on_error=True)
             # Its constructor (Powertools 3.37) takes no such argument, but BasePartialBatchProcessor._clean reads
             # the attribute when the batch ends, so setting it here is honoured.
@@ -120,7 +143,12 @@ class SqsBatch:
         logger = self.consumer.logger
         try:
             response = dict(
-                process_partial_response(event=event, record_handler=self._record, processor=processor, context=context)
+                process_partial_response(
+                    event={**event, "Records": records},
+                    record_handler=self._record,
+                    processor=processor,
+                    context=context,
+                )
             )
             failed = [f["itemIdentifier"] for f in response.get("batchItemFailures") or []]  # type: ignore[attr-defined]
             deferred = self._account(batch, records, failed)

@@ -423,6 +423,7 @@ def slow_orders(orders: Orders) -> tuple[Orders, list[tuple[float, float]]]:
         spans.append((start, time.monotonic()))
 
     orders.consumer = consumer
+    consumer.warm()  # the cold start's clients are built before a test's deadline starts
     return orders, spans
 
 
@@ -671,3 +672,29 @@ def test_one_slow_record_long_ago_no_longer_decides_the_deadline(
     response = orders.invoke([sqs_record(order(f"o-{i}")) for i in range(3)], DeadlineContext(1500))
 
     assert failures(response) == set() and len(spans) == 3
+
+
+def test_the_record_nearest_the_dlq_goes_first_when_time_runs_short(
+    slow_orders: tuple[Orders, list[tuple[float, float]]],
+) -> None:
+    orders, spans = slow_orders
+    fresh = [sqs_record(order(f"o-{i}")) for i in range(3)]
+    returned = sqs_record(order("o-old"), receive_count=4)
+
+    response = orders.invoke([*fresh, returned], DeadlineContext(100))
+
+    assert len(spans) == 1
+    assert failures(response) == {r["messageId"] for r in fresh}, "the fourth receive was processed first"
+
+
+def test_a_fifo_batch_puts_the_group_nearest_the_dlq_first_and_keeps_each_groups_order() -> None:
+    from effectively_once_runtime.sqs_batch import prioritised
+
+    a1, a2 = sqs_record(order("a1"), fifo_group="a", sequence=1), sqs_record(order("a2"), fifo_group="a", sequence=2)
+    b1 = sqs_record(order("b1"), fifo_group="b", sequence=3, receive_count=3)
+    b2 = sqs_record(order("b2"), fifo_group="b", sequence=4)
+
+    ordered = prioritised([a1, a2, b1, b2], fifo=True)
+
+    assert [r["messageId"] for r in ordered] == [r["messageId"] for r in (b1, b2, a1, a2)]
+    assert prioritised([a1, b2, a2], fifo=True) == [a1, b2, a2], "equal ranks keep the batch's order"
