@@ -75,6 +75,7 @@ def measure() -> dict[str, Any]:
         warnings.simplefilter("ignore")  # the crashed invocation flushes no metrics: Powertools warns
         from payments import handler as handler_module
         from payments.gateway import LedgerGateway
+        from payments.settings import DEFAULT_KEY_PREFIX
 
         admin = boto3.client("dynamodb", region_name=REGION)
         for name, key in ((IDEMPOTENCY_TABLE, "id"), (LEDGER_TABLE, "charge_id")):
@@ -97,7 +98,7 @@ def measure() -> dict[str, Any]:
         client = boto3.client("dynamodb", region_name=REGION)
         client.meta.events.register("before-call.dynamodb", count)
         client.meta.events.register("before-parameter-build.dynamodb", count_table)
-        gateway = LedgerGateway(LEDGER_TABLE, client=client)
+        gateway = LedgerGateway(LEDGER_TABLE, client=client, key_prefix=DEFAULT_KEY_PREFIX)
         handler_module.reset()
         handler_module.consumer.setup(
             persistence_store=DynamoDBPersistenceLayer(table_name=IDEMPOTENCY_TABLE, boto3_client=client)

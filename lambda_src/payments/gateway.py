@@ -9,11 +9,11 @@ a repeated key with another account, amount or currency (``ProviderKeyMismatch``
 one, each call is keyed on a fresh charge id.
 
 Keys written before the sample switched to scoped effect keys (``Consumer(effect_key="scoped")``) are the bare
-payment id; a scoped key is ``effectively-once/payments#charge#<payment id>``. So that a charge made before the switch
-and re-executed after it (a crash between the charge and the record's completion) is answered, not repeated, a
-scoped call first reads the charge under the bare payment id (one consistent ``GetItem``) and answers from it when it
-was keyed. The idempotency record expires after ``IDEMPOTENCY_EXPIRY_SECONDS`` (the queue's retention), so after that
-long past the switch no legacy charge can be re-executed and the lookup can go.
+payment id; a scoped key is ``<key prefix>#charge#<payment id>``. The ledger answers both forms as one: the scoped
+charge key of a payment (built with the runtime's own ``effect_keys.scoped``, ``key_prefix``) is stored under the
+bare payment id, so a charge made before the switch and re-executed after it (a crash between the charge and the
+record's completion) meets its old item in the same conditional put, no extra request. Every other key is stored
+as given; the key the provider was handed is kept in the item's ``idempotency_key``.
 
 Tests and tooling replace or wrap the gateway through ``set_gateway_factory`` (count, slow down, crash) without
 any chaos code in this package.
@@ -30,8 +30,13 @@ from typing import Any, Protocol
 import boto3
 from botocore.exceptions import ClientError
 
+from effectively_once_runtime.effect_keys import scoped
+
 from .model import Payment
 from .settings import Settings
+
+#: The name of the sample's declared effect (``handler.charge``): part of its scoped key.
+CHARGE_EFFECT = "charge"
 
 
 class ProviderKeyMismatch(RuntimeError):
@@ -67,22 +72,22 @@ class PaymentGateway(Protocol):
 class LedgerGateway:
     """Simulated provider writing one ledger item per executed charge (partition key ``charge_id``).
 
+    ``key_prefix``: the idempotency key prefix whose scoped charge keys are stored under the bare payment id
+    (``None``: every key as given).
+
     ``calls`` counts every call received, ``replays`` those answered from an idempotency key.
     """
 
-    def __init__(self, table_name: str, client: Any | None = None) -> None:
+    def __init__(self, table_name: str, client: Any | None = None, *, key_prefix: str | None = None) -> None:
         self.table_name = table_name
+        self.key_prefix = key_prefix
         self._client = client if client is not None else boto3.client("dynamodb")
         self.calls = 0
         self.replays = 0
 
     def charge(self, payment: Payment, *, idempotency_key: str | None = None) -> Charge:
         self.calls += 1
-        if idempotency_key and idempotency_key != payment.payment_id:
-            legacy = self._legacy_charge(payment)
-            if legacy is not None:
-                return legacy
-        charge_id = idempotency_key if idempotency_key else f"ch_{uuid.uuid4().hex}"
+        charge_id = self.storage_key(payment, idempotency_key) if idempotency_key else f"ch_{uuid.uuid4().hex}"
         charged_at = datetime.now(UTC).isoformat()
         item = {
             "charge_id": {"S": charge_id},
@@ -93,6 +98,8 @@ class LedgerGateway:
             "charged_at": {"S": charged_at},
             "keyed": {"BOOL": bool(idempotency_key)},
         }
+        if idempotency_key:
+            item["idempotency_key"] = {"S": idempotency_key}
         try:
             self._client.put_item(
                 TableName=self.table_name,
@@ -113,14 +120,14 @@ class LedgerGateway:
             charged_at=charged_at,
         )
 
-    def _legacy_charge(self, payment: Payment) -> Charge | None:
-        """The charge made under the bare payment id before the switch to scoped keys, if one was keyed."""
-        item = self._client.get_item(
-            TableName=self.table_name, Key={"charge_id": {"S": payment.payment_id}}, ConsistentRead=True
-        ).get("Item")
-        if not item or not item.get("keyed", {}).get("BOOL"):
-            return None
-        return self._replay(payment, payment.payment_id, item, item.get("charged_at", {}).get("S", ""))
+    def storage_key(self, payment: Payment, idempotency_key: str) -> str:
+        """The ledger item's key for ``idempotency_key``: the bare payment id for the payment's scoped charge key
+        (one item for both forms, see the module docstring), else the key itself."""
+        if self.key_prefix is not None and idempotency_key == scoped(
+            self.key_prefix, CHARGE_EFFECT, payment.payment_id
+        ):
+            return payment.payment_id
+        return idempotency_key
 
     def _replay(self, payment: Payment, charge_id: str, old: dict[str, Any], charged_at: str) -> Charge:
         """The answer to a repeated key: the stored charge, or ``ProviderKeyMismatch`` for another payment."""
@@ -150,7 +157,7 @@ GatewayFactory = Callable[[Settings], PaymentGateway]
 
 
 def default_gateway_factory(settings: Settings) -> PaymentGateway:
-    return LedgerGateway(settings.ledger_table_name)
+    return LedgerGateway(settings.ledger_table_name, key_prefix=settings.key_prefix)
 
 
 _factory: GatewayFactory = default_gateway_factory

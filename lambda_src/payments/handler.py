@@ -42,8 +42,8 @@ consumer = Consumer(
     persistence_layer=PaymentPersistenceLayer,
     # The provider refusing its key reused with another payment can never succeed: the DLQ on first sight.
     permanent=(_gateway.ProviderKeyMismatch,),
-    # The provider sees "effectively-once/payments#charge#<payment id>"; the ledger answers charges made under the
-    # bare payment id before the switch (gateway.LedgerGateway).
+    # The provider sees "effectively-once/payments#charge#<payment id>"; the ledger stores it under the bare payment
+    # id, as charges made before the switch were (gateway.LedgerGateway).
     effect_key="scoped",
 )
 logger = consumer.logger
@@ -76,7 +76,7 @@ def reset() -> None:
     consumer.reset()
 
 
-@consumer.effect
+@consumer.effect(name=_gateway.CHARGE_EFFECT)
 def charge(payment: Payment, *, idempotency_key: str) -> _gateway.Charge:
     """The side effect: one charge at the provider, keyed on the scoped key of the payment id
     (``effectively-once/payments#charge#<payment id>``), unless turned off for a control run."""

@@ -45,6 +45,9 @@ class Settings:
 
     ledger_table_name: str
     provider_idempotency_keys: bool = True
+    #: The idempotency key prefix (``IDEMPOTENCY_KEY_PREFIX``, else ``DEFAULT_KEY_PREFIX``): the scoped charge keys
+    #: start with it, and the ledger stores those under the bare payment id (``gateway.LedgerGateway``).
+    key_prefix: str = DEFAULT_KEY_PREFIX
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -58,4 +61,5 @@ class Settings:
         return cls(
             ledger_table_name=env["LEDGER_TABLE_NAME"],
             provider_idempotency_keys=_flag(env, "PAYMENT_PROVIDER_IDEMPOTENCY_KEYS", True),
+            key_prefix=env.get("IDEMPOTENCY_KEY_PREFIX") or DEFAULT_KEY_PREFIX,
         )

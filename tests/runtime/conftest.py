@@ -159,7 +159,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         created: list[gateway_module.LedgerGateway] = []
 
         def factory(settings: Any) -> gateway_module.PaymentGateway:
-            gw = gateway_module.LedgerGateway(settings.ledger_table_name, client=ddb)
+            gw = gateway_module.LedgerGateway(settings.ledger_table_name, client=ddb, key_prefix=settings.key_prefix)
             created.append(gw)
             return gw
 

@@ -326,12 +326,23 @@ def test_a_charge_made_before_the_switch_to_scoped_keys_is_not_charged_again_aft
 
     assert aws.charges_for("pay-mig") == 1
     assert result["charge_id"] == "pay-mig" and aws.gateway.replays == 1
+    assert aws.gateway.calls == 2, "no extra request: the scoped key met the old item in one conditional put"
 
 
-def test_the_sample_charges_under_its_scoped_key(aws: Env) -> None:
+def test_the_sample_hands_the_provider_its_scoped_key_and_the_ledger_keeps_one_item_for_both_forms(aws: Env) -> None:
     aws.invoke([sqs_record(payment("pay-s"))])
 
-    assert [i["charge_id"]["S"] for i in aws.ledger()] == ["effectively-once/payments#charge#pay-s"]
+    [item] = aws.ledger()
+    assert item["idempotency_key"]["S"] == "effectively-once/payments#charge#pay-s"
+    assert item["charge_id"]["S"] == "pay-s"
+
+
+def test_the_ledger_stores_other_keys_as_given(aws: Env) -> None:
+    from payments.model import Payment
+
+    aws.gateway.charge(Payment("pay-o", "acct-1", 100, "EUR"), idempotency_key="elsewhere#charge#pay-o")
+
+    assert [i["charge_id"]["S"] for i in aws.ledger()] == ["elsewhere#charge#pay-o"]
 
 
 # --- one persistence layer per consumer ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from payments import gateway as gateway_module
 from payments import handler as handler_module
+from payments.settings import DEFAULT_KEY_PREFIX
 
 from .conftest import (
     ACCOUNT,
@@ -47,7 +48,7 @@ def deployed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         table_client = boto3.client("dynamodb", region_name=table_region)
         create_table(table_client, IDEMPOTENCY_TABLE, "id")
         create_table(ledger_client, LEDGER_TABLE, "charge_id")
-        gateway = gateway_module.LedgerGateway(LEDGER_TABLE, client=ledger_client)
+        gateway = gateway_module.LedgerGateway(LEDGER_TABLE, client=ledger_client, key_prefix=DEFAULT_KEY_PREFIX)
         gateway_module.set_gateway_factory(lambda settings: gateway)
         handler_module.reset()
         try:
