@@ -93,8 +93,11 @@ class PaymentProcessor(Construct):
         failed-records alarm and the dashboard read. :default: ``"payments"``.
     :param metrics_namespace: ``POWERTOOLS_METRICS_NAMESPACE``; also where the failed-records alarm and the
         dashboard read. :default: ``"EffectivelyOnce"``.
-    :param alarms, alarm_action, alarm_thresholds, async_invocation: passed to the consumer
-        (:class:`IdempotentQueueConsumer`). :default: alarms on with ``AlarmThresholds()``, no action, no
+    :param alarms: passed to the consumer (:class:`IdempotentQueueConsumer`). :default: ``True``: alarms on.
+    :param alarm_action: passed to the consumer (:class:`IdempotentQueueConsumer`). :default: ``None``: no action.
+    :param alarm_thresholds: passed to the consumer (:class:`IdempotentQueueConsumer`). :default: ``None``:
+        ``AlarmThresholds()``.
+    :param async_invocation: passed to the consumer (:class:`IdempotentQueueConsumer`). :default: ``None``: no
         async invocation configuration.
     :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``function_timeout``
         outside 1..900 seconds (CloudFormation AWS::Lambda::Function ``Timeout``); ``architecture`` is not
