@@ -1,5 +1,5 @@
 """Render ``reports/bench.json`` as a markdown table (``python benchmarks/render.py [path]``); ``make bench``
-prints the same table, and the README's ``## Benchmarks`` section is this script's output."""
+prints the same table, and the table on the docs' Benchmarks page (``docs/benchmarks.md``) is this script's output."""
 
 from __future__ import annotations
 

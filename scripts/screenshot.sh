@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Screenshot of a run's HTML page (README "The run's picture") in headless Chromium, Debian's package: installed
+# Screenshot of a run's HTML page (docs/demo.md, "The run's picture") in headless Chromium, Debian's package: installed
 # with apt-get when missing (needs root). Offline: the page embeds everything, and Chromium's own calls out
 # (background networking, component updates, sync, QUIC) are switched off.
 # Usage: scripts/screenshot.sh [PAGE.html] [OUT.png]   (default: reports/demo-report.html -> reports/demo-report.png)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Order confirmations: the chaos proof outside payments (README "Chaos proof for any stack").
+"""Order confirmations: the chaos proof outside payments (docs/chaos.md).
 
 Stacks:
   OrdersExample             a standard and a FIFO queue, each wired by ``IdempotentQueueConsumer`` to an order
