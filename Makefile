@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test synth demo soak demo-aws bench capacity report-screenshot clean
+.PHONY: setup test docs synth demo soak demo-aws bench capacity report-screenshot clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -24,12 +24,20 @@ $(NODE_STAMP): package.json package-lock.json
 	touch $@
 
 # Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy: both packages ship py.typed
-# (config: pyproject's [tool.mypy]; strict except the dev tooling), then the tests.
+# (config: pyproject's [tool.mypy]; strict except the dev tooling), then the docs site, then the tests.
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	$(MKDOCS_BUILD)
 	$(PY) -m pytest
+
+# The docs site (mkdocs.yml: mkdocs-material, API pages from the docstrings with mkdocstrings) into site/, offline.
+# --strict: any warning fails, and mkdocs.yml's `validation` makes broken links and anchors and pages missing from
+# the nav warnings. NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (not a warning).
+MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet -d site
+docs: setup
+	$(MKDOCS_BUILD)
 
 # Offline: no credentials or region needed (the stack is environment-agnostic without CDK_DEFAULT_*).
 synth: setup
@@ -56,7 +64,7 @@ soak: setup
 report-screenshot:
 	scripts/screenshot.sh $(or $(PAGE),reports/demo-report.html) $(OUT)
 
-# The same payments against a real AWS account (README "Deploy into your sandbox account": credentials, region,
+# The same payments against a real AWS account (docs/sandbox-account.md: credentials, region,
 # `cdk bootstrap` once): deploys the sandbox, sends the payments, waits for the queues to drain and reports from the
 # ledgers and DLQs. tests/e2e/test_demo_aws.py runs these produce and report lines against the local AWS.
 demo-aws: setup
@@ -78,4 +86,4 @@ capacity: setup
 	$(PY) benchmarks/capacity.py
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist
+	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist site
