@@ -21,6 +21,12 @@ from constructs import Construct, IConstruct
 
 REPO = Path(__file__).resolve().parents[2]
 CONTEXT: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
+DOCS = REPO / "docs"
+
+
+def docs_page(name: str) -> str:
+    """The text of the docs site's page ``docs/<name>`` (what was the README's section of that name)."""
+    return (DOCS / name).read_text(encoding="utf-8")
 
 
 def load_benchmark(name: str) -> ModuleType:

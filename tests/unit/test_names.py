@@ -128,5 +128,5 @@ def test_the_runbook_shows_the_failed_records_query_verbatim() -> None:
 
     root = Path(__file__).resolve().parents[2]
     assert f'"{names.MSG_RECORD_FAILED}"' in FAILED_RECORDS_QUERY
-    for page in ("README.md", "docs/observability.md"):
+    for page in ("docs/runbook.md", "docs/observability.md"):
         assert f"```\n{FAILED_RECORDS_QUERY}\n```" in (root / page).read_text(), page

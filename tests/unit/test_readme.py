@@ -1,5 +1,6 @@
-"""The README's props tables match the code: every prop of every public construct has a row, every row is a
-keyword-only prop, and every default (a Python expression in backticks, or "required") equals the signature's."""
+"""The docs' props tables match the code (docs/constructs.md; the runtime's `Consumer` table on docs/runtime.md):
+every prop of every public construct has a row, every row is a keyword-only prop, and every default (a Python
+expression in backticks, or "required") equals the signature's."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from aws_cdk import aws_logs as logs
 
 import effectively_once
 
-from .helpers import REPO
+from .helpers import docs_page
 
-README = (REPO / "README.md").read_text()
+CONSTRUCTS_PAGE = docs_page("constructs.md")
+RUNTIME_PAGE = docs_page("runtime.md")
 NAMESPACE = {
     "Duration": Duration,
     "RemovalPolicy": RemovalPolicy,
@@ -31,9 +33,8 @@ REQUIRED = "required"
 
 
 def _sections() -> dict[str, str]:
-    """``### Name`` sections under ``## Constructs``: {name: text}."""
-    constructs = README.split("\n## Constructs\n", 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): m.group(2) for m in re.finditer(r"^### (\w+)\n(.*?)(?=^### |\Z)", constructs, re.M | re.S)}
+    """``## Name`` sections of the Constructs page: {name: text}."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^## (\w+)\n(.*?)(?=^## |\Z)", CONSTRUCTS_PAGE, re.M | re.S)}
 
 
 def _props_table(section: str) -> dict[str, str]:
@@ -54,7 +55,7 @@ def _documented_default(cell: str) -> Any:
         return inspect.Parameter.empty
     match = re.match(r"`([^`]+)`", cell)
     assert match, f"default cell must start with a backticked expression or say {REQUIRED!r}: {cell!r}"
-    return eval(match.group(1), {"__builtins__": {}}, NAMESPACE)  # noqa: S307 - the project's own README
+    return eval(match.group(1), {"__builtins__": {}}, NAMESPACE)  # noqa: S307 - the project's own docs page
 
 
 def _same(documented: Any, actual: Any) -> bool:
@@ -124,7 +125,7 @@ def test_default_comparison_can_fail() -> None:
 def test_runtime_consumer_table_lists_exactly_its_keyword_arguments() -> None:
     from effectively_once_runtime import Consumer
 
-    lines = README.split("\n| `Consumer` argument | type | default | meaning |\n", 1)[1].splitlines()
+    lines = RUNTIME_PAGE.split("\n| `Consumer` argument | type | default | meaning |\n", 1)[1].splitlines()
     documented = set()
     defaults = {}
     for line in lines[1:]:

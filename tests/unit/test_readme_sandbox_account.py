@@ -1,5 +1,6 @@
-"""The README's "Deploy into your sandbox account" figures come from the code: the cost model, the producer's plan
-for `make demo-aws`'s defaults, the benchmark's measured DynamoDB requests and the sandbox template's queues."""
+"""The "Deploy into your sandbox account" page's figures (docs/sandbox-account.md) come from the code: the cost
+model, the producer's plan for `make demo-aws`'s defaults, the benchmark's measured DynamoDB requests (their rows on
+docs/benchmarks.md) and the sandbox template's queues."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from effectively_once.local.deploy import Pipeline
 from effectively_once.local.esm import MappingConfig
 from effectively_once.local.producer import FIFO, load_payments, plan_messages
 
+from .helpers import docs_page
+
 REPO = Path(__file__).resolve().parents[2]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+SANDBOX_PAGE = docs_page("sandbox-account.md")
+BENCHMARKS_PAGE = docs_page("benchmarks.md")
 SNAPSHOT = REPO / "tests" / "unit" / "__snapshots__" / "test_sandbox" / "test_snapshot.json"
 
 
 def _section() -> str:
-    match = re.search(r"^## Deploy into your sandbox account\n(.*?)^## ", README, re.MULTILINE | re.DOTALL)
-    assert match, "README has no 'Deploy into your sandbox account' section"
+    match = re.search(r"^# Deploy into your sandbox account\n(.*)", SANDBOX_PAGE, re.MULTILINE | re.DOTALL)
+    assert match, "docs/sandbox-account.md has no 'Deploy into your sandbox account' title"
     return " ".join(match.group(1).split())  # line breaks do not matter
 
 
@@ -37,7 +41,7 @@ def _cost_model() -> Any:
 
 
 def _bench_row(label: str) -> int:
-    match = re.search(rf"^\| {re.escape(label)} \| (\d+) \|", README, re.MULTILINE)
+    match = re.search(rf"^\| {re.escape(label)} \| (\d+) \|", BENCHMARKS_PAGE, re.MULTILINE)
     assert match, label
     return int(match.group(1))
 
