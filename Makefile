@@ -34,8 +34,9 @@ test: setup
 
 # The docs site (mkdocs.yml: mkdocs-material, API pages from the docstrings with mkdocstrings) into site/, offline.
 # --strict: any warning fails, and mkdocs.yml's `validation` makes broken links and anchors and pages missing from
-# the nav warnings. NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (not a warning).
-MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet -d site
+# the nav warnings. NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (not a warning). No --quiet:
+# it drops the warnings before --strict counts them, and a broken link then builds with exit code 0.
+MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d site
 docs: setup
 	$(MKDOCS_BUILD)
 

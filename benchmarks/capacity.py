@@ -199,8 +199,8 @@ class Assumptions:
             "included) and SQS batches under 64 KB (one billed request per call)",
             "the invocation duration is the one measured locally (the handler against moto in process, on a shared, "
             "loaded 2-core machine), taken as proportional to the payments in the batch "
-            "(`cost_model.invocation_ms`, the same figure the benchmarks page's cost rows price): real DynamoDB round trips "
-            "add to it; concurrency and GB-seconds scale linearly with it",
+            "(`cost_model.invocation_ms`, the same figure the benchmarks page's cost rows price): real DynamoDB "
+            "round trips add to it; concurrency and GB-seconds scale linearly with it",
             "empty receives of idle pollers are left out (a cost per hour of polling, not per payment)",
         )
     )
