@@ -75,9 +75,9 @@ demo-aws: setup
 
 # Benchmarks (issue 9; 5 to 6 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
 # payment, the runtime's CPU time over a bare Powertools handler's (`benchmarks/run.py --only runtime-overhead`
-# alone: under a minute), handler import time, asset size, unit-test time. Prints a table, writes
-# reports/bench.json and the capacity model's measured inputs, benchmarks/measured.json (committed), then
-# regenerates docs/capacity.md.
+# alone: under a minute; `--only synth` the synth rows alone), handler import time, asset size, unit-test time.
+# Prints a table, writes reports/bench.json and the capacity model's measured inputs, benchmarks/measured.json
+# (committed), then regenerates docs/capacity.md.
 bench: setup
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/capacity.py
