@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aws_cdk import Arn, ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -55,8 +57,8 @@ class IdempotencyTable(Construct):
         time_to_live_attribute (str): the TTL attribute.
     """
 
-    # Bring your own: ``from_table_*`` build a private subclass (``_imported_table``) that sets ``self.table``
-    # to the imported table instead of creating one; everything else works on ``self.table``.
+    # Bring your own: ``from_table_*`` build a private subclass (``_ImportedIdempotencyTable``, below) that sets
+    # ``self.table`` to the imported table instead of creating one; everything else works on ``self.table``.
 
     def __init__(
         self,
@@ -100,9 +102,7 @@ class IdempotencyTable(Construct):
         :param table_name: the existing table's name.
         :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
         """
-        from ._imported_table import ImportedIdempotencyTable
-
-        return ImportedIdempotencyTable(
+        return _ImportedIdempotencyTable(
             scope, id, lambda self: dynamodb.Table.from_table_name(self, "Resource", table_name)
         )
 
@@ -121,11 +121,8 @@ class IdempotencyTable(Construct):
         :returns: an ``IdempotencyTable`` whose ``table`` is the imported ``dynamodb.ITable``.
         :raises ValueError: a resolved ``table_arn`` that is not a DynamoDB table ARN.
         """
-        from ._imported_table import ImportedIdempotencyTable
-
         _check_table_arn(table_arn)
-
-        return ImportedIdempotencyTable(
+        return _ImportedIdempotencyTable(
             scope, id, lambda self: dynamodb.Table.from_table_arn(self, "Resource", table_arn)
         )
 
@@ -151,6 +148,23 @@ class IdempotencyTable(Construct):
         :returns: the grant, added to the grantee's policy.
         """
         return self.table.grant(grantee, *limits.IDEMPOTENCY_TABLE_ACTIONS)
+
+
+class _ImportedIdempotencyTable(IdempotencyTable):
+    """An ``IdempotencyTable`` that imports its table instead of creating one (``from_table_name``/``_arn``).
+
+    It lives beside its base class and the factories that build it so that imports go one way: in a module of its
+    own it imported ``IdempotencyTable`` and was imported back by ``from_table_*`` (an import circle).
+
+    :param import_table: called with this construct as scope; returns the imported table (child ``Resource``).
+    """
+
+    def __init__(self, scope: Construct, id: str, import_table: Callable[[Construct], dynamodb.ITable]) -> None:
+        # Skips IdempotencyTable.__init__, which creates a table; the rest of the class works on ``self.table``.
+        Construct.__init__(self, scope, id)
+        self.table = import_table(self)
+        # The shape an imported table must have (class docstring): Powertools' TTL attribute.
+        self.time_to_live_attribute = limits.IDEMPOTENCY_TTL_ATTRIBUTE
 
 
 def _check_time_to_live_attribute(name: str) -> None:
