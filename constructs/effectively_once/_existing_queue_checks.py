@@ -135,6 +135,14 @@ def warn_unknown(
     :param idempotency_expiry: the consumer's prop as given (``None``: it defaults to the retention period, or
         to 14 days when that is unknown, which no retention can exceed).
     """
+    _warn_unknown_dead_letter(scope, facts)
+    _warn_unknown_visibility_timeout(scope, facts, function, max_batching_window)
+    _warn_unknown_retention(scope, facts, idempotency_expiry)
+    _warn_unknown_key(scope, facts, function)
+
+
+def _warn_unknown_dead_letter(scope: Construct, facts: ExistingQueue) -> None:
+    """No dead-letter queue, or one without its ``max_receive_count``."""
     if facts.dead_letter_queue is None:
         warn(
             scope,
@@ -158,6 +166,12 @@ def warn_unknown(
             "message to the dead-letter queue after too few)",
             limits.LAMBDA_SQS_DLQ_DOC,
         )
+
+
+def _warn_unknown_visibility_timeout(
+    scope: Construct, facts: ExistingQueue, function: lambda_.IFunction, max_batching_window: Duration | None
+) -> None:
+    """No visibility timeout: neither checked against the function timeout nor filled in."""
     if facts.visibility_timeout is None:
         warn(
             scope,
@@ -171,6 +185,10 @@ def warn_unknown(
             "a queue it does not own: make sure the queue's own is at least that",
             limits.LAMBDA_SQS_VISIBILITY_DOC,
         )
+
+
+def _warn_unknown_retention(scope: Construct, facts: ExistingQueue, idempotency_expiry: Duration | None) -> None:
+    """No retention period, with a given expiry that a retention could exceed."""
     expiry = seconds(idempotency_expiry)
     if (
         facts.retention_period is None
@@ -187,6 +205,10 @@ def warn_unknown(
             "unset for 14 days, the longest retention SQS allows",
             limits.IDEMPOTENCY_EXPIRY_DOC,
         )
+
+
+def _warn_unknown_key(scope: Construct, facts: ExistingQueue, function: lambda_.IFunction) -> None:
+    """An imported queue without its KMS key, for a function whose role gets the grants."""
     if not isinstance(facts.queue, sqs.Queue) and facts.queue.encryption_master_key is None and function.role:
         warn(
             scope,

@@ -259,6 +259,46 @@ class IdempotentQueueConsumer(Construct):
         dead_letter_on_first_sight: bool = True,
     ) -> None:
         super().__init__(scope, id)
+        # Every check before the first resource, in this order (a prop breaking two rules names the first).
+        source = self._check_inputs(queue, function, table, key_prefix)
+        _check_mapping_props(source, batch_size, max_batching_window, max_concurrency, provisioned_poller_config)
+        check_type("event_source_mapping_metrics", event_source_mapping_metrics, bool, "a bool")
+        check_idempotency_expiry(idempotency_expiry)
+        thresholds = alarm_thresholds or AlarmThresholds()
+        check_alarm_thresholds(thresholds)
+        if async_invocation is not None:
+            check_async_invocation(async_invocation)
+        _check_function_kind(source, function)
+
+        self.queue: sqs.IQueue = source.queue
+        self.dead_letter_queue: sqs.IQueue | None = source.dead_letter_queue
+        self.function = function
+        self.table = table
+        self.visibility_timeout = self._settle_visibility_timeout(source, max_batching_window)
+        self.event_source_mapping_metrics = event_source_mapping_metrics
+        self.event_source_mapping = self._wire_mapping(
+            batch_size, max_batching_window, max_concurrency, provisioned_poller_config
+        )
+        # Permanent failures go to the DLQ on first sight only where one is known.
+        dead_letter_target = self.dead_letter_queue if dead_letter_on_first_sight else None
+        self._grant(dead_letter_target)
+        self.idempotency_expiry = _idempotency_expiry(source, idempotency_expiry)
+        self._advise(source, max_batching_window, idempotency_expiry, max_concurrency, provisioned_poller_config)
+        self._set_environment(dead_letter_target, key_prefix, metrics_namespace, service_name)
+        self._wire_alarms(alarms, thresholds, alarm_action, metrics_namespace, service_name)
+        self._wire_queries(log_group)
+        self._wire_async_invocation(async_invocation, removal_policy)
+
+    # --- construction steps, in the order __init__ takes them ---------------------------------------------
+    def _check_inputs(
+        self,
+        queue: ProcessingQueue | ExistingQueue,
+        function: lambda_.IFunction,
+        table: IdempotencyTable,
+        key_prefix: str | None,
+    ) -> ProcessingQueue | ExistingQueue:
+        """The queue, function, table and key prefix checks; returns the source (an ``ExistingQueue``'s facts
+        completed by :func:`resolve`)."""
         check_type("queue", queue, (ProcessingQueue, ExistingQueue), "a ProcessingQueue or an ExistingQueue")
         check_type(
             "table", table, IdempotencyTable, "an IdempotencyTable (IdempotencyTable.from_table_arn imports one)"
@@ -267,150 +307,167 @@ class IdempotentQueueConsumer(Construct):
         check_one_consumer(self, function, IdempotentQueueConsumer)
         check_function_timeout(function)
         check_key_prefix(key_prefix)
-        if isinstance(queue, ExistingQueue):
-            queue = resolve(queue)
-        check_mapping(bool(queue.queue.fifo), batch_size, max_batching_window, max_concurrency)
-        check_type(
-            "provisioned_poller_config",
-            provisioned_poller_config,
-            lambda_.ProvisionedPollerConfig,
-            "a lambda.ProvisionedPollerConfig",
-            optional=True,
-        )
-        check_provisioned_pollers(provisioned_poller_config, max_concurrency)
-        check_type("event_source_mapping_metrics", event_source_mapping_metrics, bool, "a bool")
-        check_idempotency_expiry(idempotency_expiry)
-        thresholds = alarm_thresholds or AlarmThresholds()
-        check_alarm_thresholds(thresholds)
-        if async_invocation is not None:
-            check_async_invocation(async_invocation)
-        if (
-            not isinstance(function, lambda_.Function)
-            and isinstance(queue, ProcessingQueue)
-            and not queue.visibility_timeout_given
-        ):
-            raise fail(
-                "function",
-                function.function_arn,
-                "must be a lambda.Function when the queue's visibility_timeout is not given (its timeout is "
-                "needed to fill in the visibility timeout, and its environment to set the idempotency "
-                "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME (the table's "
-                "ARN) / IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
-            )
-        self.queue: sqs.IQueue = queue.queue
-        self.dead_letter_queue: sqs.IQueue | None = queue.dead_letter_queue
-        self.function = function
-        self.table = table
+        return resolve(queue) if isinstance(queue, ExistingQueue) else queue
 
-        if isinstance(queue, ProcessingQueue) and not queue.visibility_timeout_given:
-            assert isinstance(function, lambda_.Function)
-            timeout = function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
+    def _settle_visibility_timeout(
+        self, source: ProcessingQueue | ExistingQueue, max_batching_window: Duration | None
+    ) -> Duration | None:
+        """Fill in a ``ProcessingQueue``'s open visibility timeout, or check the one it has; returns the queue's."""
+        if isinstance(source, ProcessingQueue) and not source.visibility_timeout_given:
+            assert isinstance(self.function, lambda_.Function)
+            timeout = self.function.timeout or Duration.seconds(limits.LAMBDA_DEFAULT_TIMEOUT_SECONDS)
             window = max_batching_window or Duration.seconds(0)
             if is_unresolved(timeout) or is_unresolved(window):
                 raise visibility_timeout_needed(timeout, window)
-            queue.fill_visibility_timeout(
+            source.fill_visibility_timeout(
                 Duration.seconds(limits.visibility_timeout_guidance_seconds(timeout.to_seconds(), window.to_seconds()))
             )
         else:
+            owned = isinstance(source, ProcessingQueue)
             check_given_visibility_timeout(
-                self, queue.visibility_timeout, function, max_batching_window, owned=isinstance(queue, ProcessingQueue)
+                self, source.visibility_timeout, self.function, max_batching_window, owned=owned
             )
-        self.visibility_timeout = queue.visibility_timeout
+        return source.visibility_timeout
 
-        self.event_source_mapping = lambda_.EventSourceMapping(
+    def _wire_mapping(
+        self,
+        batch_size: int,
+        max_batching_window: Duration | None,
+        max_concurrency: int | None,
+        provisioned_poller_config: lambda_.ProvisionedPollerConfig | None,
+    ) -> lambda_.EventSourceMapping:
+        """The event source mapping (child ``EventSourceMapping``), partial batch responses always on."""
+        mapping = lambda_.EventSourceMapping(
             self,
             "EventSourceMapping",
-            target=function,
+            target=self.function,
             event_source_arn=self.queue.queue_arn,
             batch_size=batch_size,
             max_batching_window=max_batching_window,
             max_concurrency=max_concurrency,
             provisioned_poller_config=provisioned_poller_config,
-            metrics_config=_mapping_metrics.metrics_config(event_source_mapping_metrics),
+            metrics_config=_mapping_metrics.metrics_config(self.event_source_mapping_metrics),
             report_batch_item_failures=True,
         )
-        self.event_source_mapping_metrics = event_source_mapping_metrics
         acknowledge(
-            self.event_source_mapping.node.default_child,  # type: ignore[arg-type]
+            mapping.node.default_child,  # type: ignore[arg-type]
             "Serverless-LambdaEventSourceMappingDestination",
             "SQS event source mappings do not support on-failure destinations (DestinationConfig applies to "
             "stream and Kafka sources only; CloudFormation AWS::Lambda::EventSourceMapping). Failed records "
             "return to the queue through ReportBatchItemFailures and move to its dead-letter queue after "
             "max_receive_count receives.",
         )
-        # Permanent failures go to the DLQ on first sight only where one is known.
-        dead_letter_target = self.dead_letter_queue if dead_letter_on_first_sight else None
+        return mapping
+
+    def _grant(self, dead_letter_target: sqs.IQueue | None) -> None:
+        """Consume on the queue, ``grant_idempotency`` on the table and the DLQ send, before the mapping starts; a
+        warning instead for an imported function without its role (there is no policy to add to)."""
+        function = self.function
         if function.role is None:
-            # An imported function without its role: there is no policy to add to.
-            Annotations.of(self).add_warning_v2(
-                "effectively-once:consumerImportedFunctionWithoutRole",
-                "function was imported without its role: grant it consume on the queue (and kms:Decrypt on a "
-                "customer-managed key) and dynamodb:GetItem/PutItem/UpdateItem/DeleteItem on the idempotency "
-                "table yourself"
-                + (
-                    ", and sqs:SendMessage on the dead-letter queue (kms:GenerateDataKey/Decrypt on its "
-                    "customer-managed key)"
-                    if dead_letter_target is not None
-                    else ""
-                )
-                + ", or import it with lambda.Function.from_function_attributes(role=...)",
-            )
-        else:
-            # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
-            grant = self.queue.grant_consume_messages(function)
-            grant.apply_before(self.event_source_mapping)
-            table.grant_idempotency(function)
-            if dead_letter_target is not None:
-                _grant_dead_letter_send(function, dead_letter_target).apply_before(self.event_source_mapping)
+            self._warn_function_without_role(dead_letter_target)
+            return
+        # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
+        self.queue.grant_consume_messages(function).apply_before(self.event_source_mapping)
+        self.table.grant_idempotency(function)
+        if dead_letter_target is not None:
+            _grant_dead_letter_send(function, dead_letter_target).apply_before(self.event_source_mapping)
 
-        # An existing queue of unknown retention: 14 days, the SQS maximum, covers any retention it can have.
-        self.idempotency_expiry = (
-            idempotency_expiry or queue.retention_period or Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS)
+    def _warn_function_without_role(self, dead_letter_target: sqs.IQueue | None) -> None:
+        dead_letter_send = (
+            ", and sqs:SendMessage on the dead-letter queue (kms:GenerateDataKey/Decrypt on its customer-managed key)"
+            if dead_letter_target is not None
+            else ""
         )
-        advise(self, self.idempotency_expiry, queue.retention_period, queue.max_receive_count)
-        if isinstance(queue, ExistingQueue):
-            warn_unknown(self, queue, function, max_batching_window, idempotency_expiry)
-        check_reserved_concurrency(self, function, max_concurrency, provisioned_poller_config)
-        advise_table_location(self, table)
-        if isinstance(function, lambda_.Function):
-            # At synth, so the variables added to the function after this consumer count as well.
-            self.node.add_validation(EnvironmentSize(self, function))
-            function.add_environment(ENV_TABLE_NAME, table.table_arn)
-            function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
-            for name, value in (
-                (ENV_KEY_PREFIX, key_prefix),
-                (ENV_METRICS_NAMESPACE, metrics_namespace),
-                (ENV_SERVICE_NAME, service_name),
-            ):
-                if value is not None:
-                    function.add_environment(name, value)
-            if dead_letter_target is not None:
-                function.add_environment(ENV_DEAD_LETTER_QUEUE_URL, dead_letter_target.queue_url)
+        Annotations.of(self).add_warning_v2(
+            "effectively-once:consumerImportedFunctionWithoutRole",
+            "function was imported without its role: grant it consume on the queue (and kms:Decrypt on a "
+            "customer-managed key) and dynamodb:GetItem/PutItem/UpdateItem/DeleteItem on the idempotency "
+            "table yourself"
+            + dead_letter_send
+            + ", or import it with lambda.Function.from_function_attributes(role=...)",
+        )
 
-        self.dlq_depth_alarm = self.oldest_message_age_alarm = self.errors_alarm = self.throttles_alarm = None
-        self.failed_records_alarm = None
-        if alarms:
-            (
-                self.dlq_depth_alarm,
-                self.oldest_message_age_alarm,
-                self.errors_alarm,
-                self.throttles_alarm,
-                self.failed_records_alarm,
-            ) = build_alarms(
-                self,
-                queue=self.queue,
-                dead_letter_queue=self.dead_letter_queue,
-                function=function,
-                thresholds=thresholds,
-                action=alarm_action,
-                namespace=metrics_namespace or DEFAULT_METRICS_NAMESPACE,
-                service=service_name or DEFAULT_SERVICE_NAME,
-            )
+    def _advise(
+        self,
+        source: ProcessingQueue | ExistingQueue,
+        max_batching_window: Duration | None,
+        idempotency_expiry: Duration | None,
+        max_concurrency: int | None,
+        provisioned_poller_config: lambda_.ProvisionedPollerConfig | None,
+    ) -> None:
+        """The warnings on the queue, function and table together (``idempotency_expiry``: the prop as given)."""
+        advise(self, self.idempotency_expiry, source.retention_period, source.max_receive_count)
+        if isinstance(source, ExistingQueue):
+            warn_unknown(self, source, self.function, max_batching_window, idempotency_expiry)
+        check_reserved_concurrency(self, self.function, max_concurrency, provisioned_poller_config)
+        advise_table_location(self, self.table)
 
-        if log_group is None and isinstance(function, lambda_.Function):
-            log_group = _own_log_group(function)
+    def _set_environment(
+        self,
+        dead_letter_target: sqs.IQueue | None,
+        key_prefix: str | None,
+        metrics_namespace: str | None,
+        service_name: str | None,
+    ) -> None:
+        """The runtime's variables on a ``lambda.Function`` (an imported one's environment is the caller's)."""
+        function = self.function
+        if not isinstance(function, lambda_.Function):
+            return
+        # At synth, so the variables added to the function after this consumer count as well.
+        self.node.add_validation(EnvironmentSize(self, function))
+        function.add_environment(ENV_TABLE_NAME, self.table.table_arn)
+        function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
+        for name, value in (
+            (ENV_KEY_PREFIX, key_prefix),
+            (ENV_METRICS_NAMESPACE, metrics_namespace),
+            (ENV_SERVICE_NAME, service_name),
+        ):
+            if value is not None:
+                function.add_environment(name, value)
+        if dead_letter_target is not None:
+            function.add_environment(ENV_DEAD_LETTER_QUEUE_URL, dead_letter_target.queue_url)
+
+    def _wire_alarms(
+        self,
+        alarms: bool,
+        thresholds: AlarmThresholds,
+        alarm_action: cloudwatch.IAlarmAction | None,
+        metrics_namespace: str | None,
+        service_name: str | None,
+    ) -> None:
+        """The five failure alarms (:func:`build_alarms`), or ``None`` in each attribute with ``alarms=False``."""
+        self.dlq_depth_alarm: cloudwatch.Alarm | None = None
+        self.oldest_message_age_alarm: cloudwatch.Alarm | None = None
+        self.errors_alarm: cloudwatch.Alarm | None = None
+        self.throttles_alarm: cloudwatch.Alarm | None = None
+        self.failed_records_alarm: cloudwatch.Alarm | None = None
+        if not alarms:
+            return
+        (
+            self.dlq_depth_alarm,
+            self.oldest_message_age_alarm,
+            self.errors_alarm,
+            self.throttles_alarm,
+            self.failed_records_alarm,
+        ) = build_alarms(
+            self,
+            queue=self.queue,
+            dead_letter_queue=self.dead_letter_queue,
+            function=self.function,
+            thresholds=thresholds,
+            action=alarm_action,
+            namespace=metrics_namespace or DEFAULT_METRICS_NAMESPACE,
+            service=service_name or DEFAULT_SERVICE_NAME,
+        )
+
+    def _wire_queries(self, log_group: logs.ILogGroup | None) -> None:
+        """The Logs Insights query definitions on ``log_group``, by default the function's own (when it has one)."""
+        if log_group is None and isinstance(self.function, lambda_.Function):
+            log_group = _own_log_group(self.function)
         self.log_group = log_group
-        self.duplicate_deliveries_query = self.idempotency_rejections_query = self.effects_per_key_query = None
+        self.duplicate_deliveries_query: logs.CfnQueryDefinition | None = None
+        self.idempotency_rejections_query: logs.CfnQueryDefinition | None = None
+        self.effects_per_key_query: logs.CfnQueryDefinition | None = None
         if log_group is not None:
             (
                 self.duplicate_deliveries_query,
@@ -418,10 +475,13 @@ class IdempotentQueueConsumer(Construct):
                 self.effects_per_key_query,
             ) = build_queries(self, log_group)
 
-        self.event_invoke_config = self.on_failure_queue = None
-        if async_invocation is not None:
+    def _wire_async_invocation(self, options: AsyncInvocationOptions | None, removal_policy: RemovalPolicy) -> None:
+        """The asynchronous invocation path (event invoke config and on-failure queue), with ``async_invocation``."""
+        self.event_invoke_config: lambda_.EventInvokeConfig | None = None
+        self.on_failure_queue: sqs.IQueue | None = None
+        if options is not None:
             self.event_invoke_config, self.on_failure_queue = build_async_invocation(
-                self, function, async_invocation, removal_policy
+                self, self.function, options, removal_policy
             )
 
     # --- the mapping's event counts (named after the CloudWatch metrics; _mapping_metrics.DOC) ---------------
@@ -468,6 +528,46 @@ def _grant_dead_letter_send(function: lambda_.IFunction, dead_letter_queue: sqs.
     if key is not None:
         grant = grant.combine(key.grant(function, *DEAD_LETTER_KEY_ACTIONS))
     return grant
+
+
+def _check_mapping_props(
+    source: ProcessingQueue | ExistingQueue,
+    batch_size: int,
+    max_batching_window: Duration | None,
+    max_concurrency: int | None,
+    provisioned_poller_config: lambda_.ProvisionedPollerConfig | None,
+) -> None:
+    """The event source mapping's props against the queue's type and each other."""
+    check_mapping(bool(source.queue.fifo), batch_size, max_batching_window, max_concurrency)
+    check_type(
+        "provisioned_poller_config",
+        provisioned_poller_config,
+        lambda_.ProvisionedPollerConfig,
+        "a lambda.ProvisionedPollerConfig",
+        optional=True,
+    )
+    check_provisioned_pollers(provisioned_poller_config, max_concurrency)
+
+
+def _check_function_kind(source: ProcessingQueue | ExistingQueue, function: lambda_.IFunction) -> None:
+    """An imported ``IFunction`` only where its timeout is not needed: a queue whose visibility timeout is known."""
+    if isinstance(function, lambda_.Function):
+        return
+    if isinstance(source, ProcessingQueue) and not source.visibility_timeout_given:
+        raise fail(
+            "function",
+            function.function_arn,
+            "must be a lambda.Function when the queue's visibility_timeout is not given (its timeout is "
+            "needed to fill in the visibility timeout, and its environment to set the idempotency "
+            "settings); give the ProcessingQueue a visibility_timeout and set IDEMPOTENCY_TABLE_NAME (the table's "
+            "ARN) / IDEMPOTENCY_EXPIRY_SECONDS on the function yourself",
+        )
+
+
+def _idempotency_expiry(source: ProcessingQueue | ExistingQueue, given: Duration | None) -> Duration:
+    """The expiry set on the function: as given, else the queue's retention period."""
+    # An existing queue of unknown retention: 14 days, the SQS maximum, covers any retention it can have.
+    return given or source.retention_period or Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS)
 
 
 def _expiry_value(expiry: Duration) -> str:

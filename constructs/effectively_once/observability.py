@@ -219,8 +219,28 @@ def build_alarms(
     ``ThrottlesAlarm``, ``FailedRecordsAlarm``): (dlq depth, oldest message age, errors, throttles, failed
     records); no DLQ-depth alarm (``None``) without a dead-letter queue. ``namespace`` and ``service`` locate the
     handler's EMF ``FailedRecords``."""
+    specs = _alarm_specs(queue, dead_letter_queue, function, thresholds, namespace, service)
+    alarms = [_alarm(scope, *spec, action=action) for spec in specs]
+    if dead_letter_queue is None:
+        return None, alarms[0], alarms[1], alarms[2], alarms[3]
+    return alarms[0], alarms[1], alarms[2], alarms[3], alarms[4]
+
+
+#: One alarm: (construct id, metric, threshold, evaluation periods, what it means).
+_AlarmSpec = tuple[str, cloudwatch.Metric, float, int, str]
+
+
+def _alarm_specs(
+    queue: sqs.IQueue,
+    dead_letter_queue: sqs.IQueue | None,
+    function: lambda_.IFunction,
+    thresholds: AlarmThresholds,
+    namespace: str,
+    service: str,
+) -> tuple[_AlarmSpec, ...]:
+    """The alarms :func:`build_alarms` creates, in order; no DLQ-depth alarm without a dead-letter queue."""
     maximum = cloudwatch.Stats.MAXIMUM
-    dlq_depth = (
+    dlq_depth: tuple[_AlarmSpec, ...] = (
         ()
         if dead_letter_queue is None
         else (
@@ -233,7 +253,7 @@ def build_alarms(
             ),
         )
     )
-    specs = (
+    return (
         *dlq_depth,
         (
             "OldestMessageAgeAlarm",
@@ -259,24 +279,32 @@ def build_alarms(
             f"records failing batch after batch for {FAILED_RECORDS_EVALUATION_PERIODS} minutes: a systemic outage",
         ),
     )
-    alarms = []
-    for id, metric, threshold, periods, description in specs:
-        alarm = metric.create_alarm(
-            scope,
-            id,
-            threshold=threshold,
-            evaluation_periods=periods,
-            datapoints_to_alarm=periods if periods > 1 else None,  # every period of the window breaches
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"effectively-once: {description} ({scope.node.path})",
-        )
-        if action is not None:
-            alarm.add_alarm_action(action)
-        alarms.append(alarm)
-    if dead_letter_queue is None:
-        return None, alarms[0], alarms[1], alarms[2], alarms[3]
-    return alarms[0], alarms[1], alarms[2], alarms[3], alarms[4]
+
+
+def _alarm(
+    scope: Construct,
+    id: str,
+    metric: cloudwatch.Metric,
+    threshold: float,
+    periods: int,
+    description: str,
+    *,
+    action: cloudwatch.IAlarmAction | None,
+) -> cloudwatch.Alarm:
+    """One alarm above ``threshold`` for ``periods`` periods in a row, missing data not breaching."""
+    alarm = metric.create_alarm(
+        scope,
+        id,
+        threshold=threshold,
+        evaluation_periods=periods,
+        datapoints_to_alarm=periods if periods > 1 else None,  # every period of the window breaches
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarm_description=f"effectively-once: {description} ({scope.node.path})",
+    )
+    if action is not None:
+        alarm.add_alarm_action(action)
+    return alarm
 
 
 def _query(scope: Construct, id: str, suffix: str, query: str, log_group: logs.ILogGroup) -> logs.CfnQueryDefinition:

@@ -121,64 +121,50 @@ class ProcessingQueue(Construct):
         self._given_visibility_timeout = visibility_timeout
         self._filled_visibility_timeout: Duration | None = None
 
-        encryption: dict[str, Any] = {
-            "encryption": sqs.QueueEncryption.KMS if encryption_key else sqs.QueueEncryption.SQS_MANAGED,
-            "encryption_master_key": encryption_key,
-        }
-        # `fifo` is passed only for FIFO queues: a standard queue's template carries no FifoQueue key (tested).
-        fifo_props: dict[str, Any] = {"fifo": True} if fifo else {}
+        shared = _shared_props(fifo, encryption_key, removal_policy)
         queue_name, dlq_name = self._names(fifo, queue_name)
-
         if dead_letter_queue is None:
-            dead_letter_queue = sqs.Queue(
-                self,
-                "DeadLetterQueue",
-                queue_name=dlq_name,
-                retention_period=Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS),
-                enforce_ssl=True,
-                removal_policy=removal_policy,
-                **fifo_props,
-                **encryption,
-            )
-            # On the L1: sqs.Queue's redrive_allow_policy takes the source as an IQueue and renders its ARN as a
-            # GetAtt, a cycle (the source's RedrivePolicy refers to this queue; cfn-lint E3004). The ARN is built
-            # from the source's physical name instead, known at synth.
-            cfn_dlq: sqs.CfnQueue = dead_letter_queue.node.default_child  # type: ignore[assignment]
-            cfn_dlq.redrive_allow_policy = {
-                "redrivePermission": "byQueue",
-                "sourceQueueArns": [
-                    Stack.of(self).format_arn(service="sqs", resource=queue_name, arn_format=ArnFormat.NO_RESOURCE_NAME)
-                ],
-            }
-            acknowledge(
-                dead_letter_queue.node.default_child,  # type: ignore[arg-type]
-                "Serverless-SQSRedrivePolicy",
-                "This queue is the dead-letter queue: it keeps messages that failed max_receive_count times for "
-                "14 days (the SQS maximum) for inspection and redrive; a redrive policy of its own would only "
-                "move them to a third queue.",
-            )
+            dead_letter_queue = self._new_dead_letter_queue(queue_name, dlq_name, shared)
         self.dead_letter_queue: sqs.IQueue = dead_letter_queue
-
-        throughput: dict[str, Any] = {}
-        if high_throughput:
-            throughput = {
-                "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
-                "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
-            }
         self.queue = sqs.Queue(
             self,
             "Queue",
             queue_name=queue_name,
             visibility_timeout=visibility_timeout,
             retention_period=retention_period,
-            enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letter_queue, max_receive_count=max_receive_count),
-            removal_policy=removal_policy,
             content_based_deduplication=True if content_based_deduplication else None,
-            **fifo_props,
-            **throughput,
-            **encryption,
+            **_throughput(high_throughput),
+            **shared,
         )
+
+    def _new_dead_letter_queue(self, queue_name: str, dlq_name: str | None, shared: dict[str, Any]) -> sqs.Queue:
+        """The DLQ (child ``DeadLetterQueue``): 14 days, redrive allowed back to the source queue only."""
+        dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            queue_name=dlq_name,
+            retention_period=Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS),
+            **shared,
+        )
+        # On the L1: sqs.Queue's redrive_allow_policy takes the source as an IQueue and renders its ARN as a
+        # GetAtt, a cycle (the source's RedrivePolicy refers to this queue; cfn-lint E3004). The ARN is built
+        # from the source's physical name instead, known at synth.
+        cfn_dlq: sqs.CfnQueue = dead_letter_queue.node.default_child  # type: ignore[assignment]
+        cfn_dlq.redrive_allow_policy = {
+            "redrivePermission": "byQueue",
+            "sourceQueueArns": [
+                Stack.of(self).format_arn(service="sqs", resource=queue_name, arn_format=ArnFormat.NO_RESOURCE_NAME)
+            ],
+        }
+        acknowledge(
+            cfn_dlq,
+            "Serverless-SQSRedrivePolicy",
+            "This queue is the dead-letter queue: it keeps messages that failed max_receive_count times for "
+            "14 days (the SQS maximum) for inspection and redrive; a redrive policy of its own would only "
+            "move them to a third queue.",
+        )
+        return dead_letter_queue
 
     def _names(self, fifo: bool, queue_name: str | None) -> tuple[str, str | None]:
         """(source, DLQ) physical names: a source queue always has one, known at synth (its DLQ's redrive allow
@@ -302,6 +288,28 @@ class ProcessingQueue(Construct):
         :default: maximum over 5 minutes.
         """
         return self.dead_letter_queue.metric_approximate_number_of_messages_visible(**props)
+
+
+def _shared_props(fifo: bool, encryption_key: kms.IKey | None, removal_policy: RemovalPolicy) -> dict[str, Any]:
+    """The ``sqs.Queue`` props of both queues: TLS only, the removal policy, the encryption, FIFO."""
+    return {
+        "enforce_ssl": True,
+        "removal_policy": removal_policy,
+        "encryption": sqs.QueueEncryption.KMS if encryption_key else sqs.QueueEncryption.SQS_MANAGED,
+        "encryption_master_key": encryption_key,
+        # Only for FIFO queues: a standard queue's template carries no FifoQueue key (tested).
+        **({"fifo": True} if fifo else {}),
+    }
+
+
+def _throughput(high_throughput: bool) -> dict[str, Any]:
+    """FIFO high throughput: deduplication scope and throughput limit per message group (none otherwise)."""
+    if not high_throughput:
+        return {}
+    return {
+        "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+        "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+    }
 
 
 def _retention_seconds(queue: sqs.IQueue) -> float | None:
