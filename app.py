@@ -21,7 +21,12 @@ from typing import Any
 from aws_cdk import App, CfnOutput, Duration, Environment, RemovalPolicy, Stack
 from constructs import Construct
 
-from effectively_once import AsyncInvocationOptions, PaymentProcessor
+from effectively_once import (
+    AsyncInvocationOptions,
+    IdempotentQueueConsumerOptions,
+    PaymentProcessor,
+    ProcessingQueueOptions,
+)
 
 STACK_NAME = "PaymentsSandbox"
 
@@ -48,13 +53,14 @@ class PaymentsSandboxStack(Stack):
             processor = PaymentProcessor(
                 self,
                 kind,
-                fifo=fifo,
                 function_timeout=Duration.seconds(timeout),
-                max_receive_count=max_receive_count,
                 removal_policy=removal_policy,
+                queue_options=ProcessingQueueOptions(fifo=fifo, max_receive_count=max_receive_count),
                 # The standard processor also takes direct (async) invocations: 2 retries, then a standard
                 # on-failure queue. AWS accepts no FIFO queue as an async destination.
-                async_invocation=None if fifo else AsyncInvocationOptions(),
+                consumer_options=IdempotentQueueConsumerOptions(
+                    async_invocation=None if fifo else AsyncInvocationOptions()
+                ),
             )
             self.processors[kind] = processor
             CfnOutput(self, f"{kind}QueueUrl", value=processor.queue.queue.queue_url)

@@ -375,7 +375,7 @@ def _limits(
                 "what": "SQS calls per second per action vs the FIFO limit (no high throughput)",
                 "value": max_action,
                 "limit": q["fifo_tps_per_action"].value,
-                "moves_it": "`high_throughput=True` (`ProcessingQueue`, `PaymentProcessor`)",
+                "moves_it": "`high_throughput=True` (`ProcessingQueue`, `ProcessingQueueOptions`)",
             },
             {
                 "what": "SQS calls per second per action vs the FIFO high-throughput limit (us-east-1)",

@@ -3,7 +3,8 @@
 Queue + DLQ (:class:`ProcessingQueue`, or a queue you already have: :class:`ExistingQueue`), Powertools
 idempotency table (:class:`IdempotencyTable`), the event source mapping and least-privilege wiring between them
 (:class:`IdempotentQueueConsumer`), the runtime and Powertools layers for your own function
-(:class:`RuntimeLayer`), and the sample pattern composed of all of them (:class:`PaymentProcessor`).
+(:class:`RuntimeLayer`), and the sample pattern composed of all of them (:class:`PaymentProcessor`, which takes
+its queue's and consumer's props as :class:`ProcessingQueueOptions` and :class:`IdempotentQueueConsumerOptions`).
 See the README's "Constructs" section; ``effectively_once.testing`` has snapshot-test helpers.
 
 The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .existing_queue import ExistingQueue
     from .idempotency_table import IdempotencyTable
     from .observability import AlarmThresholds, AsyncInvocationOptions
+    from .options import IdempotentQueueConsumerOptions, ProcessingQueueOptions
     from .payment_processor import PaymentProcessor
     from .processing_queue import ProcessingQueue
     from .runtime_layer import RuntimeLayer
@@ -30,8 +32,10 @@ __all__ = [
     "ExistingQueue",
     "IdempotencyTable",
     "IdempotentQueueConsumer",
+    "IdempotentQueueConsumerOptions",
     "PaymentProcessor",
     "ProcessingQueue",
+    "ProcessingQueueOptions",
     "RuntimeLayer",
 ]
 
@@ -41,8 +45,10 @@ _MODULES = {
     "ExistingQueue": ".existing_queue",
     "IdempotencyTable": ".idempotency_table",
     "IdempotentQueueConsumer": ".consumer",
+    "IdempotentQueueConsumerOptions": ".options",
     "PaymentProcessor": ".payment_processor",
     "ProcessingQueue": ".processing_queue",
+    "ProcessingQueueOptions": ".options",
     "RuntimeLayer": ".runtime_layer",
 }
 

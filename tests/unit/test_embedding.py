@@ -9,7 +9,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from effectively_once import IdempotencyTable, IdempotentQueueConsumer, PaymentProcessor, ProcessingQueue
+from effectively_once import (
+    IdempotencyTable,
+    IdempotentQueueConsumer,
+    PaymentProcessor,
+    ProcessingQueue,
+    ProcessingQueueOptions,
+)
 from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
 
 from .helpers import actions_by_resource, function_role, inline_function, new_stack, role_statements
@@ -22,8 +28,8 @@ FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:orders"
 @pytest.fixture(scope="module")
 def synth() -> dict:
     stack = new_stack()
-    first = PaymentProcessor(stack, "First", fifo=True)
-    second = PaymentProcessor(stack, "Second", fifo=True)
+    first = PaymentProcessor(stack, "First", queue_options=ProcessingQueueOptions(fifo=True))
+    second = PaymentProcessor(stack, "Second", queue_options=ProcessingQueueOptions(fifo=True))
     # the user's own function and an imported table by name
     by_name = IdempotencyTable.from_table_name(stack, "ByName", "my-idempotency")
     own = inline_function(stack, "Own", timeout=Duration.seconds(10))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from effectively_once import PaymentProcessor
+from effectively_once import IdempotentQueueConsumerOptions, PaymentProcessor
 from effectively_once_runtime import names
 
 from .helpers import REPO, new_stack
@@ -64,7 +64,13 @@ def test_names_imports_with_powertools_boto3_and_cdk_unavailable() -> None:
 @pytest.fixture(scope="module")
 def sandbox() -> dict[str, Any]:
     stack = new_stack()
-    PaymentProcessor(stack, "Payments", service_name="shop", metrics_namespace="Shop", key_prefix="shop/payments")
+    PaymentProcessor(
+        stack,
+        "Payments",
+        service_name="shop",
+        metrics_namespace="Shop",
+        consumer_options=IdempotentQueueConsumerOptions(key_prefix="shop/payments"),
+    )
     return Template.from_stack(stack).to_json()  # type: ignore[no-any-return]
 
 

@@ -18,6 +18,7 @@ from effectively_once import (
     AsyncInvocationOptions,
     IdempotencyTable,
     IdempotentQueueConsumer,
+    IdempotentQueueConsumerOptions,
     PaymentProcessor,
     ProcessingQueue,
 )
@@ -304,7 +305,9 @@ def test_dashboard_shows_the_mappings_event_counts_by_its_uuid(synth: dict) -> N
 def quiet() -> dict[str, Any]:
     """A processor whose mapping publishes no event counts."""
     stack = new_stack(id="Quiet")
-    processor = PaymentProcessor(stack, "Processor", event_source_mapping_metrics=False)
+    processor = PaymentProcessor(
+        stack, "Processor", consumer_options=IdempotentQueueConsumerOptions(event_source_mapping_metrics=False)
+    )
     return {"stack": stack, "template": Template.from_stack(stack), "wired": {"processor": processor}}
 
 

@@ -39,8 +39,10 @@ def test_public_api() -> None:
         "ExistingQueue",
         "IdempotencyTable",
         "IdempotentQueueConsumer",
+        "IdempotentQueueConsumerOptions",
         "PaymentProcessor",
         "ProcessingQueue",
+        "ProcessingQueueOptions",
         "RuntimeLayer",
     ]
     assert (Path(effectively_once.__file__).parent / "py.typed").exists()

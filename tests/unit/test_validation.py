@@ -23,6 +23,7 @@ from effectively_once import (
     IdempotentQueueConsumer,
     PaymentProcessor,
     ProcessingQueue,
+    ProcessingQueueOptions,
 )
 
 from .helpers import ENV, inline_function, new_app, new_stack
@@ -476,7 +477,7 @@ def test_token_function_timeout_with_a_given_visibility_timeout_is_accepted() ->
         stack,
         "Processor",
         function_timeout=Duration.seconds(_token(stack, "FunctionTimeout", 120)),
-        visibility_timeout=Duration.minutes(15),
+        queue_options=ProcessingQueueOptions(visibility_timeout=Duration.minutes(15)),
     )
     assert processor.consumer.visibility_timeout.to_seconds() == 15 * 60
 
@@ -738,7 +739,7 @@ def test_warns_reserved_concurrency_below_the_total_of_a_functions_mappings(warn
 def defaults() -> Annotations:
     stack = new_stack(id="Defaults")
     PaymentProcessor(stack, "Standard")
-    PaymentProcessor(stack, "Fifo", fifo=True)
+    PaymentProcessor(stack, "Fifo", queue_options=ProcessingQueueOptions(fifo=True))
     _consumer(stack)
     _consumer(stack, id="FifoConsumer", queue={"fifo": True})
     return Annotations.from_stack(stack)
