@@ -1,0 +1,67 @@
+"""No function or method in the ``effectively_once`` package is longer than 60 lines (STYLE.md house rule 8: a
+longer one does several things; compose it of small steps, each named after what it does).
+
+The rule, as measured here: a function's length is its whole span in the source, from its ``def`` line (decorators
+not included) to its last line, as Python's AST gives it (``end_lineno - lineno + 1``). Its signature, docstring,
+comments and blank lines count, and so do functions nested in it (which are also measured on their own). Props
+documentation belongs in the class docstring, where CDK puts it, not in ``__init__``'s. ``effectively_once.local``
+(the dev tooling, leaving for a package of its own) is not measured here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from .helpers import REPO
+
+ROOT = REPO / "constructs" / "effectively_once"
+EXCLUDED = ROOT / "local"
+MAX_LINES = 60
+
+
+def function_lengths(source: str) -> dict[str, int]:
+    """{qualified name: lines} of every function and method in ``source`` (``Class.method``, ``outer.inner``)."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                lengths[name] = (child.end_lineno or child.lineno) - child.lineno + 1
+                visit(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return lengths
+
+
+def _modules() -> list[Path]:
+    return [path for path in sorted(ROOT.rglob("*.py")) if not path.is_relative_to(EXCLUDED)]
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
+    offenders = {
+        f"{path.relative_to(REPO)}:{name}": lines
+        for path in _modules()
+        for name, lines in function_lengths(path.read_text(encoding="utf-8")).items()
+        if lines > MAX_LINES
+    }
+
+    assert offenders == {}, f"functions over {MAX_LINES} lines (name: lines): {offenders}"
+
+
+def test_length_counts_the_docstring_and_nested_functions() -> None:
+    source = 'class A:\n    def f(self):\n        """Doc.\n\n        More."""\n        def g():\n            pass\n'
+
+    assert function_lengths(source) == {"A.f": 6, "A.f.g": 2}
+
+
+def test_modules_are_measured_without_the_dev_tooling() -> None:
+    measured = _modules()
+
+    assert ROOT / "consumer.py" in measured
+    assert not any(path.is_relative_to(EXCLUDED) for path in measured)
