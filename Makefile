@@ -47,7 +47,7 @@ synth: setup
 # The main job: deploy PaymentsSandbox to a local AWS (moto, loopback only) and push 1,000 payments through it
 # with duplicates and crashes; report in reports/demo-report.json. DEMO_ARGS="--unsafe" runs the control.
 demo: setup
-	$(PY) -m effectively_once.local demo $(DEMO_ARGS)
+	$(PY) -m effectively_once_local demo $(DEMO_ARGS)
 
 # The soak (issue 15; not part of `make test`, about 10 to 30 minutes on 2 cores depending on the load): the main
 # job on 10,000 generated payments over 200 accounts, 4 pollers per queue, the demo's chaos with 30 % resends and
@@ -55,8 +55,8 @@ demo: setup
 # (the demo's keys, with payments per second and peak memory in its "run" block); the run's logs in .local-aws/soak.
 SOAK_PAYMENTS := .local-aws/soak-payments.jsonl
 soak: setup
-	$(PY) -m effectively_once.local sample --count 10000 --accounts 200 --out $(SOAK_PAYMENTS)
-	$(PY) -m effectively_once.local demo --payments $(SOAK_PAYMENTS) --concurrency 4 --resend 0.3 \
+	$(PY) -m effectively_once_local sample --count 10000 --accounts 200 --out $(SOAK_PAYMENTS)
+	$(PY) -m effectively_once_local demo --payments $(SOAK_PAYMENTS) --concurrency 4 --resend 0.3 \
 		--crash-after-charge 0.1 --function-timeout 2 --drain-timeout 3000 \
 		--run-dir .local-aws/soak --report reports/soak-report.json $(SOAK_ARGS)
 
@@ -70,8 +70,8 @@ report-screenshot:
 # ledgers and DLQs. tests/e2e/test_demo_aws.py runs these produce and report lines against the local AWS.
 demo-aws: setup
 	cdk deploy PaymentsSandbox --require-approval never
-	$(PY) -m effectively_once.local produce --stack PaymentsSandbox
-	$(PY) -m effectively_once.local report --stack PaymentsSandbox
+	$(PY) -m effectively_once_local produce --stack PaymentsSandbox
+	$(PY) -m effectively_once_local report --stack PaymentsSandbox
 
 # Benchmarks (issue 9; 5 to 6 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
 # payment, the runtime's CPU time over a bare Powertools handler's (`benchmarks/run.py --only runtime-overhead`

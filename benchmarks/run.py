@@ -8,7 +8,7 @@ Measures (each in fresh processes; medians; BENCH_RUNS runs each, default 7):
    ``CDK_VALIDATION=false``. ``--only synth`` measures this row alone (4 to 5 minutes) and updates it in
    ``reports/bench.json`` (the asset size, read from the same outdir, is not re-measured).
 2. DynamoDB requests per payment (``ddb_requests.py``, in process against moto), and over a whole clean local run
-   (``python -m effectively_once.local demo --no-chaos`` on the sample's valid payments) the Lambda invocations and
+   (``python -m effectively_once_local demo --no-chaos`` on the sample's valid payments) the Lambda invocations and
    SQS requests per payment, counted by botocore hooks in every poller process (``EFFECTIVELY_ONCE_COUNT_REQUESTS``).
    The same pollers time every handler invocation (``lambda.Invoke.duration_us`` / ``lambda.Invoke.timed``: the
    handler call alone, against the local moto server over loopback): ``invocation_ms_mean``.
@@ -52,7 +52,7 @@ import render  # noqa: E402
 PY = sys.executable
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 PIPELINE_FUNCTION_TIMEOUT = 10  # seconds
-SEND_BATCH = 10  # the local producer's SendMessageBatch size (effectively_once.local.producer.SEND_BATCH_MAX)
+SEND_BATCH = 10  # the local producer's SendMessageBatch size (effectively_once_local.producer.SEND_BATCH_MAX)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -175,7 +175,7 @@ def bench_pipeline(tmp: Path) -> dict[str, Any]:
     report_path = tmp / "demo-report.json"
     # A 10 s function timeout (the demo's default is 2 s): on a loaded machine a 2 s deadline kills invocations
     # for real, and the run would no longer be clean.
-    cmd = [PY, "-m", "effectively_once.local", "demo", "--no-chaos", "--quiet", "--payments", str(payments)]
+    cmd = [PY, "-m", "effectively_once_local", "demo", "--no-chaos", "--quiet", "--payments", str(payments)]
     cmd += ["--function-timeout", str(PIPELINE_FUNCTION_TIMEOUT)]
     cmd += ["--report", str(report_path), "--run-dir", str(tmp / "run")]
     start = time.perf_counter()

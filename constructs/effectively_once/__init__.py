@@ -8,7 +8,7 @@ its queue's and consumer's props as :class:`ProcessingQueueOptions` and :class:`
 See the README's "Constructs" section; ``effectively_once.testing`` has snapshot-test helpers.
 
 The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
-``effectively_once.local`` does not pay for importing aws-cdk-lib (seconds and ~150 MB per process).
+``effectively_once_local`` does not pay for importing aws-cdk-lib (seconds and ~150 MB per process).
 """
 
 from __future__ import annotations

@@ -90,9 +90,6 @@ SQS_QUEUE_NAME_PATTERN: Final = r"[A-Za-z0-9_-]+"
 #: (RedrivePolicy ``maxReceiveCount``, 1 to 1,000).
 SQS_MIN_MAX_RECEIVE_COUNT: Final = 1
 SQS_MAX_MAX_RECEIVE_COUNT: Final = 1000
-#: Highest message movement rate of a DLQ redrive (``MaxNumberOfMessagesPerSecond``). Source: Amazon SQS API
-#: Reference, StartMessageMoveTask ("The maximum value for messages per second is 500").
-SQS_MAX_MESSAGE_MOVE_RATE: Final = 500
 #: Receives before a message moves to the DLQ that AWS recommends for a queue consumed by Lambda: at
 #: least 5, so throttling alone does not move a valid message. Source: AWS Lambda Developer Guide,
 #: "Using Lambda with Amazon SQS" (configuring a dead-letter queue). Default of ``max_receive_count``.
@@ -219,15 +216,6 @@ SQS_QUEUE_URL_MAX_LENGTH: Final = (
     len("https://sqs.") + AWS_MAX_REGION_LENGTH + len(".") + AWS_MAX_URL_SUFFIX_LENGTH + len("/")
     + AWS_ACCOUNT_ID_LENGTH + len("/") + SQS_MAX_QUEUE_NAME_LENGTH
 )  # fmt: skip
-
-# --- Used by the local tooling (effectively_once.local) -------------------------------------------------
-#: A FIFO ``MessageGroupId`` or ``MessageDeduplicationId``: up to 128 characters, alphanumerics and
-#: punctuation (printable ASCII, no space). Source: Amazon SQS Developer Guide, "Amazon SQS message quotas";
-#: Amazon SQS API Reference, SendMessage.
-SQS_FIFO_ID_PATTERN: Final = r"[!-~]{1,128}"
-#: A CloudFormation stack name: starts with a letter, then letters, digits and hyphens, at most 128
-#: characters. Source: AWS CloudFormation API Reference, CreateStack ``StackName``.
-CFN_STACK_NAME_PATTERN: Final = r"[A-Za-z][-A-Za-z0-9]{0,127}"
 
 # --- Powertools idempotency (DynamoDBPersistenceLayer defaults) ---------------------------------------
 #: Partition key and TTL attribute the Powertools persistence layer writes by default. ``expiration`` is

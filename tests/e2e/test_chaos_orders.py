@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from effectively_once.local.chaos import ChaosConfig
-from effectively_once.local.deploy import deploy
-from effectively_once.local.server import MotoServer
-from effectively_once.local.stack_run import ChaosOptions, run_chaos
+from effectively_once_local.chaos import ChaosConfig
+from effectively_once_local.deploy import deploy
+from effectively_once_local.server import MotoServer
+from effectively_once_local.stack_run import ChaosOptions, run_chaos
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

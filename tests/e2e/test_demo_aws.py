@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 
-from effectively_once.local.deploy import deploy, disable_mappings, discover
-from effectively_once.local.esm import PollerPool, PollerSpec
-from effectively_once.local.producer import generate_sample
-from effectively_once.local.report import emf_sum
-from effectively_once.local.server import MotoServer, aws_env
+from effectively_once_local.deploy import deploy
+from effectively_once_local.esm import PollerPool, PollerSpec
+from effectively_once_local.producer import generate_sample
+from effectively_once_local.report import emf_sum
+from effectively_once_local.server import MotoServer, aws_env
+from effectively_once_local.stack import disable_mappings, discover
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

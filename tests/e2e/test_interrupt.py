@@ -25,7 +25,7 @@ def test_interrupt_stops_the_local_aws(tmp_path: Path, sig: signal.Signals) -> N
             sys.executable,
             "-u",
             "-m",
-            "effectively_once.local",
+            "effectively_once_local",
             "demo",
             "--quiet",
             "--run-dir",

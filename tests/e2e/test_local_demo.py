@@ -1,7 +1,7 @@
 """Local end-to-end: a fresh local AWS (moto server on loopback), a real `cdk deploy` of PaymentsSandbox, payments
 with producer duplicates and crashes, and the report read back from the deployed tables and queues.
 
-Runs the same entry point as `make demo` (``python -m effectively_once.local demo``) on 200 payments. Each run
+Runs the same entry point as `make demo` (``python -m effectively_once_local demo``) on 200 payments. Each run
 takes about a minute and a half (102 s measured on 2 shared cores); the poison messages go to the DLQs on first
 sight. The safe run ends with a small outage backlog (``--redrive-backlog 3``: 3 charged and 3 new payments into
 each DLQ, then a redrive) and asserts its ``redrive`` block.
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from effectively_once.local.producer import generate_sample
+from effectively_once_local.producer import generate_sample
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def run_demo(tmp: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
         [
             sys.executable,
             "-m",
-            "effectively_once.local",
+            "effectively_once_local",
             "demo",
             "--quiet",
             "--payments",
@@ -114,7 +114,7 @@ def test_every_poison_message_ends_intact_in_a_dlq(safe_run: tuple[int, dict[str
     assert total["poison_in_dlq"] == total["poison"]
     # Under this chaos a killed or timed-out FIFO batch adds a receive to each of its messages, so valid ones may
     # still pass maxReceiveCount (valid_dead_lettered) and poison may take a second receive; without chaos
-    # poison_receives_max is 1 (unit tested in tests/runtime/test_redrive_backlog.py).
+    # poison_receives_max is 1 (unit tested in tests/local/test_redrive_backlog.py).
     assert 1 <= total["poison_receives_max"] <= 5
 
 

@@ -14,7 +14,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once.local.esm import MappingConfig
 from payments import gateway as gateway_module
 from payments import handler as handler_module
 
@@ -238,23 +237,3 @@ def orders(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) 
         # The Logger's handler holds the stdout of import time; point it at the one capsys captures.
         monkeypatch.setattr(consumer.logger.registered_handler, "stream", _CurrentStdout())
         yield Orders(consumer, ddb, capsys, confirmed)
-
-
-def mapping_config(**overrides: Any) -> MappingConfig:
-    """A local event source mapping's settings (``effectively_once.local.esm.MappingConfig``) for a standard queue
-    with the sandbox's defaults (batch 10, visibility timeout 12 s, maxReceiveCount 5, 2 s function timeout), with
-    ``overrides``."""
-    fields: dict[str, Any] = {
-        "label": "standard",
-        "queue_url": "http://localhost/q",
-        "queue_arn": f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:q",
-        "batch_size": 10,
-        "batching_window_seconds": 0,
-        "visibility_timeout_seconds": 12,
-        "max_receive_count": 5,
-        "function_name": "f",
-        "function_timeout_seconds": 2,
-        "function_memory_mb": 256,
-        "function_env": {},
-    }
-    return MappingConfig(**{**fields, **overrides})

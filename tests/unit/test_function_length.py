@@ -5,7 +5,7 @@ The rule, as measured here: a function's length is its whole span in the source,
 not included) to its last line, as Python's AST gives it (``end_lineno - lineno + 1``). Its signature, docstring,
 comments and blank lines count, and so do functions nested in it (which are also measured on their own). Props
 documentation belongs in the class docstring, where CDK puts it, not in ``__init__``'s. ``effectively_once.local``
-(the dev tooling, leaving for a package of its own) is not measured here.
+(the deprecated alias of the dev tooling, now its own package ``effectively_once_local``) is not measured here.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ The graph is read from the source (AST), not from ``sys.modules``: every ``impor
 at module level, inside functions (a deferred import hides a circle, it does not remove it) and under
 ``TYPE_CHECKING``. ``from . import name`` is an edge to the submodule ``name`` when there is one, else to the
 package. Importing a submodule also runs its package's ``__init__``, which is not counted: ``__init__`` imports
-its submodules only lazily (PEP 562). ``effectively_once.local`` (the dev tooling, leaving for a package of its own)
-is outside the graph.
+its submodules only lazily (PEP 562). ``effectively_once.local`` (the deprecated alias of the dev tooling, now its
+own package ``effectively_once_local``, walked by tests/local/test_import_cycles.py) is outside the graph.
 """
 
 from __future__ import annotations

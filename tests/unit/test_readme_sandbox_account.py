@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from effectively_once.local import __main__ as cli
-from effectively_once.local import remote
-from effectively_once.local.deploy import Pipeline
-from effectively_once.local.esm import MappingConfig
-from effectively_once.local.producer import FIFO, load_payments, plan_messages
+from effectively_once_local import __main__ as cli
+from effectively_once_local import remote
+from effectively_once_local.esm import MappingConfig
+from effectively_once_local.producer import FIFO, load_payments, plan_messages
+from effectively_once_local.stack import Pipeline
 
 from .helpers import docs_page
 
@@ -48,7 +48,7 @@ def _bench_row(label: str) -> int:
 
 @pytest.fixture(scope="module")
 def produce_defaults() -> tuple[Path, Any]:
-    """The payments file and chaos `python -m effectively_once.local produce --stack PaymentsSandbox` uses."""
+    """The payments file and chaos `python -m effectively_once_local produce --stack PaymentsSandbox` uses."""
     seen: list[tuple[Path, Any]] = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(remote, "produce", lambda stack, payments, chaos: seen.append((payments, chaos)) or 0)

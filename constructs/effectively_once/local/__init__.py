@@ -1,10 +1,29 @@
-"""Local development tooling: a local AWS (moto server), deploy, an event source mapping runner, a producer,
-chaos and the report. ``python -m effectively_once.local --help``.
+"""Deprecated alias of :mod:`effectively_once_local` (the local tooling's own package since 0.3.0), removed in 0.4.0.
 
-The chaos proof for any stack: ``python -m effectively_once.local chaos --app-dir DIR --stack NAME --input FILE
---key JMESPATH`` or, from pytest, ``effectively_once.local.stack_run.run_chaos(ChaosOptions(...))`` (README "Chaos
-proof for any stack").
-
-Nothing here imports the CDK or the construct library: the runner loads a handler by path (house rule 4), and
-the CDK app is deployed through the CDK CLI. Needs the ``[local]`` extra (moto, boto3, Powertools, tqdm).
+``python -m effectively_once.local ...`` runs ``python -m effectively_once_local ...``, and
+``from effectively_once.local.X import Y`` gives the very objects of ``effectively_once_local.X`` (one module each,
+not a copy), with a ``DeprecationWarning``. Nothing in the library imports this package: it exists for old command
+lines and imports only, and needs the ``[local]`` extra like the tooling itself.
 """
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import warnings
+
+import effectively_once_local
+
+DEPRECATION = (
+    "effectively_once.local is deprecated and will be removed in 0.4.0: use effectively_once_local "
+    "(python -m effectively_once_local)"
+)
+
+warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
+
+# `from effectively_once.local.X import Y` finds effectively_once.local.X in sys.modules: the tooling's own module.
+# Not __main__: `python -m effectively_once.local` runs this package's own __main__.py.
+for _module in pkgutil.iter_modules(effectively_once_local.__path__):
+    if _module.name != "__main__":
+        sys.modules[f"{__name__}.{_module.name}"] = importlib.import_module(f"effectively_once_local.{_module.name}")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from effectively_once.local.backlog import DEFAULT_BACKLOG
-from effectively_once.local.chaos import ChaosConfig
-from effectively_once.local.esm import failed_ids, to_lambda_record
-from effectively_once.local.producer import (
+from effectively_once_local.backlog import DEFAULT_BACKLOG
+from effectively_once_local.chaos import ChaosConfig
+from effectively_once_local.esm import failed_ids, to_lambda_record
+from effectively_once_local.producer import (
     FIFO,
     STANDARD,
     PaymentsFileError,
@@ -24,10 +24,10 @@ from effectively_once.local.producer import (
     plan_messages,
     route,
 )
-from effectively_once.local.report import verdict
-from effectively_once.local.server import MotoServer
+from effectively_once_local.report import verdict
+from effectively_once_local.server import MotoServer
 
-from .conftest import mapping_config
+from .conftest import SOURCE_PATH, mapping_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def test_cli_rejects_bad_file_before_starting_anything(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "effectively_once.local",
+            "effectively_once_local",
             "demo",
             "--payments",
             str(path),
@@ -208,6 +208,7 @@ def test_local_aws_listens_on_loopback_only_and_stops() -> None:
 def test_unreachable_endpoint_is_a_one_line_error(tmp_path: Path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": SOURCE_PATH,
         "AWS_ENDPOINT_URL": "http://localhost:9",  # discard port on loopback: nothing listens
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -218,7 +219,7 @@ def test_unreachable_endpoint_is_a_one_line_error(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "effectively_once.local",
+            "effectively_once_local",
             "report",
             "--wait",
             "1",
@@ -245,7 +246,7 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
     import boto3
     from moto import mock_aws
 
-    from effectively_once.local.report import dlq_depth, read_dlq
+    from effectively_once_local.report import dlq_depth, read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -377,7 +378,7 @@ def test_interrupted_fifo_dlq_read_loses_no_message(operation: str, nth: int, er
     import boto3
     from moto import mock_aws
 
-    from effectively_once.local.report import DlqReadError, read_dlq
+    from effectively_once_local.report import DlqReadError, read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -401,7 +402,7 @@ def test_fifo_dlq_read_after_an_interrupted_one_reads_every_message() -> None:
     import boto3
     from moto import mock_aws
 
-    from effectively_once.local.report import read_dlq
+    from effectively_once_local.report import read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -419,7 +420,7 @@ def test_fifo_dlq_copies_keep_group_and_attributes() -> None:
     import boto3
     from moto import mock_aws
 
-    from effectively_once.local.report import read_dlq
+    from effectively_once_local.report import read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -535,8 +536,8 @@ def _call_cli(
     argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[object, str]:
     """``main(argv)`` in this process with nothing able to start: no deploy, no AWS call."""
-    from effectively_once.local import __main__ as cli
-    from effectively_once.local import demo, remote
+    from effectively_once_local import __main__ as cli
+    from effectively_once_local import demo, remote
 
     def must_not_start(*args: object, **kwargs: object) -> None:
         raise AssertionError("started although an argument is bad")
@@ -573,8 +574,8 @@ def test_fails_bad_argument_in_one_line_before_anything_starts(
 def test_default_and_valid_arguments_pass_the_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from effectively_once.local import __main__ as cli
-    from effectively_once.local import demo
+    from effectively_once_local import __main__ as cli
+    from effectively_once_local import demo
 
     started = []
     monkeypatch.chdir(REPO)
@@ -609,8 +610,8 @@ def test_default_and_valid_arguments_pass_the_checks(
 def test_flags_that_agree_with_no_chaos_and_unsafe_pass_the_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from effectively_once.local import __main__ as cli
-    from effectively_once.local import demo
+    from effectively_once_local import __main__ as cli
+    from effectively_once_local import demo
 
     started = []
     monkeypatch.chdir(REPO)
@@ -627,7 +628,7 @@ def test_flags_that_agree_with_no_chaos_and_unsafe_pass_the_checks(
 
 
 def test_every_option_of_every_subcommand_has_help_and_shows_its_default() -> None:
-    from effectively_once.local import __main__ as cli
+    from effectively_once_local import __main__ as cli
 
     _, commands = cli._parser()
 
@@ -650,7 +651,7 @@ def test_every_option_of_every_subcommand_has_help_and_shows_its_default() -> No
 
 
 def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from effectively_once.local import __main__ as cli
+    from effectively_once_local import __main__ as cli
 
     out = tmp_path / "new" / "s.jsonl"
 
@@ -663,7 +664,7 @@ def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.
 @pytest.mark.parametrize("argv", [["sample", "--accounts", "0"], ["demo", "--concurrency", "0"]])
 def test_bad_argument_is_one_line_from_the_command_line(argv: list[str]) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "effectively_once.local", *argv],
+        [sys.executable, "-m", "effectively_once_local", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -685,7 +686,7 @@ def test_fifo_line_with_an_id_sqs_refuses_is_rejected_before_sending(tmp_path: P
 
 def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
     # `--run-dir .` or a run folder holding the payments file must not lose the user's files.
-    from effectively_once.local.demo import clear_run_dir
+    from effectively_once_local.demo import clear_run_dir
 
     keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
     stale = [
@@ -726,7 +727,7 @@ class _Clock:
 
 def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
     # SQS's approximate counts may read 0 before they are consistent: one zero must not end the wait.
-    from effectively_once.local.remote import wait_for_drain
+    from effectively_once_local.remote import wait_for_drain
 
     sqs, clock = _Counts([3, 0, 2, 0, 0, 0, 0, 0]), _Clock()
 
@@ -738,8 +739,8 @@ def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
 
 
 def test_report_gives_up_when_the_queues_never_drain() -> None:
-    from effectively_once.local.remote import wait_for_drain
-    from effectively_once.local.server import LocalAwsError
+    from effectively_once_local.remote import wait_for_drain
+    from effectively_once_local.server import LocalAwsError
 
     clock = _Clock()
 
@@ -752,8 +753,8 @@ def test_report_gives_up_when_the_queues_never_drain() -> None:
 def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -> None:
     # PaymentsSandbox's defaults: 30 s function timeout, so a 180 s visibility timeout, and maxReceiveCount 5: a
     # poison message is received 5 times, 180 s apart, before SQS moves it to the DLQ.
-    from effectively_once.local.deploy import Pipeline
-    from effectively_once.local.remote import SETTLE_SECONDS, drain_wait_seconds
+    from effectively_once_local.remote import SETTLE_SECONDS, drain_wait_seconds
+    from effectively_once_local.stack import Pipeline
 
     def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
         mapping = mapping_config(
@@ -775,7 +776,7 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
 ) -> None:
     # `chaos --app-dir examples/orders` with the default relative --run-dir: the CLI runs in the app folder, so a
     # relative --output landed under it while the runner looked under the working folder.
-    from effectively_once.local import deploy as deploy_module
+    from effectively_once_local import deploy as deploy_module
 
     calls: list[tuple[list[str], Path]] = []
     monkeypatch.setattr(deploy_module, "_run", lambda cmd, cwd, env, log, what: calls.append((cmd, cwd)))
@@ -802,7 +803,7 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
 def test_real_account_commands_take_the_region_the_cdk_cli_takes(
     env: dict[str, str], region: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from effectively_once.local.deploy import aws_session
+    from effectively_once_local.deploy import aws_session
 
     for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
@@ -819,7 +820,7 @@ def test_local_endpoint_leaves_the_environment_as_it_was(before: str | None, mon
     # client to a stopped server.
     import os
 
-    from effectively_once.local.server import local_endpoint
+    from effectively_once_local.server import local_endpoint
 
     if before is None:
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -839,7 +840,7 @@ def test_mapping_in_provisioned_mode_with_metrics_deploys_and_is_discovered(monk
     import boto3
     from moto import mock_aws
 
-    from effectively_once.local.stack import disable, discover_mappings
+    from effectively_once_local.stack import disable, discover_mappings
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     template = {
@@ -901,8 +902,8 @@ def test_send_records_each_accepted_message_with_the_id_sqs_returned(tmp_path: P
     import boto3
     from moto import mock_aws
 
-    from effectively_once.local.chaos import EventLog
-    from effectively_once.local.producer import Line, Message, send
+    from effectively_once_local.chaos import EventLog
+    from effectively_once_local.producer import Line, Message, send
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")

@@ -38,7 +38,7 @@ layer's first step (Powertools' INPROGRESS record) relies on it: the chaos's con
 such calls. Fix: the item calls (``PutItem``, ``GetItem``, ``UpdateItem``, ``DeleteItem``,
 ``TransactWriteItems``) run one at a time.
 
-Run as ``python -m effectively_once.local._moto_server -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
+Run as ``python -m effectively_once_local._moto_server -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pytest
 from moto import mock_aws
 from moto.sqs import models
 
-from effectively_once.local import _moto_server
+from effectively_once_local import _moto_server
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

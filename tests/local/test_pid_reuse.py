@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from effectively_once.local import chaos as chaos_module
-from effectively_once.local.chaos import DEADLINE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
-from effectively_once.local.report import run_log_counts
+from effectively_once_local import chaos as chaos_module
+from effectively_once_local.chaos import DEADLINE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from effectively_once_local.report import run_log_counts
 
 
 class _Provider:

@@ -28,9 +28,9 @@ import jmespath
 from effectively_once_runtime.body import parse_object
 from effectively_once_runtime.errors import InvalidRecord
 
-from ..limits import SQS_FIFO_ID_PATTERN
 from .chaos import ChaosConfig
 from .json_lines import JsonLinesError, read_json_lines
+from .limits import SQS_FIFO_ID_PATTERN
 
 SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
 _WRAPPER_KEYS = {"body", "queue", "group"}

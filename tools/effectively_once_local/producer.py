@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..limits import SQS_FIFO_ID_PATTERN
 from .chaos import ChaosConfig
 from .json_lines import JsonLinesError, read_json_lines
+from .limits import SQS_FIFO_ID_PATTERN
 
 STANDARD = "standard"
 FIFO = "fifo"

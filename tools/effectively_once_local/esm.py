@@ -80,14 +80,22 @@ class PollerSpec:
     key_expression: str | None = None
 
 
+def packaged_lambda_src() -> Path:
+    """The sample's source inside the installed library (``effectively_once/_lambda_src``, the wheel's package data),
+    found without importing the library."""
+    spec = importlib.util.find_spec("effectively_once")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return (Path(locations[0]) if locations else Path(__file__).resolve().parent) / "_lambda_src"
+
+
 def runtime_root() -> str | None:
     """The folder holding the ``effectively_once_runtime`` package: the installed one, else the repository's
     ``lambda_src``, else the copy inside the wheel (``effectively_once/_lambda_src``)."""
     spec = importlib.util.find_spec("effectively_once_runtime")
     if spec is not None and spec.submodule_search_locations:
         return str(Path(list(spec.submodule_search_locations)[0]).parent)
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[3] / "lambda_src", here.parents[1] / "_lambda_src"):
+    # tools/effectively_once_local/esm.py: the repository is two folders up.
+    for candidate in (Path(__file__).resolve().parents[2] / "lambda_src", packaged_lambda_src()):
         if (candidate / "effectively_once_runtime" / "__init__.py").is_file():
             return str(candidate)
     return None

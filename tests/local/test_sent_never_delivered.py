@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from effectively_once.local.report import DlqMessage, sent_never_delivered, verdict
+from effectively_once_local.report import DlqMessage, sent_never_delivered, verdict
 from effectively_once_runtime import names
 
 

@@ -14,23 +14,23 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once.local.backlog import (
+from effectively_once_local.backlog import (
     charged_lines,
     counts,
     first_processed_receive,
     named_originals,
     new_lines,
-    problems,
     read_first_processed_receive,
-    render,
 )
-from effectively_once.local.producer import FIFO, STANDARD, Line, route
-from effectively_once.local.report import (
+from effectively_once_local.producer import FIFO, STANDARD, Line, route
+from effectively_once_local.report import (
     MAX_MESSAGE_ATTRIBUTES,
     ORIGINAL_DEDUP_ATTRIBUTE,
     DlqMessage,
     poison_receives,
     read_dlq_messages,
+    redrive_problems,
+    render_redrive,
     verdict,
 )
 from effectively_once_runtime import names
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def is_valid() -> Callable[[str], bool]:
-    from effectively_once.local.demo import _validity_check
+    from effectively_once_local.demo import _validity_check
 
     return _validity_check(REPO / "lambda_src")
 
@@ -222,9 +222,9 @@ def test_redrive_counts_of_a_clean_redrive(is_valid: Callable[[str], bool]) -> N
         "valid_in_dlq": 0,
         "double_charged": 0,
     }
-    assert problems({"standard": row, "fifo": row}) == []
+    assert redrive_problems({"standard": row, "fifo": row}) == []
     assert verdict({"total": {}, "redrive": {"standard": row}}, unsafe=False) == (0, [])
-    assert "poison_back_in_dlq" in render({"standard": row})
+    assert "poison_back_in_dlq" in render_redrive({"standard": row})
 
 
 def test_poison_dead_lettered_on_first_sight_counts_though_a_kill_added_a_receive(
@@ -236,7 +236,7 @@ def test_poison_dead_lettered_on_first_sight_counts_though_a_kill_added_a_receiv
     row = counts(**_good(dlq_after=dlq_after), is_valid=is_valid)
 
     assert row["poison_back_in_dlq"] == 1
-    assert problems({"standard": row}) == []
+    assert redrive_problems({"standard": row}) == []
 
 
 def test_poison_dead_lettered_on_its_first_processed_receive_counts_though_a_kill_cut_an_earlier_one(
@@ -253,7 +253,7 @@ def test_poison_dead_lettered_on_its_first_processed_receive_counts_though_a_kil
 
     assert processed == {"src-7": 2}
     assert row["poison_back_in_dlq"] == 1
-    assert problems({"standard": row}) == []
+    assert redrive_problems({"standard": row}) == []
 
 
 def test_first_processed_receive_skips_killed_invocations_and_lines_without_a_receive() -> None:
@@ -341,7 +341,7 @@ def test_first_processed_receive_reads_one_pipelines_function_and_chaos_logs(tmp
 def test_fails_redrive_violation(changes: dict[str, Any], message: str, is_valid: Callable[[str], bool]) -> None:
     row = counts(**_good(**changes), is_valid=is_valid)
 
-    found = problems({"fifo": row})
+    found = redrive_problems({"fifo": row})
     code, reasons = verdict({"total": {}, "redrive": {"fifo": row}}, unsafe=False)
 
     assert any(line.startswith(f"redrive fifo: {message}") for line in found), found
@@ -355,7 +355,7 @@ def test_report_takes_poison_receives_from_the_dlq_and_the_delivery_log(
     # twice (a kill after the copy, before the delete), the standard one once.
     from types import SimpleNamespace
 
-    from effectively_once.local.report import build_report
+    from effectively_once_local.report import build_report
 
     names_ = [f"acct-{i:03d}" for i in range(50)]
     accounts = {label: next(a for a in names_ if route(a) == label) for label in (STANDARD, FIFO)}

@@ -455,13 +455,58 @@ def inflight_at_kill(kill: dict[str, Any], calls: dict[int, list[dict[str, Any]]
     return str(mine[-1]["payment_id"]) if mine else None
 
 
+#: The rows of a ``redrive`` block, per queue type (:func:`.backlog.counts`).
+BLOCK_KEYS = (
+    "charged_resent",
+    "charged_new_provider_calls",
+    "new_sent",
+    "new_charged",
+    "poison_redriven",
+    "poison_back_in_dlq",
+    "valid_in_dlq",
+    "double_charged",
+)
+
+
+def redrive_problems(block: dict[str, dict[str, int]]) -> list[str]:
+    """What a ``redrive`` block (the outage backlog, :func:`.backlog.counts`) shows wrong, one line each; empty
+    when the redrive did what it must."""
+    out = []
+    for label, row in sorted(block.items()):
+        if row["charged_new_provider_calls"]:
+            out.append(
+                f"redrive {label}: {row['charged_new_provider_calls']} provider calls for payments already charged"
+                " (their idempotency records should have answered)"
+            )
+        if row["new_charged"] != row["new_sent"]:
+            out.append(f"redrive {label}: {row['new_charged']} of {row['new_sent']} new payments charged exactly once")
+        if row["poison_back_in_dlq"] != row["poison_redriven"]:
+            out.append(
+                f"redrive {label}: {row['poison_back_in_dlq']} of {row['poison_redriven']} poison messages"
+                " dead-lettered on the first receive the runtime processed them"
+            )
+        if row["valid_in_dlq"]:
+            out.append(f"redrive {label}: {row['valid_in_dlq']} valid payments in the DLQ after the redrive")
+        if row["double_charged"]:
+            out.append(f"redrive {label}: {row['double_charged']} payments charged more than once")
+    return out
+
+
+def render_redrive(block: dict[str, dict[str, int]]) -> str:
+    """The ``redrive`` block as a table: one column per queue type."""
+    labels = sorted(block)
+    width = max(len(k) for k in BLOCK_KEYS) + 2
+    out = ["redrive".ljust(width) + "".join(label.rjust(10) for label in labels)]
+    for key in BLOCK_KEYS:
+        out.append(key.ljust(width) + "".join(str(block[label].get(key, "-")).rjust(10) for label in labels))
+    return "\n".join(out)
+
+
 def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
     """Exit code and reasons. Safe run: 0 unless something was lost, double-charged, an accepted first send was never
     delivered (``sent_never_delivered``), the provider replayed more than the kills between charge and completion
-    explain, or the ``redrive`` block (the outage backlog, ``backlog.problems``) shows a violation. ``--unsafe``
+    explain, or the ``redrive`` block (the outage backlog, :func:`redrive_problems`) shows a violation. ``--unsafe``
     control: 0 when it shows double charges (and no accepted first send vanished)."""
-    from .backlog import problems as redrive_problems
-
     total = report["total"]
     problems = redrive_problems(report.get("redrive", {}))
     if total.get("lost", 0):
@@ -512,7 +557,5 @@ def render(report: dict[str, Any]) -> str:
         kills = report["total"]["kills"]
         out.append("kills: " + ", ".join(f"{k}={v}" for k, v in kills.items()))
     if report.get("redrive"):
-        from .backlog import render as render_redrive
-
         out.append(render_redrive(report["redrive"]))
     return "\n".join(out)

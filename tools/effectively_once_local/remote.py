@@ -15,10 +15,11 @@ from typing import Any
 
 from .chaos import ChaosConfig
 from .demo import _in_queue, _validity_check
-from .deploy import Pipeline, aws_session, discover
+from .deploy import aws_session
 from .producer import load_payments, plan_messages, send
 from .report import build_report, render, verdict
 from .server import LocalAwsError
+from .stack import Pipeline, discover
 
 #: How long the source queues must stay empty before the report reads the ledgers: SQS's ApproximateNumberOf*
 #: counts "may not achieve consistency until at least 1 minute after the producers stop sending messages"

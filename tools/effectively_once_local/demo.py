@@ -16,7 +16,7 @@ from effectively_once_runtime import names
 from . import effects
 from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig, EventLog
-from .deploy import DeployError, Pipeline, deploy, disable_mappings, discover
+from .deploy import DeployError, deploy
 from .esm import PollerPool, PollerSpec
 from .figures import LoadSampler, own_maxrss, run_figures
 from .figures import render as render_figures
@@ -24,6 +24,7 @@ from .html_report import RunClock, conclude, read_events
 from .producer import FIFO, STANDARD, Line, load_payments, plan_messages, send
 from .report import _jsonl, build_report, render, scan_ledger, verdict
 from .server import LocalAwsError, MotoServer, aws_env, local_endpoint, local_session
+from .stack import Pipeline, disable_mappings, discover
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from effectively_once.local import effects
-from effectively_once.local.chaos import DEADLINE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
-from effectively_once.local.esm import EffectTap
-from effectively_once.local.report import run_log_counts
+from effectively_once_local import effects
+from effectively_once_local.chaos import DEADLINE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from effectively_once_local.esm import EffectTap
+from effectively_once_local.report import run_log_counts
 
 
 class _SlowKillLog(EventLog):

@@ -11,11 +11,11 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from effectively_once.local import __main__ as cli
-from effectively_once.local import redrive as redrive_module
-from effectively_once.local.deploy import Pipeline
-from effectively_once.local.esm import MappingConfig
-from effectively_once.local.redrive import Target, is_local, local_move, move_task, redrive
+from effectively_once_local import __main__ as cli
+from effectively_once_local import redrive as redrive_module
+from effectively_once_local.esm import MappingConfig
+from effectively_once_local.redrive import Target, is_local, local_move, move_task, redrive
+from effectively_once_local.stack import Pipeline
 
 REGION = "us-east-1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:orders-dlq"
@@ -343,7 +343,7 @@ def test_against_a_moto_server_on_loopback_the_local_move_is_used(
     from botocore.config import Config
     from moto.server import ThreadedMotoServer
 
-    from effectively_once.local.server import LOOPBACK, free_port
+    from effectively_once_local.server import LOOPBACK, free_port
 
     port = free_port()
     server = ThreadedMotoServer(ip_address=LOOPBACK, port=port)

@@ -1,7 +1,7 @@
 """The chaos proof for any stack: deploy a CDK app to a local AWS, run every SQS event source mapping of one stack
 with the local runner under chaos, report per business key (``effects.py``).
 
-``python -m effectively_once.local chaos --app-dir DIR --stack NAME --input FILE --key JMESPATH`` or, from pytest,
+``python -m effectively_once_local chaos --app-dir DIR --stack NAME --input FILE --key JMESPATH`` or, from pytest,
 ``run_chaos(ChaosOptions(...))``, which returns the exit code and the report.
 """
 

@@ -41,16 +41,6 @@ from .report import DlqMessage, _jsonl
 
 #: The ``--redrive-backlog`` default: K charged and K new payments per DLQ.
 DEFAULT_BACKLOG = 5
-BLOCK_KEYS = (
-    "charged_resent",
-    "charged_new_provider_calls",
-    "new_sent",
-    "new_charged",
-    "poison_redriven",
-    "poison_back_in_dlq",
-    "valid_in_dlq",
-    "double_charged",
-)
 
 
 def charged_lines(
@@ -176,36 +166,3 @@ def read_first_processed_receive(run_dir: Path, label: str) -> dict[str, int]:
         if k.get("event") == "kill" and k.get("request_id")
     }
     return first_processed_receive(_jsonl(sorted(run_dir.glob(f"function-{label}-*.log"))), killed)
-
-
-def problems(block: dict[str, dict[str, int]]) -> list[str]:
-    """What a ``redrive`` block shows wrong, one line each; empty when the redrive did what it must."""
-    out = []
-    for label, row in sorted(block.items()):
-        if row["charged_new_provider_calls"]:
-            out.append(
-                f"redrive {label}: {row['charged_new_provider_calls']} provider calls for payments already charged"
-                " (their idempotency records should have answered)"
-            )
-        if row["new_charged"] != row["new_sent"]:
-            out.append(f"redrive {label}: {row['new_charged']} of {row['new_sent']} new payments charged exactly once")
-        if row["poison_back_in_dlq"] != row["poison_redriven"]:
-            out.append(
-                f"redrive {label}: {row['poison_back_in_dlq']} of {row['poison_redriven']} poison messages"
-                " dead-lettered on the first receive the runtime processed them"
-            )
-        if row["valid_in_dlq"]:
-            out.append(f"redrive {label}: {row['valid_in_dlq']} valid payments in the DLQ after the redrive")
-        if row["double_charged"]:
-            out.append(f"redrive {label}: {row['double_charged']} payments charged more than once")
-    return out
-
-
-def render(block: dict[str, dict[str, int]]) -> str:
-    """The ``redrive`` block as a table: one column per queue type."""
-    labels = sorted(block)
-    width = max(len(k) for k in BLOCK_KEYS) + 2
-    out = ["redrive".ljust(width) + "".join(label.rjust(10) for label in labels)]
-    for key in BLOCK_KEYS:
-        out.append(key.ljust(width) + "".join(str(block[label].get(key, "-")).rjust(10) for label in labels))
-    return "\n".join(out)

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from effectively_once.local import effects
-from effectively_once.local.__main__ import main
-from effectively_once.local.chaos import ChaosConfig
-from effectively_once.local.chaos_input import InputFileError, load_input, plan, resolve_queue
-from effectively_once.local.esm import EffectTap
+from effectively_once_local import effects
+from effectively_once_local.__main__ import main
+from effectively_once_local.chaos import ChaosConfig
+from effectively_once_local.chaos_input import InputFileError, load_input, plan, resolve_queue
+from effectively_once_local.esm import EffectTap
 
 REPO = Path(__file__).resolve().parents[2]
 

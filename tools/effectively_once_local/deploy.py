@@ -1,4 +1,4 @@
-"""Deploy the CDK app with the real CDK CLI into the local AWS, and read back what was deployed."""
+"""Deploy the CDK app with the real CDK CLI into the local AWS (``stack.py`` reads back what was deployed)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from effectively_once_runtime import names
-
-from .esm import MappingConfig
 from .server import ACCOUNT, REGION, aws_env
 
 
@@ -69,52 +65,6 @@ def deploy(endpoint: str, app_dir: Path, stack: str | Sequence[str], context: di
         log_path,
         f"cdk deploy {' '.join(stacks)}",
     )
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """One deployed processor: its event source mapping and what the report reads."""
-
-    mapping: MappingConfig
-    mapping_uuid: str
-    dlq_url: str
-    idempotency_table: str
-    ledger_table: str
-
-
-def discover(session: Any, stack: str) -> dict[str, Pipeline]:
-    """The payments view of every SQS event source mapping of ``stack`` (``stack.discover_mappings``), keyed
-    ``standard`` / ``fifo``, with the tables the report reads from the function's environment.
-
-    :raises DeployError: the stack has no SQS event source mapping, two of one queue type, or a queue without a
-        redrive policy.
-    """
-    from .stack import discover_mappings  # stack.py imports this module
-
-    pipelines: dict[str, Pipeline] = {}
-    for found in discover_mappings(session, stack, None):
-        if found.dlq_url is None:
-            raise DeployError(f"queue {found.queue_name} has no redrive policy")
-        label = "fifo" if found.fifo else "standard"
-        if label in pipelines:
-            raise DeployError(f"stack {stack} has more than one {label} SQS event source mapping")
-        variables = found.mapping.function_env
-        pipelines[label] = Pipeline(
-            mapping=replace(found.mapping, label=label, gateway_seam="payments.gateway"),
-            mapping_uuid=found.mapping_uuid,
-            dlq_url=found.dlq_url,
-            idempotency_table=variables.get(names.ENV_TABLE_NAME, ""),
-            ledger_table=variables.get("LEDGER_TABLE_NAME", ""),
-        )
-    return pipelines
-
-
-def disable_mappings(session: Any, pipelines: dict[str, Pipeline]) -> None:
-    """moto's own event source mapping would hand every message to its Lambda stand-in (which cannot run our code
-    without Docker) and delete it: switch the deployed mappings off; the local runner plays their part."""
-    lam = session.client("lambda")
-    for pipeline in pipelines.values():
-        lam.update_event_source_mapping(UUID=pipeline.mapping_uuid, Enabled=False)
 
 
 def aws_session() -> Any:

@@ -69,7 +69,7 @@ class MotoServer:
             self._log = open(self.log_path, "ab")
         env = {**os.environ, "MOTO_ACCOUNT_ID": ACCOUNT}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "effectively_once.local._moto_server", "-H", LOOPBACK, "-p", str(self.port)],
+            [sys.executable, "-m", "effectively_once_local._moto_server", "-H", LOOPBACK, "-p", str(self.port)],
             stdout=self._log or subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             env=env,

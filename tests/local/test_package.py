@@ -1,0 +1,100 @@
+"""The tooling is its own package (``effectively_once_local``): it needs the ``[local]`` extra and says so in one
+line, it never imports the CDK, and ``effectively_once.local`` is a deprecated alias of it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import effectively_once_local
+from effectively_once_local import esm
+
+from .conftest import REPO, source_env
+
+MODULES = sorted(p.stem for p in (REPO / "tools" / "effectively_once_local").glob("*.py") if p.stem != "__init__")
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=source_env(**env), capture_output=True, text=True, timeout=120
+    )
+
+
+def test_importing_every_module_imports_no_aws_cdk() -> None:
+    probe = (
+        "import importlib, json, sys\n"
+        f"for name in {MODULES!r}:\n"
+        "    importlib.import_module(f'effectively_once_local.{name}')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'constructs', 'jsii'))))\n"
+    )
+    done = _python(probe)
+
+    assert done.returncode == 0, done.stderr
+    assert len(MODULES) > 15
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize("missing", ["moto", "aws_lambda_powertools", "matplotlib"])
+def test_fails_without_the_local_extra_in_one_line_naming_it(missing: str) -> None:
+    done = _python(f"import sys\nsys.modules[{missing!r}] = None\nimport effectively_once_local.esm\n")
+
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        'ImportError: effectively_once_local needs the [local] extra: pip install "effectively-once[local]" '
+        f"(missing: {missing})"
+    )
+
+
+def test_the_command_line_without_the_extra_names_it() -> None:
+    done = _python("import sys, runpy\nsys.modules['moto'] = None\nrunpy.run_module('effectively_once_local')")
+
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].endswith('pip install "effectively-once[local]" (missing: moto)')
+
+
+def test_the_new_entry_point_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "effectively_once_local", "--help"],
+        cwd=REPO,
+        env=source_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "python -m effectively_once_local" in done.stdout
+    assert done.stderr == ""
+
+
+def test_the_old_entry_point_runs_the_new_one_with_a_deprecation_warning() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "effectively_once.local", "sample", "--accounts", "0"],
+        cwd=REPO,
+        env=source_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 2  # the new entry point's own usage error
+    assert "DeprecationWarning: effectively_once.local is deprecated and will be removed in 0.4.0" in done.stderr
+    assert "argument --accounts" in done.stderr.strip().splitlines()[-1]
+
+
+def test_old_imports_give_the_new_modules_with_a_deprecation_warning() -> None:
+    sys.modules.pop("effectively_once.local", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from effectively_once.local import report
+        from effectively_once.local.esm import MappingConfig
+
+    assert MappingConfig is esm.MappingConfig
+    assert report is effectively_once_local.report
+    assert [w.category for w in caught if "effectively_once.local is deprecated" in str(w.message)] == [
+        DeprecationWarning
+    ]
