@@ -1,4 +1,7 @@
-"""The local AWS's fixes for moto under concurrent calls (moto's server answers each request on its own thread):
+"""The local AWS's fixes for moto 5.2.5 (docs/moto-bugs.md has each as an upstream report).
+
+Cost (``lazy_queue_attributes``, ``direct_retention_check``): a send or a receive no longer counts the whole queue.
+Under concurrent calls (moto's server answers each request on its own thread):
 - SQS (``serialize_queue_mutations``): ``DeleteMessage`` rebuilds a queue's message list and assigns it back
   without a lock; a send, or a receive that moves a message to the DLQ, that lands in between is undone (the soak
   lost a payment SQS had accepted);
@@ -255,3 +258,60 @@ def test_two_concurrent_conditional_puts_on_one_key_let_one_through(
             assert sorted(outcomes) == ["first written", "second written"], (
                 "moto as is lets both through: the reason for the fix (if this fails, moto fixed it)"
             )
+
+
+@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
+def counted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> tuple[bool, list[int]]:
+    """Whether the attribute fixes are applied, and a counter of full-queue counts (``ApproximateNumberOfMessages``;
+    the other two counts scan the queue as often)."""
+    monkeypatch.setattr(models.Queue, "attributes", models.Queue.attributes)
+    monkeypatch.setattr(
+        models.SQSBackend,
+        "is_message_valid_based_on_retention_period",
+        models.SQSBackend.is_message_valid_based_on_retention_period,
+    )
+    count = models.Queue.approximate_number_of_messages.fget
+    counts = [0]
+
+    def counting(self: Any) -> int:
+        counts[0] += 1
+        return count(self)  # type: ignore[misc]
+
+    monkeypatch.setattr(models.Queue, "approximate_number_of_messages", property(counting))
+    if request.param:
+        _moto_server.lazy_queue_attributes()
+        _moto_server.direct_retention_check()
+    return bool(request.param), counts
+
+
+def test_a_send_does_not_count_the_queue(counted: tuple[bool, list[int]]) -> None:
+    fixed, counts = counted
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="payments.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        for n in range(20):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{n}", MessageGroupId="g", MessageDeduplicationId=f"d{n}")
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+    assert attributes["ApproximateNumberOfMessages"] == "20", "what the API answers is unchanged"
+    assert attributes["ContentBasedDeduplication"] == "false"
+    if fixed:
+        assert counts[0] == 1, "only GetQueueAttributes counts the queue"
+    else:
+        assert counts[0] > 20, "moto as is counts the queue on every send (if this fails, moto fixed it)"
+
+
+def test_a_receive_does_not_count_the_queue(counted: tuple[bool, list[int]]) -> None:
+    fixed, counts = counted
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="payments", Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"m{n}"} for n in range(10)])
+        before = counts[0]
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+
+    assert len(received) == 10
+    if fixed:
+        assert counts[0] == before
+    else:
+        assert counts[0] - before >= 10, "moto as is counts the queue once per message returned"

@@ -1,5 +1,8 @@
 """moto's server with two small fixes for its SQS backend's cost, two for its SQS and DynamoDB backends under
-concurrent calls, and one bridge for Powertools' public parameters, for the local tooling only.
+concurrent calls, and one bridge for Powertools' public parameters, for the local tooling only. Written for and
+tested on moto :data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin): any other release is refused at start.
+Each patch is a function below naming the moto behaviour it changes, its report in docs/moto-bugs.md (an
+upstream-style report with a plain boto3 + moto reproduction) and the test that shows it.
 
 Bridged (moto 5.2.x): ``Queue.attributes`` computes every attribute, the three ``ApproximateNumberOf*`` counts
 each scanning all messages, and moto reads it (a) once per message returned by ``ReceiveMessage`` (to check the
@@ -53,6 +56,28 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial, wraps
 from importlib.metadata import version
 from typing import Any
+
+#: The one moto release the patches below are written for and tested on (they wrap moto's internals): the
+#: ``[local]`` extra and requirements-dev.txt pin it, and the local AWS refuses any other (:func:`check_moto_version`).
+REQUIRED_MOTO_VERSION = "5.2.5"
+
+
+class MotoVersionError(RuntimeError):
+    """The installed moto is not :data:`REQUIRED_MOTO_VERSION`; the message is one line."""
+
+
+def check_moto_version(found: str | None = None) -> None:
+    """Refuse any moto but :data:`REQUIRED_MOTO_VERSION` (``found``: the installed one by default).
+
+    :raises MotoVersionError: naming the found and the required versions.
+    """
+    found = found or version("moto")
+    if found != REQUIRED_MOTO_VERSION:
+        raise MotoVersionError(
+            f"the local AWS needs moto {REQUIRED_MOTO_VERSION} (its patches are tested on that release only), "
+            f'found moto {found}: pip install "effectively-once[local]"'
+        )
+
 
 #: Powertools' public parameters (see the module docstring) and the layers they name, as Powertools publishes
 #: them (source: Powertools for AWS Lambda (Python) docs, Installation, Lambda Layer).
@@ -212,7 +237,17 @@ def _long_poll_outside_the_lock(method: Callable[..., Any]) -> Callable[..., Any
 
 def serialize_queue_mutations() -> None:
     """Run the SQS backend's message-changing calls one at a time under :data:`SQS_LOCK`, a long poll waiting
-    outside it (see the module docstring); a second call changes nothing."""
+    outside it; a second call changes nothing.
+
+    moto 5.2.5: ``Queue.delete_message`` rebuilds the message list and assigns it back without a lock, so a message
+    sent meanwhile vanishes (and one a receive moved to the DLQ meanwhile is put back); its long poll spins through
+    the whole wait while the only visible messages are in FIFO groups in flight, and misses a group released during
+    the wait. The patch serializes the mutations and waits outside the lock (:func:`_long_poll_outside_the_lock`).
+    docs/moto-bugs.md, reports 2 and 3; tests: ``test_a_message_sent_during_a_delete_is_kept``,
+    ``test_a_message_moved_to_the_dlq_during_a_delete_stays_moved``,
+    ``test_a_long_poll_waits_without_holding_up_a_delete``,
+    ``test_two_queues_that_are_each_others_dlq_do_not_deadlock``.
+    """
     from moto.sqs import models
 
     wrapped: list[tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]
@@ -226,8 +261,12 @@ def serialize_queue_mutations() -> None:
 
 
 def serialize_dynamodb_item_calls() -> None:
-    """Make the DynamoDB backend's item calls atomic towards each other (see the module docstring); a second call
-    changes nothing."""
+    """Make the DynamoDB backend's item calls atomic towards each other; a second call changes nothing.
+
+    moto 5.2.5: ``Table.put_item`` reads the item, checks the condition and writes without a lock, so two concurrent
+    ``attribute_not_exists`` puts on one key both succeed (DynamoDB lets one through). The patch runs the item calls
+    one at a time under :data:`DYNAMODB_ITEM_LOCK`. docs/moto-bugs.md, report 4; test:
+    ``test_two_concurrent_conditional_puts_on_one_key_let_one_through``."""
     from moto.dynamodb.models import DynamoDBBackend
 
     for name in DYNAMODB_ITEM_CALLS:
@@ -236,17 +275,41 @@ def serialize_dynamodb_item_calls() -> None:
             setattr(DynamoDBBackend, name, _holding(DYNAMODB_ITEM_LOCK, method))
 
 
-def apply() -> None:
-    from moto.core.utils import unix_time
+def lazy_queue_attributes() -> None:
+    """moto 5.2.5: ``Queue.attributes`` builds every attribute on each read, the three ``ApproximateNumberOf*``
+    counts each scanning all of the queue's messages, and every ``SendMessage`` reads it (``ContentBasedDeduplication``;
+    a FIFO send four times): a send costs O(queue depth), filling a queue is quadratic. The patch makes it a mapping
+    that computes a value only when it is read (:class:`_LazyAttributes`); what the API answers is unchanged.
+    docs/moto-bugs.md, report 1; test: ``test_a_send_does_not_count_the_queue``."""
     from moto.sqs import models
-    from moto.ssm import models as ssm_models
 
     def attributes(self: Any) -> Mapping[str, Any]:
         return _LazyAttributes(self)
 
+    models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
+
+
+def direct_retention_check() -> None:
+    """moto 5.2.5: ``ReceiveMessage`` checks each message it returns against the retention period through
+    ``get_queue_attributes``, every attribute (and so every count of the queue) once per message returned. The patch
+    reads the queue's ``message_retention_period`` directly; the check itself is moto's. docs/moto-bugs.md, report 1;
+    test: ``test_a_receive_does_not_count_the_queue``."""
+    from moto.core.utils import unix_time
+    from moto.sqs import models
+
     def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
         queue = self.get_queue(queue_name)
         return int(queue.message_retention_period) + message.sent_timestamp / 1000 > unix_time()
+
+    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+
+
+def powertools_parameters() -> None:
+    """moto 5.2.5 serves some AWS-owned public SSM parameters, not Powertools' layer parameters (not a bug: a gap;
+    ``PutParameter`` under ``/aws/`` is refused, as on AWS). The patch loads them on the first read under
+    :data:`POWERTOOLS_PARAMETER_ROOT` in an account and region, as moto loads its own (see the module docstring).
+    Tests: ``tests/local/test_local_powertools_layer.py``."""
+    from moto.ssm import models as ssm_models
 
     check_loading_status = ssm_models.ParameterDict._check_loading_status
 
@@ -257,14 +320,23 @@ def apply() -> None:
             _load_powertools_parameters(self)
 
     ssm_models.ParameterDict._check_loading_status = check_loading_status_with_powertools  # type: ignore[method-assign]
-    models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
-    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+
+
+def apply() -> None:
+    """Every patch of this module, on the moto release they were written for (:func:`check_moto_version`)."""
+    check_moto_version()
+    lazy_queue_attributes()
+    direct_retention_check()
+    powertools_parameters()
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()
 
 
 if __name__ == "__main__":
-    apply()
+    try:
+        apply()
+    except MotoVersionError as exc:
+        raise SystemExit(f"error: {exc}") from None
     from moto.server import main
 
     main()

@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from ._moto_server import MotoVersionError, check_moto_version
+
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 LOOPBACK = "127.0.0.1"
@@ -64,6 +66,15 @@ class MotoServer:
         self._log: BinaryIO | None = None
 
     def start(self) -> MotoServer:
+        """Start the server and wait until it answers.
+
+        :raises LocalAwsError: the installed moto is not the one the patches are written for, or the server exited
+            or did not answer within ``start_timeout``.
+        """
+        try:
+            check_moto_version()
+        except MotoVersionError as exc:
+            raise LocalAwsError(str(exc)) from None
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")
