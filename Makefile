@@ -23,8 +23,9 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy: both packages ship py.typed
-# (config: pyproject's [tool.mypy]; strict except the dev tooling), then the docs site, then the tests.
+# Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy, strict over the three packages
+# (the constructs and the runtime ship py.typed; config: pyproject's [tool.mypy]), then the docs site, then the
+# tests.
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .

@@ -299,7 +299,7 @@ def direct_retention_check() -> None:
 
     def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
         queue = self.get_queue(queue_name)
-        return int(queue.message_retention_period) + message.sent_timestamp / 1000 > unix_time()
+        return bool(int(queue.message_retention_period) + message.sent_timestamp / 1000 > unix_time())
 
     models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
 

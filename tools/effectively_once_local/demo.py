@@ -68,7 +68,7 @@ def _in_queue(sqs: Any, urls: list[str]) -> int:
 def _validity_check(handler_root: Path) -> Callable[[str], bool]:
     """The handler's own validation rules decide which lines are valid payments."""
     sys.path.insert(0, str(handler_root))
-    from payments.model import InvalidPayment, parse_payment  # type: ignore[import-not-found]
+    from payments.model import InvalidPayment, parse_payment
 
     def is_valid(body: str) -> bool:
         try:

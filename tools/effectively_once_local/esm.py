@@ -227,7 +227,7 @@ class RequestCounter:
             original(session, *args, **kwargs)
             session.events.register("before-call", self._count)
 
-        boto3.session.Session.__init__ = init  # type: ignore[method-assign]
+        boto3.session.Session.__init__ = init
 
     def _count(self, event_name: str, **_: Any) -> None:  # event_name: before-call.<service>.<Operation>
         self.add(event_name.split(".", 1)[1])

@@ -67,7 +67,7 @@ def wait_for_drain(
         sleep(poll)
 
 
-def _session():  # type: ignore[no-untyped-def]
+def _session() -> Any:
     return aws_session()
 
 

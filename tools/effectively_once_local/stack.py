@@ -59,7 +59,7 @@ def code_dir(cdk_out: Path, stack: str, logical_id: str) -> Path:
     if not asset:
         key = resource.get("Properties", {}).get("Code", {}).get("S3Key")
         asset = f"asset.{key.split('.')[0]}" if isinstance(key, str) else None
-    folder = cdk_out / asset if asset else None
+    folder: Path | None = cdk_out / asset if asset else None
     if folder is None or not folder.is_dir():
         raise DeployError(f"function {logical_id} of {stack}: no asset folder in {cdk_out} (inline or image code?)")
     return folder
