@@ -9,7 +9,11 @@ FIFO message group id (default: the line's business key). The FIFO deduplication
 a resent body is the same message to SQS, as a producer retrying would send it.
 
 The business key of a line is the ``--key`` JMESPath over its body (strict JSON object); a line whose key is
-missing is not a valid key: it may end in a DLQ and is never "lost".
+missing is not a valid key: it may end in a DLQ and is never "lost". Every rule here is the runtime's own, imported,
+not restated: the body is read by ``effectively_once_runtime.body``, the expression compiled by
+``effectively_once_runtime.events.compile_expression`` (Powertools' JMESPath functions included) and a key is missing
+by ``effectively_once_runtime.consumer.key_text`` (Powertools' ``is_missing_idempotency_key``), so a line is invalid
+here exactly when the runtime rejects its body for a missing key.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jmespath
-
 from effectively_once_runtime.body import parse_object
+from effectively_once_runtime.consumer import key_text
 from effectively_once_runtime.errors import InvalidRecord
+from effectively_once_runtime.events import Expression, compile_expression
 
 from .chaos import ChaosConfig
 from .json_lines import JsonLinesError, read_json_lines
@@ -50,31 +54,26 @@ class InputLine:
     group: str | None
 
 
-def key_text(value: Any) -> str | None:
-    """A key value as text, by the runtime's rule (``effectively_once_runtime.consumer.key_text``, which needs
-    Powertools): a string as is, other JSON as compact sorted JSON; ``None`` for nothing found (``None`` or ``""``)."""
-    if value is None or value == "":
-        return None
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def body_key(path: Any, body: str) -> str | None:
+def body_key(path: Expression, body: str) -> str | None:
     """The business key of a message body, read as the runtime reads it (``effectively_once_runtime.body``: strict
     JSON, so a repeated key, ``NaN`` or an unreadable number make the body invalid): ``None`` for an invalid body, one
-    that is not an object, or no key."""
+    that is not an object, a search that fails on it, or a missing key (``key_text``): exactly the bodies the runtime
+    rejects as ``InvalidRecord`` before its record function runs."""
     try:
-        doc = parse_object(body)
+        return key_text(path.search(parse_object(body)))
     except InvalidRecord:
         return None
-    return key_text(path.search(doc))
 
 
-def compile_key(expression: str) -> Any:
-    """:raises InputFileError: not a JMESPath expression."""
+def compile_key(expression: str) -> Expression:
+    """The ``--key`` expression compiled as the runtime compiles ``Consumer(key=...)``.
+
+    :raises InputFileError: not a JMESPath expression, or one calling a function the runtime does not know.
+    """
     try:
-        return jmespath.compile(expression)
-    except jmespath.exceptions.JMESPathError as exc:
-        raise InputFileError(f"{expression!r} is not a JMESPath expression: {exc}") from exc
+        return compile_expression("key", expression)
+    except ValueError as exc:
+        raise InputFileError(f"{expression!r} is not a JMESPath expression the runtime accepts: {exc}") from exc
 
 
 def load_input(path: Path, key: str) -> list[InputLine]:

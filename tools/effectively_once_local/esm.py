@@ -36,12 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jmespath
-
 from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
-from .chaos_input import body_key
+from .chaos_input import body_key, compile_key
 from .figures import record_peak
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
@@ -280,7 +278,7 @@ def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log
-    key_path = jmespath.compile(spec.key_expression) if spec.key_expression else None
+    key_path = compile_key(spec.key_expression) if spec.key_expression else None
 
     count_dir = os.environ.get(COUNT_REQUESTS_ENV)
     counter = RequestCounter(Path(count_dir) / f"requests-{mapping.label}-{pid}.json") if count_dir else None
