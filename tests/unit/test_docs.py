@@ -15,7 +15,8 @@ def _nav_pages() -> list[str]:
     config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     nav = config.split("\nnav:\n", 1)[1]
     nav = re.split(r"^\S", nav, maxsplit=1, flags=re.M)[0]  # up to the next top-level key
-    return re.findall(r":\s+([\w./-]+\.md)\s*$", nav, re.M)
+    found = (re.fullmatch(r".*:\s+([\w./-]+\.md)\s*", line) for line in nav.splitlines())
+    return [match.group(1) for match in found if match]
 
 
 def test_readme_is_at_most_15_5_kb() -> None:
