@@ -1,7 +1,8 @@
 """The chaos proof outside payments: the orders example (examples/orders) under chaos on a local AWS.
 
-One local AWS and one `cdk deploy` of both stacks (OrdersExample: standard + FIFO; OrdersMessageIdControl: keyed on
-the SQS messageId), then one ``run_chaos`` per stack against that deployment. The run is sized for the suite's budget
+The session's local AWS and one `cdk deploy` of both stacks into it (``local_aws``, tests/e2e/conftest.py;
+OrdersExample: standard + FIFO; OrdersMessageIdControl: keyed on the SQS messageId), then one ``run_chaos`` per
+stack against that deployment. The run is sized for the suite's budget
 (about two and a half minutes on 2 cores): 60 orders per queue, a 2 s function timeout.
 """
 
@@ -16,9 +17,9 @@ from typing import Any
 import pytest
 
 from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.deploy import deploy
-from effectively_once_local.server import MotoServer
 from effectively_once_local.stack_run import ChaosOptions, run_chaos
+
+from .conftest import LocalAws
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -56,31 +57,30 @@ def orders(path: Path, count: int, queues: tuple[str, ...]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
+def runs(tmp_path_factory: pytest.TempPathFactory, local_aws: LocalAws) -> dict[str, tuple[int, dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("chaos")
     out: dict[str, tuple[int, dict[str, Any]]] = {}
-    with MotoServer(log_path=tmp / "moto.log") as aws:
-        deploy(aws.endpoint, APP, ["OrdersExample", "OrdersMessageIdControl"], CONTEXT, tmp / "cdk.log")
-        for stack, queues in (("OrdersExample", ("standard", "fifo")), ("OrdersMessageIdControl", ("standard",))):
-            run_dir = tmp / stack
-            opts = ChaosOptions(
-                app_dir=APP,
-                stack=stack,
-                input=orders(tmp / f"{stack}.jsonl", 60, queues),
-                key="order_id",
-                effect_table="Outbox",
-                effect_key="order_id",
-                chaos=CHAOS,
-                concurrency=2,
-                report_path=run_dir / "report.json",
-                run_dir=run_dir,
-                drain_timeout_seconds=300,
-                quiet=True,
-                endpoint=aws.endpoint,
-                cdk_out=tmp / "cdk.out",
-            )
-            out[stack] = run_chaos(opts, log=lambda _: None)
-            assert "AWS_ENDPOINT_URL" not in os.environ, "a run leaves this process's environment as it was"
+    cdk_out = local_aws.deploy(APP, ["OrdersExample", "OrdersMessageIdControl"], CONTEXT)
+    for stack, queues in (("OrdersExample", ("standard", "fifo")), ("OrdersMessageIdControl", ("standard",))):
+        run_dir = tmp / stack
+        opts = ChaosOptions(
+            app_dir=APP,
+            stack=stack,
+            input=orders(tmp / f"{stack}.jsonl", 60, queues),
+            key="order_id",
+            effect_table="Outbox",
+            effect_key="order_id",
+            chaos=CHAOS,
+            concurrency=2,
+            report_path=run_dir / "report.json",
+            run_dir=run_dir,
+            drain_timeout_seconds=300,
+            quiet=True,
+            endpoint=local_aws.endpoint,
+            cdk_out=cdk_out,
+        )
+        out[stack] = run_chaos(opts, log=lambda _: None)
+        assert "AWS_ENDPOINT_URL" not in os.environ, "a run leaves this process's environment as it was"
     return out
 
 

@@ -26,14 +26,16 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.deploy import deploy
+from effectively_once_local.attribution import emf_sum
 from effectively_once_local.esm import PollerPool, PollerSpec
 from effectively_once_local.producer import generate_sample
-from effectively_once_local.report import emf_sum
-from effectively_once_local.server import MotoServer, aws_env
-from effectively_once_local.stack import disable_mappings, discover
+from effectively_once_local.sandbox import discover
+from effectively_once_local.server import aws_env
+from effectively_once_local.stack import disable
 
-pytestmark = pytest.mark.e2e
+from .conftest import LocalAws
+
+pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
 STACK = "PaymentsSandbox"
 PAYMENTS = 30
@@ -54,20 +56,21 @@ def demo_aws_steps() -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
-    """PaymentsSandbox deployed into a fresh local AWS, pollers running; yields (environment for the steps, run dir)."""
+def sandbox(tmp_path_factory: pytest.TempPathFactory, local_aws: LocalAws) -> Iterator[tuple[dict[str, str], Path]]:
+    """PaymentsSandbox deployed into the session's local AWS, pollers running; yields (environment for the steps,
+    run dir)."""
     run = tmp_path_factory.mktemp("demo-aws")
-    with MotoServer(log_path=run / "moto.log") as aws, pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:
         context = {"function_timeout_seconds": "2", "max_receive_count": "2", "destroy_on_delete": "true"}
-        deploy(aws.endpoint, REPO, STACK, context, run / "cdk.log")
-        env = aws_env(aws.endpoint)
+        local_aws.deploy(REPO, [STACK], context)
+        env = aws_env(local_aws.endpoint)
         for name, value in env.items():
             mp.setenv(name, value)
         import boto3
 
         session = boto3.session.Session()
         pipelines = discover(session, STACK)
-        disable_mappings(session, pipelines)
+        disable(session, [p.deployed for p in pipelines.values()])
         handler_root = str(REPO / "lambda_src")
         pool = PollerPool(
             [

@@ -39,5 +39,6 @@ def mapping_config(**overrides: Any) -> MappingConfig:
         "function_timeout_seconds": 2,
         "function_memory_mb": 256,
         "function_env": {},
+        "handler": "payments.handler.lambda_handler",
     }
     return MappingConfig(**{**fields, **overrides})

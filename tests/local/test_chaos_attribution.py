@@ -19,9 +19,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from effectively_once_local import effects
-from effectively_once_local.chaos import DEADLINE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from effectively_once_local.chaos import DEADLINE, ChaosConfig, EventLog, InvocationChaos
 from effectively_once_local.esm import EffectTap
 from effectively_once_local.report import run_log_counts
+from effectively_once_local.sandbox import ChaosGateway
 
 
 class _SlowKillLog(EventLog):

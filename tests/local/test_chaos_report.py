@@ -14,8 +14,9 @@ import pytest
 from effectively_once_local import effects
 from effectively_once_local.__main__ import main
 from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.chaos_input import InputFileError, load_input, plan, resolve_queue
+from effectively_once_local.chaos_input import InputFileError, load_input, resolve_queue
 from effectively_once_local.esm import EffectTap
+from effectively_once_local.traffic import plan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,7 +99,12 @@ def test_plan_sends_each_line_once_plus_duplicates_and_resends(tmp_path: Path) -
     )
     routes = {ln.number: ln.queue or "" for ln in lines}
 
-    out = plan(lines, routes, {"s": False, "f": True}, ChaosConfig(resend=0.3, concurrent_duplicates=0.2))
+    out = plan(
+        lines,
+        lambda line: routes[line.number],
+        {"s": False, "f": True},
+        ChaosConfig(resend=0.3, concurrent_duplicates=0.2),
+    )
 
     kinds = {q: Counter(o.kind for o in msgs) for q, msgs in out.items()}
     assert kinds["s"]["original"] == 101 and kinds["f"]["original"] == 100

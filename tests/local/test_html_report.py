@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from effectively_once_local import chaos as chaos_module
-from effectively_once_local.chaos import AFTER_CHARGE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from effectively_once_local.chaos import AFTER_CHARGE, ChaosConfig, EventLog, InvocationChaos
 from effectively_once_local.html_report import (
     LATER,
     RunClock,
@@ -25,6 +25,7 @@ from effectively_once_local.html_report import (
     read_events,
     write_page,
 )
+from effectively_once_local.sandbox import ChaosGateway
 from effectively_once_runtime import names
 
 T0 = 1_800_000_000.0

@@ -246,7 +246,7 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.report import dlq_depth, read_dlq
+    from effectively_once_local.readback import queue_depth, read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -260,7 +260,7 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
         first = read_dlq(sqs, url)
 
         assert sorted(first) == bodies
-        assert dlq_depth(sqs, url) == 15
+        assert queue_depth(sqs, url) == 15
         if fifo:
             assert first == bodies, "FIFO order is kept"
             assert read_dlq(sqs, url) == bodies, "the messages are back, in order"
@@ -378,7 +378,7 @@ def test_interrupted_fifo_dlq_read_loses_no_message(operation: str, nth: int, er
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.report import DlqReadError, read_dlq
+    from effectively_once_local.readback import DlqReadError, read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -402,7 +402,7 @@ def test_fifo_dlq_read_after_an_interrupted_one_reads_every_message() -> None:
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.report import read_dlq
+    from effectively_once_local.readback import read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -420,7 +420,7 @@ def test_fifo_dlq_copies_keep_group_and_attributes() -> None:
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.report import read_dlq
+    from effectively_once_local.readback import read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -686,7 +686,7 @@ def test_fifo_line_with_an_id_sqs_refuses_is_rejected_before_sending(tmp_path: P
 
 def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
     # `--run-dir .` or a run folder holding the payments file must not lose the user's files.
-    from effectively_once_local.demo import clear_run_dir
+    from effectively_once_local.pipeline import clear_run_dir
 
     keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
     stale = [
@@ -754,7 +754,7 @@ def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -
     # PaymentsSandbox's defaults: 30 s function timeout, so a 180 s visibility timeout, and maxReceiveCount 5: a
     # poison message is received 5 times, 180 s apart, before SQS moves it to the DLQ.
     from effectively_once_local.remote import SETTLE_SECONDS, drain_wait_seconds
-    from effectively_once_local.stack import Pipeline
+    from effectively_once_local.sandbox import Pipeline
 
     def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
         mapping = mapping_config(
@@ -903,7 +903,8 @@ def test_send_records_each_accepted_message_with_the_id_sqs_returned(tmp_path: P
     from moto import mock_aws
 
     from effectively_once_local.chaos import EventLog
-    from effectively_once_local.producer import Line, Message, send
+    from effectively_once_local.producer import QUEUES, Line
+    from effectively_once_local.traffic import Outgoing, send
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -912,15 +913,15 @@ def test_send_records_each_accepted_message_with_the_id_sqs_returned(tmp_path: P
             FIFO: sqs.create_queue(QueueName="f.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"],
         }
         line = Line(number=3, body='{"payment_id":"p-1"}', account_id="acct-1", payment_id="p-1")
-        plan = {STANDARD: [Message(line, "original")] * 11, FIFO: [Message(line, "original")]}
+        plan = {STANDARD: [Outgoing(line, "original")] * 11, FIFO: [Outgoing(line, "original")]}
         log = EventLog(tmp_path / "sent.jsonl")
 
-        send(sqs, urls, plan, lambda n: None, log.write)
+        send(sqs, urls, QUEUES, plan, lambda n: None, log.write)
 
         rows = [json.loads(r) for r in (tmp_path / "sent.jsonl").read_text().splitlines()]
         received = sqs.receive_message(QueueUrl=urls[FIFO], MaxNumberOfMessages=1)["Messages"][0]
     assert [r["queue"] for r in rows] == [STANDARD] * 11 + [FIFO]
-    assert {r["payment_id"] for r in rows} == {"p-1"} and {r["line"] for r in rows} == {3}
+    assert {r["key"] for r in rows} == {"p-1"} and {r["line"] for r in rows} == {3}
     assert len({r["message_id"] for r in rows}) == 12, "one id per accepted message"
     assert rows[-1]["message_id"] == received["MessageId"] and rows[-1]["deduplication_id"] == "p-1"
     assert all("ts" in r for r in rows)

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from effectively_once_local import chaos as chaos_module
-from effectively_once_local.chaos import DEADLINE, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from effectively_once_local.chaos import DEADLINE, ChaosConfig, EventLog, InvocationChaos
 from effectively_once_local.report import run_log_counts
+from effectively_once_local.sandbox import ChaosGateway
 
 
 class _Provider:

@@ -15,7 +15,7 @@ from effectively_once_local import __main__ as cli
 from effectively_once_local import redrive as redrive_module
 from effectively_once_local.esm import MappingConfig
 from effectively_once_local.redrive import Target, is_local, local_move, move_task, redrive
-from effectively_once_local.stack import Pipeline
+from effectively_once_local.sandbox import Pipeline
 
 REGION = "us-east-1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:orders-dlq"

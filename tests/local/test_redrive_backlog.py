@@ -14,6 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from effectively_once_local.attribution import poison_receives
 from effectively_once_local.backlog import (
     charged_lines,
     counts,
@@ -23,16 +24,13 @@ from effectively_once_local.backlog import (
     read_first_processed_receive,
 )
 from effectively_once_local.producer import FIFO, STANDARD, Line, route
-from effectively_once_local.report import (
+from effectively_once_local.readback import (
     MAX_MESSAGE_ATTRIBUTES,
     ORIGINAL_DEDUP_ATTRIBUTE,
     DlqMessage,
-    poison_receives,
     read_dlq_messages,
-    redrive_problems,
-    render_redrive,
-    verdict,
 )
+from effectively_once_local.report import redrive_problems, render_redrive, verdict
 from effectively_once_runtime import names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,9 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def is_valid() -> Callable[[str], bool]:
-    from effectively_once_local.demo import _validity_check
+    from effectively_once_local.sandbox import validity_check
 
-    return _validity_check(REPO / "lambda_src")
+    return validity_check(REPO / "lambda_src")
 
 
 def dead_lettered(original_id: str, receive_count: int, body: str = "{oops", dlq_id: str = "dlq-copy") -> DlqMessage:

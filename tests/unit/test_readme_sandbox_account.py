@@ -16,7 +16,7 @@ from effectively_once_local import __main__ as cli
 from effectively_once_local import remote
 from effectively_once_local.esm import MappingConfig
 from effectively_once_local.producer import FIFO, load_payments, plan_messages
-from effectively_once_local.stack import Pipeline
+from effectively_once_local.sandbox import Pipeline
 
 from .helpers import docs_page
 
@@ -106,6 +106,7 @@ def test_default_wait_is_the_one_report_computes_for_the_sandbox() -> None:
                 function_timeout_seconds=30,
                 function_memory_mb=256,
                 function_env={},
+                handler="payments.handler.lambda_handler",
             ),
             mapping_uuid="x",
             dlq_url="d",

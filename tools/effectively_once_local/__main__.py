@@ -33,11 +33,12 @@ from .chaos_input import InputFileError, compile_key
 from .deploy import DeployError, cdk_command
 from .esm import packaged_lambda_src
 from .limits import CFN_STACK_NAME_PATTERN
-from .producer import PaymentsFileError, SendError, generate_sample, load_payments
+from .producer import PaymentsFileError, generate_sample, load_payments
+from .readback import DlqReadError
 from .redrive import MAX_MESSAGES_PER_SECOND, RedriveError
 from .remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
-from .report import DlqReadError
 from .server import LocalAwsError
+from .traffic import SendError
 
 # Errors that end in one line on stderr and exit code 2, never a traceback. OSError: a file the run writes
 # (report, run folder, sample) that cannot be written after all, e.g. a full disk.
@@ -218,7 +219,7 @@ def _output_folder(text: str) -> Path:
 
 
 def _check_handler_root(parser: _Parser, root: Path, modules: tuple[str, ...]) -> Callable[[str], bool]:
-    from .demo import _validity_check
+    from .sandbox import validity_check
 
     if not root.is_dir():
         parser.error(f"argument --handler-root: {root} is not a folder (give the folder holding the payments package)")
@@ -230,7 +231,7 @@ def _check_handler_root(parser: _Parser, root: Path, modules: tuple[str, ...]) -
             + ")"
         )
     try:
-        return _validity_check(root)
+        return validity_check(root)
     except Exception as exc:  # noqa: BLE001 - any import failure of the user's package is a usage error
         parser.error(f"argument --handler-root: cannot import payments.model from {root}: {type(exc).__name__}: {exc}")
 

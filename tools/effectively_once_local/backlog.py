@@ -31,13 +31,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from effectively_once_runtime import names
 
-from .producer import FIFO, SEND_BATCH_MAX, Line, route
-from .report import DlqMessage, _jsonl
+from .json_lines import read_jsonl
+from .producer import FIFO, Line, route
+from .readback import DlqMessage
+from .traffic import ORIGINAL, Outgoing, send
 
 #: The ``--redrive-backlog`` default: K charged and K new payments per DLQ.
 DEFAULT_BACKLOG = 5
@@ -74,20 +77,42 @@ def new_lines(lines: list[Line], label: str, k: int, taken: set[str]) -> list[Li
     return out
 
 
+@dataclass(frozen=True)
+class _Injected:
+    """A backlog line as the producer (``traffic.send``) takes it: the payment's own line with a deduplication id of
+    its own (``backlog-<payment id>``), so SQS does not drop it as a resend of the run's message."""
+
+    payment: Line
+
+    @property
+    def number(self) -> int:
+        return self.payment.number
+
+    @property
+    def body(self) -> str:
+        return self.payment.body
+
+    @property
+    def key(self) -> str | None:
+        return self.payment.key
+
+    @property
+    def group_id(self) -> str:
+        return self.payment.group_id
+
+    @property
+    def dedup_id(self) -> str:
+        return f"backlog-{self.payment.payment_id}"
+
+
 def inject(sqs: Any, dlq_url: str, label: str, backlog: list[Line]) -> None:
     """Send ``backlog`` straight into a DLQ, as an outage would have left it (FIFO: group = account, a deduplication
-    id of its own, ``backlog-<payment id>``)."""
-    for start in range(0, len(backlog), SEND_BATCH_MAX):
-        entries = []
-        for i, ln in enumerate(backlog[start : start + SEND_BATCH_MAX]):
-            entry: dict[str, Any] = {"Id": str(i), "MessageBody": ln.body}
-            if label == FIFO:
-                entry["MessageGroupId"] = ln.account_id
-                entry["MessageDeduplicationId"] = f"backlog-{ln.payment_id}"
-            entries.append(entry)
-        result = sqs.send_message_batch(QueueUrl=dlq_url, Entries=entries)
-        if result.get("Failed"):
-            raise RuntimeError(f"SQS refused a backlog message for the {label} DLQ: {result['Failed'][0]}")
+    id of its own, ``backlog-<payment id>``), with the one producer (``traffic.send``).
+
+    :raises SendError: SQS refused a message.
+    """
+    outgoing = {label: [Outgoing(_Injected(ln), ORIGINAL) for ln in backlog]}
+    send(sqs, {label: dlq_url}, {label: label == FIFO}, outgoing, lambda n: None)
 
 
 def counts(
@@ -162,7 +187,7 @@ def read_first_processed_receive(run_dir: Path, label: str) -> dict[str, int]:
     request ids of its killed invocations (``chaos-<label>-*.jsonl``)."""
     killed = {
         str(k["request_id"])
-        for k in _jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
+        for k in read_jsonl(sorted(run_dir.glob(f"chaos-{label}-*.jsonl")))
         if k.get("event") == "kill" and k.get("request_id")
     }
-    return first_processed_receive(_jsonl(sorted(run_dir.glob(f"function-{label}-*.log"))), killed)
+    return first_processed_receive(read_jsonl(sorted(run_dir.glob(f"function-{label}-*.log"))), killed)

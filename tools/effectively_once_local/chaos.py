@@ -3,10 +3,10 @@
 The runner injects faults from outside the handler. Any handler on ``effectively_once_runtime``: the poller reads
 the handler's stdout (``esm.EffectTap``), and on the runtime's effect line (written and flushed after the effect
 returned, before the idempotency record is completed) it kills the process there ("after the effect, before
-completion") or stalls past the deadline. The payments sample also has a gateway seam (a crash after the charge; a
-stall before the charge). Around the invocation: a crash after the handler completed, before the response reaches
-the event source mapping. A crash is a real ``SIGKILL`` of the poller process, as nothing survives a killed
-execution environment.
+completion") or stalls past the deadline. A profile may name a seam of its own instead (the payments sample's
+gateway, ``sandbox.ChaosGateway``: a crash after the charge; a stall before the charge). Around the invocation: a
+crash after the handler completed, before the response reaches the event source mapping. A crash is a real
+``SIGKILL`` of the poller process, as nothing survives a killed execution environment.
 
 Attribution is exact: a kill record names its process, invocation and Lambda request id, and the key it interrupted
 is derived after the run from what that process logged before it died: the last effect line of the killed request
@@ -143,33 +143,3 @@ class InvocationChaos:
             self.stalling = True
             # The runner's watchdog kills the process at the invocation's deadline, the record still in progress.
             time.sleep(max(0.0, self.deadline - time.monotonic()) + 5)
-
-
-class ChaosGateway:
-    """Wraps the handler's payment gateway: logs every provider call and injects the gateway-side faults."""
-
-    def __init__(self, inner: Any, chaos: InvocationChaos, provider_log: EventLog) -> None:
-        self.inner = inner
-        self.chaos = chaos
-        self.provider_log = provider_log
-
-    def charge(self, payment: Any, *, idempotency_key: str | None = None) -> Any:
-        chaos = self.chaos
-        if chaos.fate == TIMEOUT:
-            chaos.fate = None
-            chaos.stalling = True
-            # Stall before the charge; the runner's watchdog kills the process at the invocation's deadline.
-            time.sleep(max(0.0, chaos.deadline - time.monotonic()) + 5)
-        # Logged before the call: a kill while the call is in flight may still leave a charge behind.
-        chaos.inflight_payment = payment.payment_id
-        self.provider_log.write(
-            event="call", payment_id=payment.payment_id, invocation=chaos.invocation, request_id=chaos.request_id
-        )
-        result = self.inner.charge(payment, idempotency_key=idempotency_key)
-        self.provider_log.write(
-            event="result", payment_id=payment.payment_id, charge_id=result.charge_id, replayed=bool(result.replayed)
-        )
-        if chaos.fate == AFTER_CHARGE:
-            chaos.fate = None
-            chaos.crash(AFTER_CHARGE)
-        return result

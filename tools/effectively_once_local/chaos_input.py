@@ -1,4 +1,4 @@
-"""The chaos command's input: message bodies for any stack, and the producer that sends them with duplicates.
+"""The chaos command's input: message bodies for any stack, read into lines the producer (``traffic.py``) sends.
 
 A JSON Lines file, one message per line. A line is either the body itself (a JSON object, sent as compact JSON),
 or a wrapper ``{"body": <object or string>, "queue": "<queue>", "group": "<message group id>"}`` (only these
@@ -20,23 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from effectively_once_runtime.body import parse_object
 from effectively_once_runtime.consumer import key_text
 from effectively_once_runtime.errors import InvalidRecord
 from effectively_once_runtime.events import Expression, compile_expression
 
-from .chaos import ChaosConfig
 from .json_lines import JsonLinesError, read_json_lines
 from .limits import SQS_FIFO_ID_PATTERN
 
-SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
 _WRAPPER_KEYS = {"body", "queue", "group"}
 _FIFO_ID = re.compile(SQS_FIFO_ID_PATTERN)
 
@@ -52,6 +47,17 @@ class InputLine:
     key: str | None  # the business key as text; None when the key JMESPath finds nothing
     queue: str | None
     group: str | None
+
+    @property
+    def group_id(self) -> str:
+        """The FIFO message group: the line's ``group``, else its key, else ``default`` (a SHA-256 when SQS would
+        refuse the text as a group id)."""
+        return _fifo_id(self.group or self.key or "default")
+
+    @property
+    def dedup_id(self) -> str:
+        """The FIFO deduplication id: the SHA-256 of the body, so a resent body is the same message to SQS."""
+        return hashlib.sha256(self.body.encode()).hexdigest()
 
 
 def body_key(path: Expression, body: str) -> str | None:
@@ -145,68 +151,5 @@ def _shown(labels: dict[str, str]) -> str:
     return ", ".join(f"{label} ({queue})" for label, queue in sorted(labels.items()))
 
 
-@dataclass(frozen=True)
-class Outgoing:
-    line: InputLine
-    kind: str  # "original", "concurrent_duplicate" or "resend"
-
-
-def plan(
-    lines: list[InputLine], routes: dict[int, str], fifo: dict[str, bool], chaos: ChaosConfig
-) -> dict[str, list[Outgoing]]:
-    """What each mapping's queue is sent, in order: every line once; a fraction sent twice back to back (standard
-    queues: a FIFO group is processed one at a time); a fraction resent after all originals (a producer retrying).
-    ``routes``: line number -> label."""
-    rng = random.Random(chaos.seed)
-    out: dict[str, list[Outgoing]] = {label: [] for label in fifo}
-    resends: dict[str, list[Outgoing]] = {label: [] for label in fifo}
-    for line in lines:
-        label = routes[line.number]
-        out[label].append(Outgoing(line, "original"))
-        if line.key is None:
-            continue
-        if not fifo[label] and rng.random() < chaos.concurrent_duplicates:
-            out[label].append(Outgoing(line, "concurrent_duplicate"))
-        if rng.random() < chaos.resend:
-            resends[label].append(Outgoing(line, "resend"))
-    for label in out:
-        out[label].extend(resends[label])
-    return out
-
-
 def _fifo_id(text: str) -> str:
     return text if _FIFO_ID.fullmatch(text) else hashlib.sha256(text.encode()).hexdigest()
-
-
-def send(
-    sqs: Any,
-    urls: dict[str, str],
-    fifo: dict[str, bool],
-    messages: dict[str, list[Outgoing]],
-    progress: Callable[[int], None],
-) -> int:
-    """Send with ``SendMessageBatch``; returns the number sent.
-
-    :raises InputFileError: SQS rejected an entry (named with its line).
-    """
-    sent = 0
-    for label, outgoing in messages.items():
-        for start in range(0, len(outgoing), SEND_BATCH_MAX):
-            chunk = outgoing[start : start + SEND_BATCH_MAX]
-            entries = []
-            for i, msg in enumerate(chunk):
-                entry: dict[str, Any] = {"Id": str(i), "MessageBody": msg.line.body}
-                if fifo[label]:
-                    entry["MessageGroupId"] = _fifo_id(msg.line.group or msg.line.key or "default")
-                    entry["MessageDeduplicationId"] = hashlib.sha256(msg.line.body.encode()).hexdigest()
-                entries.append(entry)
-            result = sqs.send_message_batch(QueueUrl=urls[label], Entries=entries)
-            if result.get("Failed"):
-                bad = result["Failed"][0]
-                number = chunk[int(bad["Id"])].line.number
-                raise InputFileError(
-                    f"SQS rejected the message of line {number}: {bad.get('Message', bad.get('Code'))}"
-                )
-            sent += len(chunk)
-            progress(len(chunk))
-    return sent

@@ -35,7 +35,7 @@ from typing import Any
 from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, AFTER_EFFECT, DEADLINE, TIMEOUT
-from .report import _jsonl
+from .json_lines import read_jsonl
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
 KILL_KINDS = (AFTER_EFFECT, AFTER_COMPLETE, TIMEOUT, DEADLINE)
@@ -59,7 +59,7 @@ def effect_lines(run_dir: Path) -> list[dict[str, Any]]:
     """Every effect line in the run's function logs (a line cut by a kill is skipped)."""
     lines = []
     for path in sorted(run_dir.glob("function-*.log")):
-        for doc in _jsonl([path]):
+        for doc in read_jsonl([path]):
             if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == EFFECT_MESSAGE:
                 lines.append({**doc, "_file": path.name})
     return lines
@@ -72,7 +72,7 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(run_dir.glob("chaos-*.jsonl")):
         label = path.stem[len("chaos-") :].rsplit("-", 1)[0]
-        for record in _jsonl([path]):
+        for record in read_jsonl([path]):
             if record.get("event") != "kill":
                 continue
             key = None

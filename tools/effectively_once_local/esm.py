@@ -38,7 +38,7 @@ from typing import Any
 
 from effectively_once_runtime import names
 
-from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, ChaosGateway, EventLog, InvocationChaos
+from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, EventLog, InvocationChaos
 from .chaos_input import body_key, compile_key
 from .figures import record_peak
 
@@ -62,8 +62,7 @@ class MappingConfig:
     function_timeout_seconds: int
     function_memory_mb: int
     function_env: dict[str, str]
-    handler: str = "payments.handler.lambda_handler"
-    gateway_seam: str | None = "payments.gateway"
+    handler: str  # module.attribute, as the function's Handler
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,13 @@ class PollerSpec:
     handler_root: str
     aws_env: dict[str, str]
     chaos: ChaosConfig = field(default_factory=ChaosConfig)
-    unsafe: bool = False
+    #: Environment variables set in the poller after the function's own (a profile's switches, e.g. the payments
+    #: control run's guards off). :default: none.
+    env_overrides: dict[str, str] = field(default_factory=dict)
+    #: ``module:function`` the poller calls as ``function(chaos, provider_log)`` before it imports the handler: a
+    #: profile's seam around the side effect (the payments gateway, ``sandbox.install_gateway_seam``); the kills
+    #: "after the effect" then strike there. :default: ``None``: at the runtime's effect line, for any handler.
+    seam: str | None = None
     #: JMESPath over a message body giving its business key (booked with each kill: the keys of the killed batch).
     key_expression: str | None = None
 
@@ -247,10 +252,9 @@ def _load_handler(spec: PollerSpec, chaos: InvocationChaos, provider_log: EventL
     if root is not None and root not in sys.path:
         sys.path.insert(0, root)
     sys.path.insert(0, spec.handler_root)
-    if spec.mapping.gateway_seam:
-        seam = importlib.import_module(spec.mapping.gateway_seam)
-        default = seam.default_gateway_factory
-        seam.set_gateway_factory(lambda settings: ChaosGateway(default(settings), chaos, provider_log))
+    if spec.seam:
+        module, _, function = spec.seam.partition(":")
+        getattr(importlib.import_module(module), function)(chaos, provider_log)
     module_name, _, attr = spec.mapping.handler.rpartition(".")
     return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
 
@@ -264,16 +268,14 @@ def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
     pid = os.getpid()
     os.environ.update(spec.aws_env)
     os.environ.update(mapping.function_env)
-    if spec.unsafe:
-        os.environ["POWERTOOLS_IDEMPOTENCY_DISABLED"] = "true"
-        os.environ["PAYMENT_PROVIDER_IDEMPOTENCY_KEYS"] = "false"
+    os.environ.update(spec.env_overrides)
     # The handler's stdout is its CloudWatch log stream.
     function_log = open(run_dir / f"function-{mapping.label}-{pid}.log", "a", buffering=1, encoding="utf-8")
     chaos = InvocationChaos(
         spec.chaos,
         EventLog(run_dir / f"chaos-{mapping.label}-{pid}.jsonl"),
         mapping.label,
-        at_effect_line=mapping.gateway_seam is None,
+        at_effect_line=spec.seam is None,
     )
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)

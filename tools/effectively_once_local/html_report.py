@@ -17,7 +17,7 @@ Where each series comes from (:func:`read_events`; every line is timed by its wr
 - DLQ arrivals: the runtime's ``record dead-lettered`` line (a permanent failure sent on first sight). A message
   SQS itself moves after ``maxReceiveCount`` receives leaves no timed trace the runner can read: SQS keeps a standard
   queue message's enqueue time when it moves it (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html),
-  and the report's read of a FIFO DLQ replaces each message with a copy (``report.read_dlq_messages``). The page
+  and the report's read of a FIFO DLQ replaces each message with a copy (``readback.read_dlq_messages``). The page
   counts those in its tables, not on the chart, and says how many arrivals it timed;
 - kills: the chaos log, ``chaos-*.jsonl`` (``ts``, ``phase``).
 """
@@ -38,7 +38,10 @@ from typing import Any
 
 from effectively_once_runtime import names
 
-from .report import _jsonl
+from .json_lines import read_jsonl
+
+#: Top-level report keys that are not a queue's column (the payments report's and the chaos report's blocks).
+NOT_QUEUES = ("total", "run", "verdict", "per_key", "redrive")
 
 #: The kinds of :class:`TimedEvent`, in the order the page shows them, with their labels.
 KINDS = {
@@ -132,24 +135,24 @@ def read_events(run_dir: Path) -> list[TimedEvent]:
     out: list[TimedEvent] = []
     for path in sorted(run_dir.glob("deliveries-*.jsonl")):
         label = _label(path, "deliveries")
-        out += [TimedEvent(float(d["ts"]), "delivery", label) for d in _jsonl([path]) if "ts" in d]
+        out += [TimedEvent(float(d["ts"]), "delivery", label) for d in read_jsonl([path]) if "ts" in d]
     for path in sorted(run_dir.glob("provider-*.jsonl")):
         label = _label(path, "provider")
         out += [
             TimedEvent(float(c["ts"]), "charge", label)
-            for c in _jsonl([path])
+            for c in read_jsonl([path])
             if "ts" in c and c.get("event") == "result" and not c.get("replayed")
         ]
     for path in sorted(run_dir.glob("chaos-*.jsonl")):
         label = _label(path, "chaos")
         out += [
             TimedEvent(float(k["ts"]), "kill", label, str(k.get("phase")))
-            for k in _jsonl([path])
+            for k in read_jsonl([path])
             if "ts" in k and k.get("event") == "kill"
         ]
     for path in sorted(run_dir.glob("function-*.log")):
         label = _label(path, "function")
-        for doc in _jsonl([path]):
+        for doc in read_jsonl([path]):
             if not isinstance(doc, dict):
                 continue
             aws = doc.get("_aws")
@@ -311,8 +314,6 @@ def _queue_table(columns: dict[str, dict[str, Any]], keys: list[str], key_labels
 def _queue_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The report's per-queue rows: the top-level blocks its ``total`` adds up (every figure of the block is one of
     the total's keys), e.g. the demo's ``standard`` and ``fifo``; not the chaos report's ``cross_check``."""
-    from .report import NOT_QUEUES
-
     total = report.get("total") or {}
     rows = {}
     for key, value in report.items():

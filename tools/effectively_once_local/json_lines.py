@@ -1,4 +1,5 @@
-"""The one JSON Lines reader of the local tooling's input files (the payments file and the chaos input).
+"""The one JSON Lines reader of the local tooling's input files (the payments file and the chaos input), and
+:func:`read_jsonl`, the reader of the run's own logs.
 
 Every check runs on the whole file before anything is sent, and every error names ``path:line``. A line is parsed
 with ``json.loads``; an object that repeats a key is kept (``json.loads`` keeps the last value) with the repeated
@@ -69,3 +70,15 @@ def read_json_lines(path: Path, *, unreadable_hint: str) -> list[JsonLine]:
             raise JsonLinesError(f"{path}:{number}: cannot be read ({reason}); {unreadable_hint}") from exc
         lines.append(JsonLine(number, raw.strip(), data, tuple(repeated)))
     return lines
+
+
+def read_jsonl(paths: list[Path]) -> list[dict[str, Any]]:
+    """Every JSON line of ``paths``, in order; a line that is not JSON (cut by a kill) is skipped."""
+    rows = []
+    for path in paths:
+        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rows.append(json.loads(raw))
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+    return rows

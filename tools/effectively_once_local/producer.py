@@ -1,4 +1,4 @@
-"""The payments file and the producer.
+"""The payments profile's input: the payments file, its lines and their routes (the producer is ``traffic.py``).
 
 ``samples/payments.jsonl``: one JSON object per line. A line is sent as the message body, except a line of the form
 ``{"raw_body": "<text>", "account_id": "..."}``, whose ``raw_body`` is sent verbatim (how the file carries a
@@ -17,7 +17,6 @@ import json
 import random
 import re
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,14 @@ from typing import Any
 from .chaos import ChaosConfig
 from .json_lines import JsonLinesError, read_json_lines
 from .limits import SQS_FIFO_ID_PATTERN
+from .traffic import Outgoing, plan
 
 STANDARD = "standard"
 FIFO = "fifo"
-SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
 
 
 class PaymentsFileError(ValueError):
     """The payments file cannot be used; the message names the file and the line."""
-
-
-class SendError(RuntimeError):
-    """SQS rejected a message of the payments file; the message names its line."""
 
 
 _FIFO_ID = re.compile(SQS_FIFO_ID_PATTERN)
@@ -48,6 +43,16 @@ class Line:
     body: str
     account_id: str
     payment_id: str | None
+
+    @property
+    def key(self) -> str | None:
+        """The business key: the payment id (``None`` for a line without one)."""
+        return self.payment_id
+
+    @property
+    def group_id(self) -> str:
+        """The FIFO message group: the account, so one account's payments are processed in order."""
+        return self.account_id
 
     @property
     def dedup_id(self) -> str:
@@ -107,78 +112,13 @@ def load_payments(path: Path) -> list[Line]:
     return lines
 
 
-@dataclass(frozen=True)
-class Message:
-    line: Line
-    kind: str  # "original", "concurrent_duplicate" or "resend"
+#: The payments' queues, each a pipeline of the sandbox stack: standard and FIFO.
+QUEUES = {STANDARD: False, FIFO: True}
 
 
-def plan_messages(lines: list[Line], chaos: ChaosConfig) -> dict[str, list[Message]]:
-    """What each queue is sent, in order: every line once; a fraction sent twice back to back (standard queue only:
-    a FIFO group is processed one at a time); a fraction resent after all originals, like a producer retrying."""
-    rng = random.Random(chaos.seed)
-    plan: dict[str, list[Message]] = {STANDARD: [], FIFO: []}
-    resends: dict[str, list[Message]] = {STANDARD: [], FIFO: []}
-    for line in lines:
-        queue = route(line.account_id)
-        plan[queue].append(Message(line, "original"))
-        if line.payment_id is None:
-            continue
-        if queue == STANDARD and rng.random() < chaos.concurrent_duplicates:
-            plan[queue].append(Message(line, "concurrent_duplicate"))
-        if rng.random() < chaos.resend:
-            resends[queue].append(Message(line, "resend"))
-    for queue in plan:
-        plan[queue].extend(resends[queue])
-    return plan
-
-
-def send(
-    sqs: Any,
-    queue_urls: dict[str, str],
-    plan: dict[str, list[Message]],
-    progress: Callable[[int], None],
-    record: Callable[..., None] | None = None,
-) -> dict[str, int]:
-    """Send the plan with ``SendMessageBatch``; returns messages sent per queue.
-
-    :param record: called once per accepted message with ``queue``, ``line``, ``payment_id``, ``kind``,
-        ``message_id`` (the id SQS returned) and, for FIFO, ``deduplication_id`` (``EventLog.write``: the run's
-        ``sent-<queue>.jsonl``, which ties a payment to the message ids the delivery log shows). SQS answers a FIFO
-        message dropped as a duplicate of its deduplication id with an id too.
-    :raises SendError: SQS rejected an entry (named with its line).
-    """
-    sent = {}
-    for queue, messages in plan.items():
-        sent[queue] = 0
-        for start in range(0, len(messages), SEND_BATCH_MAX):
-            chunk = messages[start : start + SEND_BATCH_MAX]
-            entries = []
-            for i, msg in enumerate(chunk):
-                entry: dict[str, Any] = {"Id": str(i), "MessageBody": msg.line.body}
-                if queue == FIFO:
-                    entry["MessageGroupId"] = msg.line.account_id
-                    entry["MessageDeduplicationId"] = msg.line.dedup_id
-                entries.append(entry)
-            result = sqs.send_message_batch(QueueUrl=queue_urls[queue], Entries=entries)
-            if result.get("Failed"):
-                bad = result["Failed"][0]
-                line = chunk[int(bad["Id"])].line.number
-                raise SendError(f"SQS rejected the message of line {line}: {bad.get('Message', bad.get('Code'))}")
-            if record is not None:
-                for ok in result.get("Successful", []):
-                    msg = chunk[int(ok["Id"])]
-                    record(
-                        queue=queue,
-                        line=msg.line.number,
-                        payment_id=msg.line.payment_id,
-                        kind=msg.kind,
-                        message_id=ok.get("MessageId"),
-                        **({"deduplication_id": msg.line.dedup_id} if queue == FIFO else {}),
-                    )
-            sent[queue] += len(chunk)
-            progress(len(chunk))
-    return sent
+def plan_messages(lines: list[Line], chaos: ChaosConfig) -> dict[str, list[Outgoing[Line]]]:
+    """What each queue is sent (``traffic.plan``): a payment goes to its account's queue (:func:`route`)."""
+    return plan(lines, lambda line: route(line.account_id), QUEUES, chaos)
 
 
 def generate_sample(count: int = 1000, accounts: int = 40, seed: int = 2026) -> list[dict[str, Any]]:

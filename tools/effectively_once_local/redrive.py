@@ -3,7 +3,7 @@
 ``python -m effectively_once_local redrive --stack NAME [--queue standard|fifo] [--max-per-second N]``
 
 Each SQS event source mapping of the stack names a source queue; its redrive policy names the DLQ
-(:func:`.stack.discover`). Two ways to move what the DLQ holds back to the source:
+(:func:`.sandbox.discover`). Two ways to move what the DLQ holds back to the source:
 
 - **AWS** (any endpoint but loopback): SQS's own redrive, ``StartMessageMoveTask`` with ``SourceArn`` the DLQ and an
   explicit ``DestinationArn``, the source queue. Explicit, because a copy the runtime sent to the DLQ on first sight
@@ -38,8 +38,8 @@ from urllib.parse import urlparse
 
 from .deploy import aws_session
 from .limits import SQS_MAX_MESSAGE_MOVE_RATE
-from .report import send_attributes
-from .stack import discover
+from .readback import send_attributes
+from .sandbox import discover
 
 #: The highest ``MaxNumberOfMessagesPerSecond`` SQS accepts (``--max-per-second``).
 MAX_MESSAGES_PER_SECOND = SQS_MAX_MESSAGE_MOVE_RATE
@@ -97,7 +97,7 @@ def targets(session: Any, stack: str, queue: str | None) -> list[Target]:
     """The stack's DLQs and their source queues (``queue``: only that label).
 
     :raises RedriveError: ``queue`` names a type of queue the stack does not have.
-    :raises DeployError: the stack has no SQS event source mapping (from :func:`.stack.discover`).
+    :raises DeployError: the stack has no SQS event source mapping (from :func:`.sandbox.discover`).
     """
     pipelines = discover(session, stack)
     if queue is not None and queue not in pipelines:

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from .chaos import ChaosConfig
-from .demo import _in_queue, _validity_check
 from .deploy import aws_session
-from .producer import load_payments, plan_messages, send
+from .producer import QUEUES, load_payments, plan_messages
+from .readback import queues_depth
 from .report import build_report, render, verdict
+from .sandbox import Pipeline, discover, validity_check
 from .server import LocalAwsError
-from .stack import Pipeline, discover
+from .traffic import send
 
 #: How long the source queues must stay empty before the report reads the ledgers: SQS's ApproximateNumberOf*
 #: counts "may not achieve consistency until at least 1 minute after the producers stop sending messages"
@@ -56,7 +57,7 @@ def wait_for_drain(
     poll = max(1.0, min(POLL_SECONDS, settle_seconds / 2))
     while True:
         now = clock()
-        if _in_queue(sqs, urls) > 0:
+        if queues_depth(sqs, urls) > 0:
             empty_since = None
         elif empty_since is None:
             empty_since = now
@@ -77,7 +78,7 @@ def produce(stack: str, payments: Path, chaos: ChaosConfig) -> int:
     pipelines = discover(session, stack)
     plan = plan_messages(lines, chaos)
     urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
-    sent = send(session.client("sqs"), urls, {q: plan.get(q, []) for q in urls}, lambda n: None)
+    sent = send(session.client("sqs"), urls, QUEUES, {q: plan.get(q, []) for q in urls}, lambda n: None)
     print(f"sent {sum(sent.values())} messages: " + ", ".join(f"{q} {n}" for q, n in sorted(sent.items())))
     return 0
 
@@ -105,7 +106,7 @@ def report(
         wait_for_drain(sqs, urls, wait, settle_seconds)
     except LocalAwsError as exc:
         raise LocalAwsError(f"{stack}: {exc}") from exc
-    result = build_report(session, pipelines, lines, None, _validity_check(handler_root))
+    result = build_report(session, pipelines, lines, None, validity_check(handler_root))
     code, reasons = verdict(result, unsafe=False)
     result["verdict"] = {"exit_code": code, "reasons": reasons}
     print(render(result))

@@ -1,7 +1,6 @@
 """Read back every SQS event source mapping of a deployed stack, whatever the app: what the local runner needs to
 play each mapping (queue, batch size, window, function handler, timeout, memory, environment, code folder) and what
-the report reads (the DLQ from the queue's redrive policy); and the payments view of them (:func:`discover`: the
-standard and FIFO pipelines the demo, ``produce``/``report`` and ``redrive`` use, with the tables the report reads).
+the report reads (the DLQ from the queue's redrive policy). The payments profile's view of them is ``sandbox.py``.
 
 The code folder comes from the synthesized template in the deploy's ``cdk.out``: the function's ``aws:asset:path``
 metadata (the CDK CLI writes it), else the ``asset.<hash>`` folder named by its ``Code.S3Key`` (shared/LOCAL_AWS.md).
@@ -10,11 +9,9 @@ metadata (the CDK CLI writes it), else the ``asset.<hash>`` folder named by its 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from effectively_once_runtime import names
 
 from .deploy import DeployError
 from .esm import MappingConfig
@@ -118,8 +115,7 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path | None) -> list[De
             function_timeout_seconds=int(fn.get("Timeout", 3)),
             function_memory_mb=int(fn.get("MemorySize", 128)),
             function_env=dict(fn.get("Environment", {}).get("Variables", {})),
-            handler=fn.get("Handler", "payments.handler.lambda_handler"),
-            gateway_seam=None,
+            handler=fn["Handler"],
         )
         found.append(
             DeployedMapping(
@@ -138,51 +134,8 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path | None) -> list[De
 
 
 def disable(session: Any, mappings: list[DeployedMapping]) -> None:
-    """Switch moto's own mappings off (it would take every message); the local runner plays their part."""
+    """Switch moto's own mappings off: it would hand every message to its Lambda stand-in (which cannot run the code
+    without Docker) and delete it. The local runner plays their part."""
     lam = session.client("lambda")
     for m in mappings:
         lam.update_event_source_mapping(UUID=m.mapping_uuid, Enabled=False)
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """One deployed processor: its event source mapping and what the report reads."""
-
-    mapping: MappingConfig
-    mapping_uuid: str
-    dlq_url: str
-    idempotency_table: str
-    ledger_table: str
-
-
-def discover(session: Any, stack: str) -> dict[str, Pipeline]:
-    """The payments view of every SQS event source mapping of ``stack`` (:func:`discover_mappings`), keyed
-    ``standard`` / ``fifo``, with the tables the report reads from the function's environment.
-
-    :raises DeployError: the stack has no SQS event source mapping, two of one queue type, or a queue without a
-        redrive policy.
-    """
-    pipelines: dict[str, Pipeline] = {}
-    for found in discover_mappings(session, stack, None):
-        if found.dlq_url is None:
-            raise DeployError(f"queue {found.queue_name} has no redrive policy")
-        label = "fifo" if found.fifo else "standard"
-        if label in pipelines:
-            raise DeployError(f"stack {stack} has more than one {label} SQS event source mapping")
-        variables = found.mapping.function_env
-        pipelines[label] = Pipeline(
-            mapping=replace(found.mapping, label=label, gateway_seam="payments.gateway"),
-            mapping_uuid=found.mapping_uuid,
-            dlq_url=found.dlq_url,
-            idempotency_table=variables.get(names.ENV_TABLE_NAME, ""),
-            ledger_table=variables.get("LEDGER_TABLE_NAME", ""),
-        )
-    return pipelines
-
-
-def disable_mappings(session: Any, pipelines: dict[str, Pipeline]) -> None:
-    """moto's own event source mapping would hand every message to its Lambda stand-in (which cannot run our code
-    without Docker) and delete it: switch the deployed mappings off; the local runner plays their part."""
-    lam = session.client("lambda")
-    for pipeline in pipelines.values():
-        lam.update_event_source_mapping(UUID=pipeline.mapping_uuid, Enabled=False)

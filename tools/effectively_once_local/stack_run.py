@@ -1,5 +1,6 @@
-"""The chaos proof for any stack: deploy a CDK app to a local AWS, run every SQS event source mapping of one stack
-with the local runner under chaos, report per business key (``effects.py``).
+"""The chaos proof for any stack, the general profile of the pipeline (``pipeline.py``): deploy a CDK app to a local
+AWS, run every SQS event source mapping of one stack with the local runner under chaos, report per business key
+(``effects.py``).
 
 ``python -m effectively_once_local chaos --app-dir DIR --stack NAME --input FILE --key JMESPATH`` or, from pytest,
 ``run_chaos(ChaosOptions(...))``, which returns the exit code and the report.
@@ -18,15 +19,16 @@ from typing import Any
 from effectively_once_runtime import names
 
 from .chaos import ChaosConfig
-from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, plan, resolve_queue, send
-from .demo import _bar, clear_run_dir, drain
-from .deploy import DeployError, deploy
+from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
+from .deploy import DeployError
 from .effects import build, effect_lines, kills, render, verdict
-from .esm import PollerPool, PollerSpec
+from .esm import PollerPool
 from .html_report import RunClock, conclude, read_events
-from .report import read_dlq, scan_ledger
-from .server import MotoServer, aws_env, local_endpoint, local_session
+from .pipeline import Deployment, clear_run_dir, describe, drive, local_deployment, poller_specs
+from .readback import read_dlq, scan_table
+from .server import aws_env, local_endpoint, local_session
 from .stack import DeployedMapping, disable, discover_mappings
+from .traffic import plan
 
 
 @dataclass(frozen=True)
@@ -88,79 +90,63 @@ def _attr_text(value: dict[str, Any] | None) -> str | None:
     return json.dumps(value, sort_keys=True)
 
 
+def _store_counts(session: Any, table: str | None, key_attribute: str | None) -> Counter[str] | None:
+    """Effects per key in the effect's own store (one item per executed effect), ``None`` without a store."""
+    if table is None or key_attribute is None:
+        return None
+    items = scan_table(session.client("dynamodb"), table)
+    return Counter(k for k in (_attr_text(i.get(key_attribute)) for i in items) if k is not None)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    mappings: list[DeployedMapping]
+    messages_sent: int
+    poller_restarts: int
+    dlq_bodies: list[str]
+    store: Counter[str] | None
+    table: str | None
+
+
 def _run(
-    opts: ChaosOptions,
-    lines: list[InputLine],
-    endpoint: str,
-    cdk_out: Path,
-    log: Callable[[str], None],
-    clock: RunClock,
-) -> tuple[list[DeployedMapping], int, int, list[str], Counter[str] | None, str | None]:
-    """Discover, send, run until drained; returns the mappings, messages sent, poller restarts, the DLQ bodies,
-    the store's effects per key (``None`` without a store) and the store's table name. Every client talks to the
-    local AWS only (``local_endpoint``)."""
-    with local_endpoint(endpoint):
-        session = local_session(endpoint)
-        mappings: list[DeployedMapping] = discover_mappings(session, opts.stack, cdk_out)
+    opts: ChaosOptions, lines: list[InputLine], deployed: Deployment, log: Callable[[str], None], clock: RunClock
+) -> _Outcome:
+    """Discover, send, run until drained, read back (``pipeline.py``). Every client talks to the local AWS only."""
+    with local_endpoint(deployed.endpoint):
+        session = local_session(deployed.endpoint)
+        mappings = discover_mappings(session, opts.stack, deployed.cdk_out)
         disable(session, mappings)
         for m in mappings:
-            c = m.mapping
-            log(
-                f"{m.label} ({m.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
-                f"visibility timeout {c.visibility_timeout_seconds}s, function timeout {c.function_timeout_seconds}s"
-            )
+            log(describe(m))
         labels = {m.label: m.queue_name for m in mappings}
         routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
         fifo = {m.label: m.fifo for m in mappings}
         table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
-        env = aws_env(endpoint)
-        specs = [
-            (
-                PollerSpec(
-                    mapping=m.mapping,
-                    run_dir=str(opts.run_dir),
-                    handler_root=str(m.code_dir),  # discovered with a cdk.out: never None here
-                    aws_env=env,
-                    chaos=opts.chaos,
-                    key_expression=opts.key,
-                ),
-                opts.concurrency,
-            )
-            for m in mappings
-        ]
+        specs = poller_specs(
+            mappings,
+            run_dir=opts.run_dir,
+            aws_env=aws_env(deployed.endpoint),
+            chaos=opts.chaos,
+            concurrency=opts.concurrency,
+            key_expression=opts.key,
+        )
         pool = PollerPool(specs)
         sqs = session.client("sqs")
-        urls = {m.label: m.mapping.queue_url for m in mappings}
-        outgoing = plan(lines, routes, fifo, opts.chaos)
-        total = sum(len(v) for v in outgoing.values())
-        try:
-            # Originals before polling starts, resends while it runs (a producer retrying).
-            with _bar(total, "sending", opts.quiet) as bar:
-                clock.mark("deployed: sending" if opts.endpoint is None else "sending")
-                for q, msgs in outgoing.items():
-                    send(sqs, urls, fifo, {q: [o for o in msgs if o.kind != "resend"]}, clock.progress(q, bar.update))
-                pool.start()
-                clock.mark("polling")
-                for q, msgs in outgoing.items():
-                    send(sqs, urls, fifo, {q: [o for o in msgs if o.kind == "resend"]}, clock.progress(q, bar.update))
-            drain(
-                pool,
-                sqs,
-                list(urls.values()),
-                total,
-                timeout_seconds=opts.drain_timeout_seconds,
-                run_dir=opts.run_dir,
-                quiet=opts.quiet,
-            )
-        finally:
-            pool.stop()
+        done = drive(
+            sqs,
+            pool,
+            {m.label: m.mapping.queue_url for m in mappings},
+            fifo,
+            plan(lines, lambda line: routes[line.number], fifo, opts.chaos),
+            clock=clock,
+            run_dir=opts.run_dir,
+            drain_timeout_seconds=opts.drain_timeout_seconds,
+            quiet=opts.quiet,
+            fresh_deploy=deployed.fresh,
+        )
         dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
-        store: Counter[str] | None = None
-        if table is not None:
-            assert opts.effect_key is not None
-            items = scan_ledger(session.client("dynamodb"), table)
-            store = Counter(k for k in (_attr_text(i.get(opts.effect_key)) for i in items) if k is not None)
-        return mappings, total, pool.restarts, dlq_bodies, store, table
+        store = _store_counts(session, table, opts.effect_key)
+        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq_bodies, store, table)
 
 
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
@@ -175,18 +161,19 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
     clock = RunClock()
-    if opts.endpoint is None:
-        with MotoServer(log_path=opts.run_dir / "moto.log") as aws:
-            log(f"local AWS (moto) on {aws.endpoint}")
-            t0 = time.monotonic()
-            deploy(aws.endpoint, opts.app_dir, opts.stack, dict(opts.context), opts.run_dir / "cdk.log")
-            log(f"deployed {opts.stack} with the CDK CLI in {time.monotonic() - t0:.0f}s")
-            outcome = _run(opts, lines, aws.endpoint, opts.run_dir / "cdk.out", log, clock)
-    else:
-        if opts.cdk_out is None:
-            raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
-        outcome = _run(opts, lines, opts.endpoint, opts.cdk_out, log, clock)
-    mappings, total, restarts, dlq_bodies, store, table = outcome
+    deployment = local_deployment(
+        app_dir=opts.app_dir,
+        stack=opts.stack,
+        context=dict(opts.context),
+        run_dir=opts.run_dir,
+        log=log,
+        endpoint=opts.endpoint,
+        cdk_out=opts.cdk_out,
+    )
+    with deployment as deployed:
+        outcome = _run(opts, lines, deployed, log, clock)
+    mappings, total, restarts = outcome.mappings, outcome.messages_sent, outcome.poller_restarts
+    dlq_bodies, store, table = outcome.dlq_bodies, outcome.store, outcome.table
     sent = Counter(ln.key for ln in lines if ln.key is not None)
     log_counts = Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir))
     dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}

@@ -1,0 +1,134 @@
+"""The one producer of the local tooling: what each queue is sent, and the sending, with the send log.
+
+Both profiles of the pipeline use it: the payments demo (``producer.py`` reads the payments file into lines) and the
+chaos run for any stack (``chaos_input.py`` reads its input into lines). A line is anything with the
+:class:`SendLine` attributes: its number in the input, the body to send, its business key (``None``: not a valid key,
+never duplicated on purpose), and for FIFO queues its message group id and deduplication id.
+
+:func:`plan`: every line once, in input order; a fraction of the keyed lines sent twice back to back (standard
+queues only: a FIFO group is processed one at a time, so a back-to-back copy tests nothing); a fraction resent after
+all originals, as a producer retrying does. :func:`send`: ``SendMessageBatch`` in chunks of 10, each message SQS
+accepted written to the send log (``sent-<label>.jsonl`` in the run folder) with the message id SQS returned, which
+ties an input line to the delivery log (``attribution.sent_never_delivered``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from .chaos import ChaosConfig
+
+SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
+ORIGINAL = "original"
+CONCURRENT_DUPLICATE = "concurrent_duplicate"
+RESEND = "resend"
+
+
+class SendLine(Protocol):
+    """What the producer needs of an input line."""
+
+    @property
+    def number(self) -> int: ...  # 1-based, in the input file
+
+    @property
+    def body(self) -> str: ...
+
+    @property
+    def key(self) -> str | None: ...  # the business key; None: not a valid key
+
+    @property
+    def group_id(self) -> str: ...  # MessageGroupId on a FIFO queue
+
+    @property
+    def dedup_id(self) -> str: ...  # MessageDeduplicationId on a FIFO queue
+
+
+L = TypeVar("L", bound=SendLine)
+
+
+class SendError(RuntimeError):
+    """SQS rejected a message; the message names its input line."""
+
+
+@dataclass(frozen=True)
+class Outgoing(Generic[L]):
+    """One message to send: its line and why it is sent (``original``, ``concurrent_duplicate`` or ``resend``)."""
+
+    line: L
+    kind: str
+
+
+def plan(
+    lines: Iterable[L], route: Callable[[L], str], fifo: dict[str, bool], chaos: ChaosConfig
+) -> dict[str, list[Outgoing[L]]]:
+    """What each queue (by label, in ``fifo``'s order) is sent, in order. ``route``: a line's queue label.
+
+    The draws come from one ``random.Random(chaos.seed)`` in input order: the same seed and input give the same plan.
+    """
+    rng = random.Random(chaos.seed)
+    out: dict[str, list[Outgoing[L]]] = {label: [] for label in fifo}
+    resends: dict[str, list[Outgoing[L]]] = {label: [] for label in fifo}
+    for line in lines:
+        label = route(line)
+        out[label].append(Outgoing(line, ORIGINAL))
+        if line.key is None:
+            continue
+        if not fifo[label] and rng.random() < chaos.concurrent_duplicates:
+            out[label].append(Outgoing(line, CONCURRENT_DUPLICATE))
+        if rng.random() < chaos.resend:
+            resends[label].append(Outgoing(line, RESEND))
+    for label in out:
+        out[label].extend(resends[label])
+    return out
+
+
+def send(
+    sqs: Any,
+    urls: dict[str, str],
+    fifo: dict[str, bool],
+    messages: dict[str, list[Outgoing[L]]],
+    progress: Callable[[int], None],
+    record: Callable[..., None] | None = None,
+) -> dict[str, int]:
+    """Send ``messages`` with ``SendMessageBatch``; returns the messages sent per queue label.
+
+    :param record: called once per accepted message with ``queue`` (the label), ``line``, ``key``, ``kind``,
+        ``message_id`` (the id SQS returned) and, for FIFO, ``deduplication_id`` (``EventLog.write`` of the run's
+        ``sent-<label>.jsonl``). SQS answers a FIFO message it dropped as a duplicate of its deduplication id with
+        an id too.
+    :raises SendError: SQS rejected an entry (named with its line).
+    """
+    sent: dict[str, int] = {}
+    for label, outgoing in messages.items():
+        sent[label] = 0
+        for start in range(0, len(outgoing), SEND_BATCH_MAX):
+            chunk = outgoing[start : start + SEND_BATCH_MAX]
+            entries = []
+            for i, msg in enumerate(chunk):
+                entry: dict[str, Any] = {"Id": str(i), "MessageBody": msg.line.body}
+                if fifo[label]:
+                    entry["MessageGroupId"] = msg.line.group_id
+                    entry["MessageDeduplicationId"] = msg.line.dedup_id
+                entries.append(entry)
+            result = sqs.send_message_batch(QueueUrl=urls[label], Entries=entries)
+            if result.get("Failed"):
+                bad = result["Failed"][0]
+                number = chunk[int(bad["Id"])].line.number
+                raise SendError(f"SQS rejected the message of line {number}: {bad.get('Message', bad.get('Code'))}")
+            if record is not None:
+                for ok in result.get("Successful", []):
+                    msg = chunk[int(ok["Id"])]
+                    record(
+                        queue=label,
+                        line=msg.line.number,
+                        key=msg.line.key,
+                        kind=msg.kind,
+                        message_id=ok.get("MessageId"),
+                        **({"deduplication_id": msg.line.dedup_id} if fifo[label] else {}),
+                    )
+            sent[label] += len(chunk)
+            progress(len(chunk))
+    return sent
