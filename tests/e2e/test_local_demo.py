@@ -21,7 +21,7 @@ import pytest
 
 from effectively_once_local.producer import generate_sample
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
 
 

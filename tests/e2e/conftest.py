@@ -1,0 +1,57 @@
+"""The end-to-end tests' one local AWS and their deploys, shared by every module of a test session.
+
+``local_aws`` (session scope) starts one moto server on loopback (``effectively_once_local.server.MotoServer``);
+``local_aws.deploy(app_dir, stacks, context)`` runs ``cdk deploy`` of those stacks into it once per test session
+for the same app, stacks and context, and returns the ``cdk.out`` it deployed from (what
+``ChaosOptions(endpoint=..., cdk_out=...)`` takes). A module that needs state no other module has touched deploys
+stacks of its own (other stack names); modules that only read share one deploy.
+
+The command-line runs (``make demo``'s entry point, Ctrl-C) start their own local AWS, as a user's command does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from effectively_once_local.deploy import deploy
+from effectively_once_local.server import MotoServer
+
+
+class LocalAws:
+    """One local AWS for the session and the deploys made into it (one per app, stacks and context)."""
+
+    def __init__(self, server: MotoServer, folder: Path) -> None:
+        self._server = server
+        self._folder = folder
+        self._deployed: dict[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]], Path] = {}
+
+    @property
+    def endpoint(self) -> str:
+        return str(self._server.endpoint)
+
+    def deploy(self, app_dir: Path, stacks: Sequence[str], context: dict[str, str]) -> Path:
+        """``cdk deploy`` of ``stacks`` of ``app_dir`` with ``-c`` ``context``, once per session; the ``cdk.out``.
+
+        :raises ValueError: one of the stacks was already deployed with another app folder or context (a stack
+            name is one stack in the local AWS: deploying it twice would fail on moto, or test the wrong template).
+        """
+        key = (str(app_dir.resolve()), tuple(stacks), tuple(sorted(context.items())))
+        if key in self._deployed:
+            return self._deployed[key]
+        clash = [s for (app, done, ctx) in self._deployed for s in done if s in stacks]
+        if clash:
+            raise ValueError(f"stacks {clash} are deployed in this session already, with another app or context")
+        run = self._folder / f"deploy-{len(self._deployed)}"
+        deploy(self.endpoint, app_dir, list(stacks), context, run / "cdk.log")
+        self._deployed[key] = run / "cdk.out"
+        return run / "cdk.out"
+
+
+@pytest.fixture(scope="session")
+def local_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAws]:
+    folder = tmp_path_factory.mktemp("local-aws")
+    with MotoServer(log_path=folder / "moto.log") as server:
+        yield LocalAws(server, folder)
