@@ -61,12 +61,19 @@ demo: setup
 # job on 10,000 generated payments over 200 accounts, 4 pollers per queue, the demo's chaos with 30 % resends and
 # 10 % kills after the charge, a 2 s function timeout, a 3,000 s drain timeout. Report in reports/soak-report.json
 # (the demo's keys, with payments per second and peak memory in its "run" block); the run's logs in .local-aws/soak.
+# Then, whatever the demo's exit code, benchmarks/soak_page.py adds the run to benchmarks/soak-runs.json (committed;
+# SOAK_NOTE="..." says what changed) and re-renders the soak table of docs/demo.md from it; the wall clock counts
+# from make's start (SOAK_STARTED), set-up included. The recipe exits with the demo's code (1 if only the page failed).
 SOAK_PAYMENTS := .local-aws/soak-payments.jsonl
+SOAK_STARTED := $(shell date +%s)
 soak: setup
 	$(PY) -m effectively_once_local sample --count 10000 --accounts 200 --out $(SOAK_PAYMENTS)
 	$(PY) -m effectively_once_local demo --payments $(SOAK_PAYMENTS) --concurrency 4 --resend 0.3 \
 		--crash-after-charge 0.1 --function-timeout 2 --drain-timeout 3000 \
-		--run-dir .local-aws/soak --report reports/soak-report.json $(SOAK_ARGS)
+		--run-dir .local-aws/soak --report reports/soak-report.json $(SOAK_ARGS); code=$$?; \
+	$(PY) benchmarks/soak_page.py --report reports/soak-report.json --run-dir .local-aws/soak \
+		--started $(SOAK_STARTED) --note "$${SOAK_NOTE:-}" || [ $$code -ne 0 ] || code=1; \
+	exit $$code
 
 # A screenshot of the last demo's HTML page (reports/demo-report.png) in headless Chromium: Debian's package, installed
 # by the script when missing (needs root). PAGE=... OUT=... for another page (a chaos run's).
@@ -84,15 +91,19 @@ demo-aws: setup
 # Benchmarks (issue 9; 5 to 6 minutes on 2 cores): synth time against a plain-L2 baseline, requests and cost per
 # payment, the runtime's CPU time over a bare Powertools handler's (`benchmarks/run.py --only runtime-overhead`
 # alone: under a minute; `--only synth` the synth rows alone), handler import time, asset size, unit-test time.
-# Prints a table, writes reports/bench.json and the capacity model's measured inputs, benchmarks/measured.json
-# (committed), then regenerates docs/capacity.md.
+# Prints a table, writes reports/bench.json and the figures the docs show, benchmarks/measured.json (committed), then
+# regenerates the pages from it as `make capacity` does.
 bench: setup
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/capacity.py
+	$(PY) benchmarks/pages.py
 
-# docs/capacity.md from benchmarks/measured.json (no measuring; tests/unit/test_capacity.py checks it is current).
+# From benchmarks/measured.json alone (no measuring): docs/capacity.md, and the generated sections of
+# docs/benchmarks.md (the bench table) and docs/sandbox-account.md (what a demo-aws run costs).
+# tests/unit/test_capacity.py and tests/unit/test_pages.py check they are current.
 capacity: setup
 	$(PY) benchmarks/capacity.py
+	$(PY) benchmarks/pages.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out reports .pytest_cache .mypy_cache dist site

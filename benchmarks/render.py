@@ -1,5 +1,10 @@
-"""Render ``reports/bench.json`` as a markdown table (``python benchmarks/render.py [path]``); ``make bench``
-prints the same table, and the table on the docs' Benchmarks page (``docs/benchmarks.md``) is this script's output."""
+"""Render bench results as a markdown table: ``table(results)``, one row per measure (value and target) and the lines
+under it (when and where it was measured, the synth medians, the unit tests, the runtime-overhead rounds).
+
+``python benchmarks/render.py [path]`` renders ``reports/bench.json`` (or ``path``); ``make bench`` prints the same
+table; ``benchmarks/pages.py`` renders it from ``benchmarks/measured.json`` into the generated section of the docs'
+Benchmarks page (``docs/benchmarks.md``). ``TABLE_KEYS`` are the result keys it reads, besides the cost rows.
+"""
 
 from __future__ import annotations
 
@@ -61,6 +66,27 @@ ROWS: list[tuple[str, str, str, str]] = [
 ]
 
 
+#: Every result key ``table`` reads besides the cost rows (``cost_per_million_usd*``, computed from the others):
+#: ``benchmarks/run.py`` keeps these in ``benchmarks/measured.json``.
+TABLE_KEYS: tuple[str, ...] = (
+    *(key for key, _, _, _ in ROWS),
+    "runtime_overhead_ratio_target_met",
+    "machine",
+    "synth_seconds_median",
+    "synth_runs",
+    "synth_measured_at",
+    "synth_load_average_1m",
+    "unit_tests_summary",
+    "runtime_overhead_round_ratios",
+    "runtime_overhead_cpu_ms_per_record",
+    "runtime_overhead_setup",
+)
+
+
+#: Result keys ``benchmarks/measured.json`` keeps under the capacity model's name instead: {result key: its name}.
+MEASURED_NAMES: dict[str, str] = {"handler_batch10_ms_inprocess": "invocation_ms_inprocess_batch10"}
+
+
 def _cost(c: dict[str, Any]) -> str:
     return (
         f"${c['total']:.2f} (DynamoDB {c['dynamodb']:.2f}, SQS {c['sqs']:.2f}, "
@@ -92,6 +118,12 @@ def table(r: dict[str, Any]) -> str:
         f"{m.get('load_average_1m_at_end', '?')}; {m.get('note', '')}). Synth medians of {r.get('synth_runs', '?')} "
         "interleaved whole processes (s): " + ", ".join(f"{k} {v}" for k, v in s.items()) + "."
     )
+    if "synth_measured_at" in r:
+        load = r.get("synth_load_average_1m", {})
+        lines.append(
+            f"The synth rows were measured on their own (`--only synth`) at {r['synth_measured_at']}, load average "
+            f"{load.get('before', '?')} before, {load.get('after', '?')} after."
+        )
     if "unit_tests_summary" in r:
         lines.append(f"Unit tests: {r['unit_tests_summary']}.")
     if "runtime_overhead_round_ratios" in r:

@@ -6,7 +6,8 @@ Measures (each in fresh processes; medians; BENCH_RUNS runs each, default 7):
    resources in plain L2 constructs), whole processes, interleaved, each with an outdir in a temp folder; with CDK's
    built-in CloudFormation validation on (the 2.275 default), and ``synth_ratio_no_validation`` with
    ``CDK_VALIDATION=false``. ``--only synth`` measures this row alone (4 to 5 minutes) and updates it in
-   ``reports/bench.json`` (the asset size, read from the same outdir, is not re-measured).
+   ``reports/bench.json`` and ``benchmarks/measured.json`` (the asset size, read from the same outdir, is not
+   re-measured).
 2. DynamoDB requests per payment (``ddb_requests.py``, in process against moto), and over a whole clean local run
    (``python -m effectively_once_local demo --no-chaos`` on the sample's valid payments) the Lambda invocations and
    SQS requests per payment, counted by botocore hooks in every poller process (``EFFECTIVELY_ONCE_COUNT_REQUESTS``).
@@ -15,13 +16,15 @@ Measures (each in fresh processes; medians; BENCH_RUNS runs each, default 7):
 3. ``cost_per_million_usd`` from ``cost_model.py`` at the default batch size on arm64 (the sample's default
    architecture), the same on x86_64 for comparison, and at batch size 1.
 6. ``benchmarks/measured.json`` (committed; ``reports/`` is not): the per-payment counts and the invocation
-   duration that ``benchmarks/capacity.py`` turns into ``docs/capacity.md`` (``make capacity``).
+   duration that ``benchmarks/capacity.py`` turns into ``docs/capacity.md``, and every other figure the docs show
+   (``render.TABLE_KEYS``) that ``benchmarks/pages.py`` turns into the generated sections of ``docs/benchmarks.md``
+   and ``docs/sandbox-account.md``. ``make bench`` runs both after this script; ``make capacity`` runs them alone.
 4. ``handler_import_ms`` (fresh processes, ``import payments.handler``) and ``asset_bytes`` (the staged asset zipped).
 5. ``unit_tests_seconds``: wall time of ``pytest tests/unit -q``.
 7. ``runtime_overhead_ratio`` (``runtime_overhead.py``, one fresh process, moto in process): CPU time of 35
    ten-record SQS batches through ``effectively_once_runtime.Consumer`` over a bare Powertools handler doing the same
    work, the sides interleaved batch by batch, median of 5 rounds. ``--only runtime-overhead`` measures this row
-   alone (under a minute) and updates it in ``reports/bench.json``.
+   alone (under a minute) and updates it in ``reports/bench.json`` and ``benchmarks/measured.json``.
 
 Numbers, no assertions: targets are shown next to them. The machine is shared (2 cores): note the load.
 """
@@ -104,11 +107,13 @@ def bench_synth(tmp: Path) -> dict[str, Any]:
 
 
 def bench_synth_row(tmp: Path) -> dict[str, Any]:
-    """The synth row alone (``--only synth``), with the 1-minute load average before and after it."""
+    """The synth row alone (``--only synth``), with the 1-minute load average before and after it and the time it
+    ended (``synth_measured_at``, ISO 8601 UTC): the page says the row was measured apart from the others."""
     load_before = os.getloadavg()[0]
     row = bench_synth(tmp)
     row.pop("_outdir")
     row["synth_load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
+    row["synth_measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return row
 
 
@@ -236,14 +241,22 @@ def bench_unit_tests() -> dict[str, Any]:
     return {"unit_tests_seconds": round(seconds, 1), "unit_tests_summary": " ".join(summary)}
 
 
-#: The committed inputs of the capacity model (benchmarks/capacity.py): reports/ is git-ignored.
+#: The committed measurements (reports/ is git-ignored): the capacity model's inputs (benchmarks/capacity.py) and
+#: the bench table's figures (benchmarks/pages.py).
 MEASURED = ROOT / "benchmarks" / "measured.json"
 
 
+def _table_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures of ``results`` that the bench table shows (``render.TABLE_KEYS``), but for those kept under the
+    capacity model's name (``render.MEASURED_NAMES``)."""
+    return {k: results[k] for k in render.TABLE_KEYS if k in results and k not in render.MEASURED_NAMES}
+
+
 def measured_inputs(results: dict[str, Any]) -> dict[str, Any]:
-    """What ``benchmarks/capacity.py`` reads: the per-payment counts and the invocation duration of this run."""
+    """What ``benchmarks/measured.json`` holds: first what ``benchmarks/capacity.py`` reads (the per-payment counts
+    and the invocation duration of this run), then every other figure of the bench table (``_table_figures``)."""
     detail = results["sqs_requests_per_payment_detail"]
-    return {
+    inputs = {
         "measured_at": results["machine"]["measured_at"],
         "machine": results["machine"],
         "how": (
@@ -268,6 +281,7 @@ def measured_inputs(results: dict[str, Any]) -> dict[str, Any]:
         "invocation_ms_mean": results["invocation_ms_mean"],
         "invocations_timed": results["invocations_timed"],
     }
+    return {**inputs, **{k: v for k, v in _table_figures(results).items() if k not in inputs}}
 
 
 #: Where every figure goes (git-ignored); ``render.py`` reads it.
@@ -289,16 +303,24 @@ def _write_report(results: dict[str, Any]) -> None:
 
 
 def main_only(row: str) -> int:
-    """Measure one row (``ONLY``) and update it in the last report (a new report holds that row alone): the other
-    rows and the ``machine`` block stay those of the last whole run; the row carries its own time and load."""
+    """Measure one row (``ONLY``) and update it in the last report (a new report holds that row alone) and its table
+    figures in ``MEASURED`` (when it exists): the other rows and the ``machine`` block stay those of the last whole
+    run; the row carries its own time and load."""
     message, bench = ONLY[row]
     results = json.loads(REPORT.read_text(encoding="utf-8")) if REPORT.exists() else {}
     log(message)
     with tempfile.TemporaryDirectory(prefix="bench-") as name:
-        results.update(bench(Path(name)))
+        figures = bench(Path(name))
+    results.update(figures)
     _write_report(results)
+    written = [REPORT]
+    if MEASURED.exists():
+        measured = json.loads(MEASURED.read_text(encoding="utf-8"))
+        measured.update(_table_figures(figures))
+        MEASURED.write_text(json.dumps(measured, indent=2) + "\n", encoding="utf-8")
+        written.append(MEASURED)
     print(render.table(results))
-    print(f"\nupdated in {_shown(REPORT)} ({_shown(MEASURED)} unchanged)")
+    print(f"\nupdated in {' and '.join(_shown(p) for p in written)} (run `make capacity` next)")
     return 0
 
 

@@ -1,5 +1,6 @@
 """The runtime-overhead bench row (issue 20): its measuring code on a tiny scale (the shape of the result, never
-its value: no test asserts a time), its table row, and ``run.py --only`` updating one row of the report."""
+its value: no test asserts a time), its table row, and ``run.py --only`` updating one row of the report and of
+``benchmarks/measured.json``."""
 
 from __future__ import annotations
 
@@ -46,23 +47,32 @@ def test_table_shows_the_ratio_its_target_whether_it_is_met_and_the_rounds() -> 
     assert "Runtime overhead rounds (runtime / bare): 1.100, 1.200; CPU ms per record: runtime 6.50, bare 5.90" in text
 
 
-def test_only_updates_its_row_in_the_last_report_and_keeps_the_others(
+def test_only_updates_its_row_in_the_last_report_and_its_table_figures_in_the_measured_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     report = tmp_path / "reports" / "bench.json"
     report.parent.mkdir()
     report.write_text(json.dumps({"synth_ratio": 1.05, "runtime_overhead_ratio": 1.5}), encoding="utf-8")
+    measured = tmp_path / "measured.json"
+    measured.write_text(json.dumps({"batch_size": 10, "runtime_overhead_ratio": 1.5}), encoding="utf-8")
     monkeypatch.setattr(run, "REPORT", report)
+    monkeypatch.setattr(run, "MEASURED", measured)
+    row = {
+        "runtime_overhead_ratio": 1.02,
+        "runtime_overhead_ratio_target_met": True,
+        "runtime_overhead_cpu_seconds": {"runtime": [0.5]},  # reported, not on the page
+    }
 
     def fake(_: Path) -> dict[str, Any]:
-        return {"runtime_overhead_ratio": 1.02, "runtime_overhead_ratio_target_met": True}
+        return dict(row)
 
     monkeypatch.setitem(run.ONLY, "runtime-overhead", ("measuring ...", fake))
 
     assert run.main(["--only", "runtime-overhead"]) == 0
 
-    assert json.loads(report.read_text(encoding="utf-8")) == {
-        "synth_ratio": 1.05,
-        "runtime_overhead_ratio": 1.02,
-        "runtime_overhead_ratio_target_met": True,
+    assert json.loads(report.read_text(encoding="utf-8")) == {"synth_ratio": 1.05, **row}
+    assert json.loads(measured.read_text(encoding="utf-8")) == {
+        "batch_size": 10,
+        "runtime_overhead_ratio": row["runtime_overhead_ratio"],
+        "runtime_overhead_ratio_target_met": row["runtime_overhead_ratio_target_met"],
     }
