@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "walkthrough.md"
 #: A fenced block: its language, its ``title="..."`` (a file name, or ``output`` for a sample output) and its text.
-FENCE = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```[ \t]*$', re.M | re.S)
+FENCE = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```[ \t]*(?=\n|\Z)', re.M | re.S)
 CHAOS = "python -m effectively_once_local chaos"
 #: A count line of the chaos run's summary (``lost                        0``).
 COUNT_LINE = re.compile(r"(\w+) +\d+")
