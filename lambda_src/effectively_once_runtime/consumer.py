@@ -14,8 +14,11 @@ What every handler built on it does (the guarantees no record function has to re
 - **Keys.** The idempotency key is the ``key`` JMESPath (Powertools' functions such as ``powertools_json``
   included) over the payload; the stored key is ``<key prefix>#<md5 of the key>`` with the prefix from
   ``IDEMPOTENCY_KEY_PREFIX`` or ``key_prefix``, never the function name. ``validate`` (a JMESPath) makes the same
-  key with another payload an ``IdempotencyValidationError``. A declared effect is called with its effect key
-  (``effect_key``: ``"scoped"`` ``<key prefix>#<effect name>#<key>``, or ``"business"`` the key itself).
+  key with another payload an ``IdempotencyValidationError``. With ``normalize`` (``identity.py``) the key is
+  normalised (case, spaces, NFKC) before any of that: Powertools hashes the normalised key, the effects and the log
+  lines get it, ``validate`` and the record function still see the payload as it came. A declared effect is called
+  with its effect key (``effect_key``: ``"scoped"`` ``<key prefix>#<effect name>#<key>``, or ``"business"`` the key
+  itself).
 - **After the side effect nothing runs twice.** ``record processed`` is logged after the record is completed. A result
   too large for the record (DynamoDB's 400 KB item) completes it with ``names.RESULT_NOT_STORED`` instead, which
   duplicates are answered with. Any other completion failure is retried with backoff within the remaining time,
@@ -40,10 +43,11 @@ import os
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+import jmespath
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -60,9 +64,11 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
 from botocore.config import Config
+from jmespath import functions as jmespath_functions
 
-from . import effect_keys, events, names
+from . import effect_keys, events, identity, names
 from .body import SHOWN_CHARS, json_safe
 from .dead_letter import DeadLetterQueue, is_permanent
 from .errors import InvalidRecord, PermanentError
@@ -82,6 +88,22 @@ _COMPLETION_FIRST_DELAY, _COMPLETION_BACKOFF, _COMPLETION_MAX_DELAY, _COMPLETION
 #: Which Consumer a persistence layer serves: Powertools configures a layer once (its key JMESPath is fixed by the
 #: first ``configure``), so a layer shared by two consumers would key the second on the first's key, silently.
 _LAYER_OWNERS: weakref.WeakKeyDictionary[BasePersistenceLayer, Consumer] = weakref.WeakKeyDictionary()
+#: The JMESPath function Powertools' key expression is wrapped in when ``normalize`` is on:
+#: ``effectively_once_normalize(<key>)``. Not among ``events.FUNCTIONS``, so a ``key`` cannot call it.
+NORMALIZE_FUNCTION = "effectively_once_normalize"
+
+
+class _NormalizingFunctions(PowertoolsFunctions):
+    """Powertools' JMESPath functions plus ``effectively_once_normalize``: ``identity.normalize_key`` with one
+    consumer's steps, so the key Powertools hashes is the normalised one."""
+
+    def __init__(self, steps: tuple[str, ...]) -> None:
+        super().__init__()
+        self.steps = steps
+
+    @jmespath_functions.signature({"types": []})  # type: ignore[untyped-decorator]  # jmespath ships no types
+    def _func_effectively_once_normalize(self, value: Any) -> Any:
+        return identity.normalize_key(value, self.steps)
 
 
 def key_text(value: Any) -> str | None:
@@ -149,6 +171,16 @@ class Consumer:
         10 % of the timeout.
     :param raise_on_no_idempotency_key: a payload where ``key`` finds nothing is bad input (permanent: the DLQ, or
         a batch item failure). ``False`` processes it unguarded (Powertools warns). :default: ``True``.
+    :param normalize: (a sequence of ``str``, or one ``str`` for one step) the steps the idempotency key goes
+        through before anything uses it (``identity.py``), in the order given: ``"strip"`` (``str.strip()``),
+        ``"casefold"`` (``str.casefold()``), ``"nfkc"`` (``unicodedata.normalize("NFKC", ...)``), e.g.
+        ``("nfkc", "strip", "casefold")``: ``"ABC-1"``, ``" abc-1 "`` and ``"ＡＢＣ-１"`` are then one record. A
+        string key gets the steps; a list or object key (a multi-select) gets them on every string inside it.
+        Powertools hashes the normalised key; effect keys, the log lines' ``idempotency_key`` and ``correlation_id``
+        are the normalised key; ``validate`` and the record function see the payload unchanged. Turning it on, or
+        changing the steps, for a consumer with stored records is a key change: they are keyed on the old form, so a
+        redelivery of an old message whose raw key was not already normal runs again (turn it on with a new
+        ``key_prefix`` or before the first deploy). :default: ``()``: off, keys exactly as found.
     :param persistence_layer: builds the persistence layer, called as ``persistence_layer(table_name=...,
         boto_config=...)`` at cold start (e.g. a ``DynamoDBPersistenceLayer`` subclass that accepts records written
         under an older ``validate``). One layer serves one ``Consumer``. :default: ``DynamoDBPersistenceLayer``.
@@ -159,8 +191,9 @@ class Consumer:
     :raises ValueError: ``key_prefix`` is empty, holds whitespace or is longer than 2015 UTF-8 bytes (the stored key
         ``<key_prefix>#<md5 hex>`` must fit DynamoDB's 2,048-byte partition key); ``key`` or ``validate`` is not a
         JMESPath or names an unknown function; ``envelope`` or ``effect_key`` is not one of its values;
-        ``deadline_margin`` is negative.
-    :raises TypeError: ``permanent`` holds something that is not an exception type.
+        ``deadline_margin`` is negative; ``normalize`` names a step that is not one of ``identity.NORMALIZATIONS``.
+    :raises TypeError: ``permanent`` holds something that is not an exception type; ``normalize`` is not a string
+        or a sequence of strings.
     """
 
     def __init__(
@@ -174,6 +207,7 @@ class Consumer:
         effect_key: str | None = None,
         deadline_margin: float | None = None,
         raise_on_no_idempotency_key: bool = True,
+        normalize: str | Sequence[str] = (),
         persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer,
         service: str | None = None,
         namespace: str | None = None,
@@ -197,6 +231,13 @@ class Consumer:
         self.persistence_layer = persistence_layer
         self._key_path = events.compile_expression("key", key)
         self._validate_path = None if validate is None else events.compile_expression("validate", validate)
+        self.normalize = identity.check_steps(normalize)
+        # What Powertools searches and hashes: the key as given (off: stored keys exactly as before), or the key
+        # wrapped in the normalising function with this consumer's steps.
+        self._powertools_key, self._functions = key, events.FUNCTIONS
+        if self.normalize:
+            self._powertools_key = _normalizing_expression(self._key_path)
+            self._functions = _NormalizingFunctions(self.normalize)
         service = service or os.environ.get(names.ENV_SERVICE_NAME) or names.DEFAULT_SERVICE_NAME
         self.logger = Logger(service=service)
         self.metrics = Metrics(
@@ -305,12 +346,13 @@ class Consumer:
             )
         self._own(persistence_store, settings.key_prefix)
         config = IdempotencyConfig(
-            event_key_jmespath=self.key,
+            event_key_jmespath=self._powertools_key,
             payload_validation_jmespath=self.validate or "",
             raise_on_no_idempotency_key=self.raise_on_no_idempotency_key,
             expires_after_seconds=settings.expiry_seconds,
-            # The functions the key was checked against at construction (and Powertools' own default).
-            jmespath_options={"custom_functions": events.FUNCTIONS},
+            # The functions the key was checked against at construction (and Powertools' own default), plus the
+            # normalising one when ``normalize`` is on.
+            jmespath_options={"custom_functions": self._functions},
             response_hook=self._on_duplicate,
         )
         process = idempotent_function(
@@ -420,7 +462,7 @@ class Consumer:
         try:
             if not isinstance(body, dict):
                 raise InvalidRecord(f"body must be a JSON object, got {type(body).__name__}")
-            key = key_text(self._key_path.search(body))
+            key = key_text(identity.normalize_key(self._key_path.search(body), self.normalize))
             if self._validate_path is not None:
                 # Searched here first: an error inside Powertools' own search would come out raw (transient).
                 self._validate_path.search(body)
@@ -602,6 +644,17 @@ class Consumer:
             self._context = None
             self.logger.remove_keys(list(_RECORD_KEYS))
             self.logger.set_correlation_id(None)
+
+
+def _normalizing_expression(key: events.Expression) -> str:
+    """``effectively_once_normalize(<key>)``: Powertools searches it over the payload it is given (the one
+    ``validate`` and the record function get too), so the key it hashes is the normalised one. Checked to parse as
+    that call around the key's own tree, the key's result its only argument."""
+    wrapped = f"{NORMALIZE_FUNCTION}({key.expression})"
+    tree = jmespath.compile(wrapped).parsed
+    if tree != {"type": "function_expression", "children": [key.parsed.parsed], "value": NORMALIZE_FUNCTION}:
+        raise ValueError(f"key {key.expression!r} cannot be normalised: {wrapped!r} does not parse as a call on it")
+    return wrapped
 
 
 def _check_permanent(permanent: Any) -> tuple[type[BaseException], ...]:
