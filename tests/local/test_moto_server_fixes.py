@@ -8,7 +8,10 @@ Under concurrent calls (moto's server answers each request on its own thread):
 - DynamoDB (``serialize_dynamodb_item_calls``): a conditional write reads, checks and writes without a lock, so two
   concurrent ``attribute_not_exists`` puts on one key both pass.
 Each test makes the other call land exactly inside the first (from a second thread) and checks the outcome with and
-without the fix."""
+without the fix.
+FIFO deduplication (``remember_deduplication_ids``, ``sns_content_based_deduplication_ids``): a deduplication id is
+kept for the window after its message was deleted, per message group with ``DeduplicationScope=messageGroup``, also
+through an SNS FIFO topic, whose content-based publishes get an id."""
 
 from __future__ import annotations
 
@@ -315,3 +318,196 @@ def test_a_receive_does_not_count_the_queue(counted: tuple[bool, list[int]]) -> 
         assert counts[0] == before
     else:
         assert counts[0] - before >= 10, "moto as is counts the queue once per message returned"
+
+
+@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
+def deduplication_fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the FIFO deduplication fixes are applied (moto's classes and window are restored after the test)."""
+    from moto.sns.models import Topic
+
+    monkeypatch.setattr(models.Queue, "add_message", models.Queue.add_message)
+    monkeypatch.setattr(Topic, "publish", Topic.publish)
+    monkeypatch.setattr(models, "DEDUPLICATION_TIME_IN_SECONDS", models.DEDUPLICATION_TIME_IN_SECONDS)
+    if request.param:
+        for _ in (1, 2):  # a second call wraps nothing twice
+            _moto_server.remember_deduplication_ids()
+            _moto_server.sns_content_based_deduplication_ids()
+    return bool(request.param)
+
+
+def _fifo_queue(sqs: Any, name: str = "payments.fifo", **attributes: str) -> str:
+    return str(sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true", **attributes})["QueueUrl"])
+
+
+def _receive_and_delete(sqs: Any, url: str) -> list[str]:
+    """The bodies of the visible messages, each deleted after its receive."""
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    for m in messages:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return [m["Body"] for m in messages]
+
+
+def test_a_resend_after_the_delete_is_dropped(deduplication_fixed: bool) -> None:
+    # SQS keeps a deduplication id for 5 minutes after its first send, "even after the message has been received and
+    # deleted" (Amazon SQS FIFO queue key terms): the producer's retry of a payment already processed is dropped.
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = _fifo_queue(sqs)
+        send = {"QueueUrl": url, "MessageGroupId": "acct-1", "MessageDeduplicationId": "pay-1"}
+        sqs.send_message(MessageBody="first", **send)
+        assert _receive_and_delete(sqs, url) == ["first"]
+
+        resent = sqs.send_message(MessageBody="resent", **send)
+
+        assert resent["MessageId"], "accepted with a message id either way"
+        if deduplication_fixed:
+            assert _receive_and_delete(sqs, url) == []
+        else:
+            assert _receive_and_delete(sqs, url) == ["resent"], "moto as is queues it (if this fails, moto fixed it)"
+        sqs.send_message(MessageBody="next", **{**send, "MessageDeduplicationId": "pay-2"})
+        assert _receive_and_delete(sqs, url) == ["next"], "another id is queued"
+
+
+def test_a_resend_after_the_deduplication_window_is_queued(
+    deduplication_fixed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window is moto's constant, read on every send: 1 s here. It runs from the first send; a duplicate dropped
+    # within it does not extend it.
+    monkeypatch.setattr(models, "DEDUPLICATION_TIME_IN_SECONDS", 1)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = _fifo_queue(sqs)
+        send = {"QueueUrl": url, "MessageGroupId": "acct-1", "MessageDeduplicationId": "pay-1"}
+        sqs.send_message(MessageBody="first", **send)
+        assert _receive_and_delete(sqs, url) == ["first"]
+        time.sleep(0.5)
+        sqs.send_message(MessageBody="within", **send)
+        within = _receive_and_delete(sqs, url)
+        time.sleep(0.6)  # 1.1 s after the first send, 0.6 s after the dropped one
+        sqs.send_message(MessageBody="after", **send)
+        after = _receive_and_delete(sqs, url)
+
+    assert after == ["after"], "the id is forgotten once the window has passed"
+    if deduplication_fixed:
+        assert within == []
+    else:
+        assert within == ["within"], "moto as is queues it (if this fails, moto fixed it)"
+
+
+def test_a_content_based_resend_after_the_delete_is_dropped(deduplication_fixed: bool) -> None:
+    # ContentBasedDeduplication: the id is the SHA-256 of the body.
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = _fifo_queue(sqs, ContentBasedDeduplication="true")
+        sqs.send_message(QueueUrl=url, MessageBody="pay-1", MessageGroupId="acct-1")
+        assert _receive_and_delete(sqs, url) == ["pay-1"]
+
+        sqs.send_message(QueueUrl=url, MessageBody="pay-1", MessageGroupId="acct-1")
+        sqs.send_message(QueueUrl=url, MessageBody="pay-2", MessageGroupId="acct-1")
+
+        if deduplication_fixed:
+            assert _receive_and_delete(sqs, url) == ["pay-2"]
+        else:
+            assert _receive_and_delete(sqs, url) == ["pay-1", "pay-2"], "moto as is queues the resend"
+
+
+def _subscribed_fifo_queue(sns: Any, sqs: Any, topic: str, raw: bool, **queue_attributes: str) -> str:
+    url = _fifo_queue(sqs, **queue_attributes)
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": str(raw).lower()})
+    return url
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "envelope"])
+def test_an_sns_fifo_publish_after_the_delete_is_dropped(deduplication_fixed: bool, raw: bool) -> None:
+    # moto hands the publish's deduplication id on to the subscribed FIFO queue's SendMessage: the queue's window
+    # covers SNS FIFO -> SQS FIFO.
+    with mock_aws():
+        sns, sqs = boto3.client("sns", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        topic = sns.create_topic(Name="payments.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+        url = _subscribed_fifo_queue(sns, sqs, topic, raw)
+        publish = {"TopicArn": topic, "MessageGroupId": "acct-1", "MessageDeduplicationId": "pay-1"}
+        sns.publish(Message="first", **publish)
+        [body] = _receive_and_delete(sqs, url)
+        assert (body if raw else json.loads(body)["Message"]) == "first"
+
+        sns.publish(Message="resent", **publish)
+
+        if deduplication_fixed:
+            assert _receive_and_delete(sqs, url) == []
+        else:
+            assert len(_receive_and_delete(sqs, url)) == 1, "moto as is delivers it (if this fails, moto fixed it)"
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "envelope"])
+def test_an_sns_content_based_publish_after_the_delete_is_dropped(deduplication_fixed: bool, raw: bool) -> None:
+    # A FIFO topic with ContentBasedDeduplication: SNS makes the id (the body's SHA-256) and delivers it to the
+    # subscribed FIFO queue, which needs no ContentBasedDeduplication of its own.
+    import hashlib
+
+    from botocore.exceptions import ClientError
+
+    with mock_aws():
+        sns, sqs = boto3.client("sns", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        topic = sns.create_topic(
+            Name="payments.fifo", Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "true"}
+        )["TopicArn"]
+        url = _subscribed_fifo_queue(sns, sqs, topic, raw)
+        if not deduplication_fixed:
+            with pytest.raises(ClientError, match="ContentBasedDeduplication enabled or MessageDeduplicationId"):
+                sns.publish(TopicArn=topic, Message="pay-1", MessageGroupId="acct-1")
+            return  # moto as is: the publish fails (if this fails, moto fixed it)
+
+        sns.publish(TopicArn=topic, Message="pay-1", MessageGroupId="acct-1")
+        [first] = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["MessageDeduplicationId"])["Messages"]
+        assert first["Attributes"]["MessageDeduplicationId"] == hashlib.sha256(b"pay-1").hexdigest()
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+
+        sns.publish(TopicArn=topic, Message="pay-1", MessageGroupId="acct-1")
+        sns.publish(TopicArn=topic, Message="pay-2", MessageGroupId="acct-1")
+        sns.publish(TopicArn=topic, Message="pay-2", MessageGroupId="acct-1", MessageDeduplicationId="explicit")
+
+        assert len(_receive_and_delete(sqs, url)) == 2, "pay-1 dropped; pay-2 queued, and again with its own id"
+
+
+def test_message_group_scope_deduplicates_within_a_group_only(deduplication_fixed: bool) -> None:
+    # DeduplicationScope=messageGroup (high-throughput FIFO): the same id in two groups is two messages; in one
+    # group, one (also after the delete). The default scope (queue) keeps one across groups.
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        scoped = _fifo_queue(
+            sqs, "scoped.fifo", DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId"
+        )
+        whole = _fifo_queue(sqs, "whole.fifo")
+        for url in (scoped, whole):
+            for group in ("acct-1", "acct-2"):
+                sqs.send_message(QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="d")
+
+        assert _receive_and_delete(sqs, whole) == ["acct-1"]
+        if deduplication_fixed:
+            assert sorted(_receive_and_delete(sqs, scoped)) == ["acct-1", "acct-2"]
+            sqs.send_message(QueueUrl=scoped, MessageBody="again", MessageGroupId="acct-1", MessageDeduplicationId="d")
+            assert _receive_and_delete(sqs, scoped) == []
+        else:
+            assert _receive_and_delete(sqs, scoped) == ["acct-1"], "moto as is ignores the scope"
+
+
+def test_the_local_aws_server_drops_a_resend_after_the_delete() -> None:
+    # The server the tooling starts (python -m effectively_once_local._moto_server, every patch applied).
+    from effectively_once_local.server import MotoServer, aws_env
+
+    with MotoServer() as aws:
+        env = aws_env(aws.endpoint)
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=aws.endpoint,
+            region_name=REGION,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+        url = _fifo_queue(sqs)
+        send = {"QueueUrl": url, "MessageGroupId": "acct-1", "MessageDeduplicationId": "pay-1"}
+        sqs.send_message(MessageBody="first", **send)
+        assert _receive_and_delete(sqs, url) == ["first"]
+        assert sqs.send_message(MessageBody="resent", **send)["MessageId"]
+        assert _receive_and_delete(sqs, url) == []

@@ -1,5 +1,6 @@
 """The ``redrive`` command: SQS's message move task against AWS (botocore's Stubber), the local move against moto
-(in process): bodies, attributes, FIFO group ids, order and deduplication ids kept, nothing lost."""
+(in process): bodies, attributes, FIFO group ids and order kept, a FIFO deduplication id per DLQ message, nothing
+lost."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from moto import mock_aws
 from effectively_once_local import __main__ as cli
 from effectively_once_local import redrive as redrive_module
 from effectively_once_local.esm import MappingConfig
-from effectively_once_local.redrive import Target, is_local, local_move, move_task, redrive
+from effectively_once_local.redrive import Target, is_local, local_move, move_task, redrive, redrive_dedup_id
 from effectively_once_local.sandbox import Pipeline
 
 REGION = "us-east-1"
@@ -167,29 +168,34 @@ def test_local_move_keeps_bodies_and_attributes_of_a_standard_queue() -> None:
         assert _drain(sqs, target.dlq_url) == []
 
 
-def test_local_move_keeps_fifo_order_group_ids_and_deduplication_ids() -> None:
+def test_local_move_keeps_fifo_order_and_group_ids_with_a_deduplication_id_per_dlq_message() -> None:
     with mock_aws():
         sqs = boto3.client("sqs", region_name=REGION)
         target = _queues(sqs, fifo=True)
         sent = []
+        in_dlq: dict[str, str] = {}
         for i in range(12):  # two groups interleaved, more than one receive batch
             group = f"acct-{i % 2}"
             dedup = f"pay-{i:02d}"
-            sqs.send_message(
+            answer = sqs.send_message(
                 QueueUrl=target.dlq_url,
                 MessageBody=f"{group}/{i:02d}",
                 MessageGroupId=group,
                 MessageDeduplicationId=dedup,
                 MessageAttributes=_attrs(i),
             )
-            sent.append((group, f"{group}/{i:02d}", dedup))
+            sent.append((group, f"{group}/{i:02d}"))
+            in_dlq[f"{group}/{i:02d}"] = answer["MessageId"]
 
         assert local_move(sqs, target).moved == 12
 
         moved = _drain(sqs, target.source_url)
-        got = [(m["Attributes"]["MessageGroupId"], m["Body"], m["Attributes"]["MessageDeduplicationId"]) for m in moved]
+        got = [(m["Attributes"]["MessageGroupId"], m["Body"]) for m in moved]
         for group in ("acct-0", "acct-1"):
             assert [g for g in got if g[0] == group] == [s for s in sent if s[0] == group], "order within a group"
+        assert [m["Attributes"]["MessageDeduplicationId"] for m in moved] == [
+            redrive_dedup_id(in_dlq[m["Body"]]) for m in moved
+        ]
         assert all(m["MessageAttributes"]["reason"]["StringValue"].startswith("not JSON") for m in moved)
 
 
@@ -369,3 +375,29 @@ def test_against_a_moto_server_on_loopback_the_local_move_is_used(
         assert [m["Body"] for m in _drain(sqs, target.source_url)] == ["m0", "m1", "m2"]
     finally:
         server.stop()
+
+
+def test_local_move_of_a_fifo_message_within_its_deduplication_window_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SQS moved it to the DLQ after maxReceiveCount with the deduplication id it was first sent with; the source
+    # still remembers that id (5 minutes, deleted or not: the local AWS does too). Resent with it, it would be
+    # dropped, and lost with the delete.
+    from moto.sqs import models
+
+    from effectively_once_local import _moto_server
+
+    monkeypatch.setattr(models.Queue, "add_message", models.Queue.add_message)
+    _moto_server.remember_deduplication_ids()
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        target = _queues(sqs, fifo=True)
+        sqs.send_message(QueueUrl=target.source_url, MessageBody="p-1", MessageGroupId="g", MessageDeduplicationId="d")
+        for m in sqs.receive_message(QueueUrl=target.source_url).get("Messages", []):
+            sqs.delete_message(QueueUrl=target.source_url, ReceiptHandle=m["ReceiptHandle"])
+        sqs.send_message(QueueUrl=target.dlq_url, MessageBody="p-1", MessageGroupId="g", MessageDeduplicationId="d")
+
+        assert local_move(sqs, target).moved == 1
+
+        assert [m["Body"] for m in _drain(sqs, target.source_url)] == ["p-1"]
+        assert _drain(sqs, target.dlq_url) == []

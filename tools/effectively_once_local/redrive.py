@@ -16,13 +16,16 @@ Each SQS event source mapping of the stack names a source queue; its redrive pol
 - **Local** (an endpoint on loopback: ``localhost``, ``127.0.0.1``, ``::1``): moto 5.2.5 has no message move tasks
   (it raises ``NotImplementedError``), so the command moves messages itself: receive from the DLQ (all message
   attributes and system attributes), send each to the source with the same body, message attributes, and for FIFO
-  the same ``MessageGroupId`` and ``MessageDeduplicationId``, one message at a time in the order received (FIFO:
-  the DLQ hands out a group's messages in order, so the source gets them in that order), and delete it from the DLQ
-  only after the send succeeded. An interruption between the send and the delete leaves a copy in both queues: a
-  duplicate, which the idempotent consumer answers from its record; never a loss. It moves at most as many messages
-  as the DLQ held when it started, so a message that fails again and returns cannot keep it running. On real SQS a
-  FIFO source drops a copy sent with a deduplication id it saw in the last 5 minutes: another reason the AWS path
-  uses SQS's own move task.
+  the same ``MessageGroupId``, one message at a time in the order received (FIFO: the DLQ hands out a group's
+  messages in order, so the source gets them in that order), and delete it from the DLQ only after the send
+  succeeded. An interruption between the send and the delete leaves a copy in both queues: a duplicate, which the
+  idempotent consumer answers from its record; never a loss. It moves at most as many messages as the DLQ held when
+  it started, so a message that fails again and returns cannot keep it running. A FIFO message goes back with a
+  deduplication id of its own, ``redrive-<its DLQ message id>`` (:func:`redrive_dedup_id`), never the id it was
+  first sent with: SQS (and the local AWS, ``_moto_server.remember_deduplication_ids``) keeps a deduplication id
+  for 5 minutes after the message was deleted, so a message SQS moved to the DLQ after maxReceiveCount and redriven
+  within 5 minutes of its first send would be accepted, silently dropped, and lost with the delete. The DLQ message
+  id is the same on a repeated move of one message, so a move interrupted after its send is still one message.
 
 The choice is made by endpoint, up front (``sqs.meta.endpoint_url``), not by trying the API and falling back: an
 error from a real AWS endpoint must stop the command, never switch it to a slower path with other guarantees.
@@ -40,6 +43,7 @@ from .deploy import aws_session
 from .limits import SQS_MAX_MESSAGE_MOVE_RATE
 from .readback import send_attributes
 from .sandbox import discover
+from .stack import DeployedMapping
 
 #: The highest ``MaxNumberOfMessagesPerSecond`` SQS accepts (``--max-per-second``).
 MAX_MESSAGES_PER_SECOND = SQS_MAX_MESSAGE_MOVE_RATE
@@ -113,6 +117,18 @@ def targets(session: Any, stack: str, queue: str | None) -> list[Target]:
     return found
 
 
+def mapping_targets(sqs: Any, mappings: list[DeployedMapping]) -> list[Target]:
+    """The DLQs of any stack's SQS event source mappings (``stack.discover_mappings``) with their source queues,
+    labelled by the source queue's logical id; a mapping without a DLQ, or a DLQ shared with another mapping, once."""
+    found: dict[str, Target] = {}
+    for m in mappings:
+        if m.dlq_url is None or m.dlq_url in found:
+            continue
+        arn = sqs.get_queue_attributes(QueueUrl=m.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        found[m.dlq_url] = Target(m.label, m.dlq_url, arn, m.mapping.queue_url, m.mapping.queue_arn)
+    return list(found.values())
+
+
 def move_task(
     sqs: Any,
     target: Target,
@@ -140,6 +156,16 @@ def move_task(
                 reason=task.get("FailureReason", ""),
             )
         sleep(poll_seconds)
+
+
+#: How a locally redriven FIFO message's deduplication id begins (then the DLQ message's id).
+REDRIVE_DEDUP_PREFIX = "redrive-"
+
+
+def redrive_dedup_id(dlq_message_id: str) -> str:
+    """The deduplication id a FIFO message is redriven with: its own in the DLQ, never the one it was first sent with
+    (the module docstring says why)."""
+    return f"{REDRIVE_DEDUP_PREFIX}{dlq_message_id}"
 
 
 def local_move(
@@ -171,9 +197,9 @@ def local_move(
             if message.get("MessageAttributes"):
                 request["MessageAttributes"] = send_attributes(message)
             system = message.get("Attributes", {})
-            for key in ("MessageGroupId", "MessageDeduplicationId"):
-                if key in system:
-                    request[key] = system[key]
+            if "MessageGroupId" in system:
+                request["MessageGroupId"] = system["MessageGroupId"]
+                request["MessageDeduplicationId"] = redrive_dedup_id(message["MessageId"])
             sqs.send_message(**request)
             sqs.delete_message(QueueUrl=target.dlq_url, ReceiptHandle=message["ReceiptHandle"])
             moved += 1
