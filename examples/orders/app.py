@@ -8,6 +8,9 @@ Stacks:
   OrdersMessageIdControl    the same (standard and FIFO) with ``orders.by_message_id_handler``: keyed on the SQS
                             ``messageId``, the negative control (a resend is confirmed twice); the same input
                             file drives both stacks.
+  OrdersGallery             the same with ``gallery.lambda_handler``: the proof gallery's variants, right and wrong,
+                            one chosen per run by the function environment's ``GALLERY_VARIANT`` (``src/gallery.py``;
+                            ``make proof`` runs each).
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
 ``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
@@ -86,4 +89,5 @@ if __name__ == "__main__":
     app = App()
     OrdersStack(app, "OrdersExample", handler="orders.lambda_handler", kinds=("Standard", "Fifo"))
     OrdersStack(app, "OrdersMessageIdControl", handler="orders.by_message_id_handler", kinds=("Standard", "Fifo"))
+    OrdersStack(app, "OrdersGallery", handler="gallery.lambda_handler", kinds=("Standard", "Fifo"))
     app.synth()

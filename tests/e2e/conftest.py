@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from effectively_once_local.deploy import deploy
 from effectively_once_local.server import MotoServer
+from effectively_once_local.stack_run import ChaosOptions
 
 
 class LocalAws:
@@ -48,6 +50,21 @@ class LocalAws:
         deploy(self.endpoint, app_dir, list(stacks), context, run / "cdk.log")
         self._deployed[key] = run / "cdk.out"
         return run / "cdk.out"
+
+    def chaos_options(self, *, app_dir: Path, stack: str, cdk_out: Path, run_dir: Path, **fields: Any) -> ChaosOptions:
+        """A chaos run of ``stack`` as deployed here (from ``cdk_out``): its report and logs in ``run_dir``, quiet,
+        300 s to drain; ``fields``: the rest of ``ChaosOptions``."""
+        return ChaosOptions(
+            app_dir=app_dir,
+            stack=stack,
+            report_path=run_dir / "report.json",
+            run_dir=run_dir,
+            drain_timeout_seconds=300,
+            quiet=True,
+            endpoint=self.endpoint,
+            cdk_out=cdk_out,
+            **fields,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.stack_run import ChaosOptions, run_chaos
+from effectively_once_local.stack_run import run_chaos
 
 from .conftest import LocalAws
 
@@ -62,22 +62,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory, local_aws: LocalAws) -> dict[
     out: dict[str, tuple[int, dict[str, Any]]] = {}
     cdk_out = local_aws.deploy(APP, ["OrdersExample", "OrdersMessageIdControl"], CONTEXT)
     for stack, queues in (("OrdersExample", ("standard", "fifo")), ("OrdersMessageIdControl", ("standard",))):
-        run_dir = tmp / stack
-        opts = ChaosOptions(
+        opts = local_aws.chaos_options(
             app_dir=APP,
             stack=stack,
+            cdk_out=cdk_out,
+            run_dir=tmp / stack,
             input=orders(tmp / f"{stack}.jsonl", 60, queues),
             key="order_id",
             effect_table="Outbox",
             effect_key="order_id",
             chaos=CHAOS,
             concurrency=2,
-            report_path=run_dir / "report.json",
-            run_dir=run_dir,
-            drain_timeout_seconds=300,
-            quiet=True,
-            endpoint=local_aws.endpoint,
-            cdk_out=cdk_out,
         )
         out[stack] = run_chaos(opts, log=lambda _: None)
         assert "AWS_ENDPOINT_URL" not in os.environ, "a run leaves this process's environment as it was"

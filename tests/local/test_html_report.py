@@ -307,3 +307,24 @@ def test_a_report_named_html_keeps_its_json_and_gets_its_page_beside_it(tmp_path
 
     assert page == tmp_path / "r.html.html" and "<!doctype html>" in page.read_text("utf-8")
     assert json.loads((tmp_path / "r.html").read_text("utf-8")) == report
+
+
+def test_page_of_a_chaos_report_shows_every_lines_state_the_findings_and_the_dlqs(tmp_path: Path) -> None:
+    report = {
+        "total": {"messages_sent": 3, "stranded": 1},
+        "states": {
+            "counts": {"effected_once": 1, "stranded": 1, "vanished": 1},
+            "keys": {"stranded": ["o-7"], "redriven_then_effected": []},
+            "invalid_lines": [{"line": 3, "state": "vanished"}],
+            "evidence": {"o-7": {"deliveries": 2, "dlq": [{"dlq": "orders-dlq", "moved_by": "sqs"}]}},
+        },
+        "dlq": {"orders-dlq": {"messages": 1, "why": {"maxReceiveCount": 1}, "keys": ["o-7"]}},
+        "sends": {"by_kind": {"original": 3}},
+        "run": {"seconds": 4.0},
+    }
+
+    page = write_page(tmp_path / "chaos.html", report, _events(), clock=RunClock(started=T0), title="chaos").read_text()
+
+    assert re.search(r'data-key="state-stranded">1<', page)
+    assert "<td>o-7</td>" in page and "maxReceiveCount" in page and "line 3" in page
+    assert "What the producer sent" in page and 'data-queue="dlq"' not in page, "blocks are not queue columns"

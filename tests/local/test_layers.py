@@ -12,11 +12,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "tools" / "effectively_once_local"
 #: Bottom to top, as the package's docstring lists them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("limits", "json_lines", "chaos", "figures")),
+    ("base", ("limits", "json_lines", "faults", "chaos", "figures")),
     ("input and traffic", ("chaos_input", "traffic")),
     ("runner", ("esm",)),
-    ("local AWS", ("_moto_server", "server", "deploy", "stack", "readback")),
-    ("checks", ("attribution", "effects", "html_report")),
+    ("local AWS", ("_moto_server", "server", "deploy", "stack", "readback", "provider")),
+    ("checks", ("attribution", "effects", "stores", "html_report")),
     ("pipeline", ("pipeline",)),
     ("profiles", ("sandbox", "producer", "report", "backlog", "redrive", "remote", "demo", "stack_run")),
     ("command line", ("__main__", "__init__")),

@@ -12,14 +12,16 @@ path and the CDK app is deployed through the CDK CLI.
 
 Layers, bottom to top; a module imports only from its own layer and the ones below (``tests/local/test_layers.py``):
 
-- base: ``limits``, ``json_lines`` (input files and the run's logs), ``chaos`` (the fault model, the event log),
-  ``figures``;
+- base: ``limits``, ``json_lines`` (input files and the run's logs), ``faults`` (writes seen at the SDK boundary),
+  ``chaos`` (the fault model, the event log), ``figures``;
 - input and traffic: ``chaos_input`` (the chaos command's input lines), ``traffic`` (the one producer: the plan of
   originals, duplicates and resends, the sending, the send log);
 - runner: ``esm`` (the event source mapping stand-in, one process per execution environment, chaos from outside);
 - local AWS: ``_moto_server`` and ``server`` (moto and its patches), ``deploy`` (the CDK CLI), ``stack``
-  (discovery), ``readback`` (queue depths, table scans, the DLQ reader, the attribute copy);
-- checks: ``attribution`` (what the platform's logs say of each message and kill), ``effects`` (the per-key check),
+  (discovery), ``readback`` (queue depths, table scans, the DLQ reader, the attribute copy), ``provider`` (an HTTP
+  provider stand-in on 127.0.0.1 honouring ``Idempotency-Key``, its call log);
+- checks: ``attribution`` (what the platform's logs say of each message and kill), ``effects`` (the per-key check
+  and every line's state), ``stores`` (effects counted from the stores a run names),
   ``html_report`` (the run's page);
 - pipeline: ``pipeline`` (deploy or reuse, discover, send, poll, drain: the one pipeline);
 - profiles: the chaos run for any stack (``stack_run``) and the payments demo (``demo`` with ``sandbox``,

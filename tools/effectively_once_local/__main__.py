@@ -26,6 +26,7 @@ from effectively_once.limits import (
     SQS_MAX_MAX_RECEIVE_COUNT,
     SQS_MIN_MAX_RECEIVE_COUNT,
 )
+from effectively_once_runtime.identity import NORMALIZATIONS
 
 from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
@@ -102,6 +103,8 @@ def _chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosC
         crash_after_complete=args.crash_after_complete,
         timeout=args.timeouts,
         seed=args.seed,
+        crash_after_write=getattr(args, "crash_after_write", 0.0),
+        crash_random=getattr(args, "crash_random", 0.0),
     )
 
 
@@ -166,6 +169,15 @@ def _integer(low: int | None = None, high: int | None = None) -> Callable[[str],
         return value
 
     return parse
+
+
+def _effect(text: str) -> Any:
+    from .stores import parse_effect
+
+    try:
+        return parse_effect(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _stack_name(text: str) -> str:
@@ -258,9 +270,13 @@ def _context(text: str) -> tuple[str, str]:
 def _check_chaos(parser: _Parser, args: argparse.Namespace) -> None:
     from .chaos_input import load_input
 
-    if args.crash_after_effect + args.crash_after_complete + args.timeouts > 1.0:
-        parser.error("arguments --crash-after-effect, --crash-after-complete, --timeouts: their sum must not exceed 1")
-    if args.effect_takes_key and args.effect_table is not None:
+    fates = args.crash_after_effect + args.crash_after_complete + args.timeouts
+    if fates + args.crash_after_write + args.crash_random > 1.0:
+        parser.error(
+            "arguments --crash-after-effect, --crash-after-complete, --timeouts, --crash-after-write, --crash-random:"
+            " one draw per invocation picks among them, so their sum must not exceed 1"
+        )
+    if args.effect_takes_key and (args.effect_table is not None or args.effect):
         # effects.build: with a store, its item count decides; --effect-takes-key would be ignored.
         parser.error(
             "arguments --effect-table, --effect-takes-key: with a store its items count the effects;"
@@ -281,7 +297,7 @@ def _check_chaos(parser: _Parser, args: argparse.Namespace) -> None:
     except InputFileError as exc:
         parser.error(f"argument --key: {exc}")
     try:
-        lines = load_input(args.input, args.key)
+        lines = load_input(args.input, args.key, tuple(args.normalize or ()))
     except InputFileError as exc:
         parser.error(f"argument --input: {exc}")
     if not any(ln.key is not None for ln in lines):
@@ -402,9 +418,40 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     chaos.add_argument("--input", type=Path, required=True, help="JSON Lines: a body per line, or {body, queue, group}")
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
     chaos.add_argument(
+        "--normalize",
+        choices=NORMALIZATIONS,
+        action="append",
+        default=None,
+        help="business identity: a step applied to every key, in the order given (repeatable; default: none), as"
+        " the runtime's Consumer(normalize=...) applies it",
+    )
+    chaos.add_argument(
         "--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack (default: none)"
     )
     chaos.add_argument("--effect-key", default=None, help="the attribute of --effect-table holding the business key")
+    chaos.add_argument(
+        "--effect",
+        type=_effect,
+        action="append",
+        default=None,
+        metavar="KIND:NAME:KEYPATH",
+        help="a store the effects are counted in (repeatable; default: none): table:NAME:ATTRIBUTE,"
+        " bucket:NAME:TEMPLATE with {key}, queue:NAME:JMESPATH, provider::JMESPATH (the stand-in's calls)",
+    )
+    chaos.add_argument(
+        "--provider",
+        action="store_true",
+        help="start the HTTP provider stand-in on 127.0.0.1 for the run, its URL in EFFECTIVELY_ONCE_PROVIDER_URL"
+        " (on by itself with --effect provider::...)",
+    )
+    chaos.add_argument(
+        "--redrive",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the queues drained, redrive the DLQs while they hold valid keys; a key still only in a DLQ then"
+        " is stranded and fails the run",
+    )
+    chaos.add_argument("--redrive-rounds", type=_integer(1), default=3, help="the most redrive rounds")
     chaos.add_argument(
         "--effect-takes-key",
         action="store_true",
@@ -416,7 +463,16 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         action="append",
         default=None,
         metavar="KEY=VALUE",
-        help="cdk deploy -c values (repeatable; default: none), e.g. function_timeout_seconds=2",
+        help="cdk deploy -c values the app reads (repeatable; default: none), e.g. stage=chaos",
+    )
+    chaos.add_argument(
+        "--function-env",
+        type=_context,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="an environment variable for every function of the run, over its deployed one (repeatable; default:"
+        " none), e.g. a switch the app reads",
     )
     chaos.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per mapping")
     chaos.add_argument("--resend", type=_fraction, default=0.10, help="fraction of keys a producer resends")
@@ -437,7 +493,21 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         "--timeouts",
         type=_fraction,
         default=0.02,
-        help="fraction of invocations stalled past the deadline at an effect line",
+        help="fraction of invocations stalled past the deadline at the first write the local AWS accepts (or effect"
+        " line)",
+    )
+    chaos.add_argument(
+        "--crash-after-write",
+        type=_fraction,
+        default=0.05,
+        help="fraction of invocations killed right after a write the local AWS accepted (any effect, declared or not,"
+        " or a DLQ send; each write in turn with even odds)",
+    )
+    chaos.add_argument(
+        "--crash-random",
+        type=_fraction,
+        default=0.02,
+        help="fraction of invocations killed at a random moment inside the invocation",
     )
     chaos.add_argument("--seed", type=_integer(), default=7, help="the chaos's random seed")
     _add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
@@ -531,9 +601,15 @@ def _run(args: argparse.Namespace) -> int:
                 stack=args.stack,
                 input=args.input,
                 key=args.key,
+                normalize=tuple(args.normalize or ()),
                 effect_table=args.effect_table,
                 effect_key=args.effect_key,
                 effect_takes_key=args.effect_takes_key,
+                effects=tuple(args.effect or ()),
+                function_env=dict(args.function_env or ()),
+                provider=args.provider,
+                redrive=args.redrive,
+                redrive_rounds=args.redrive_rounds,
                 concurrency=args.concurrency,
                 chaos=_chaos_config(args, args.crash_after_effect),
                 context=dict(args.context or ()),

@@ -96,3 +96,9 @@ def inflight_at_kill(kill: dict[str, Any], calls: dict[int, list[dict[str, Any]]
     if request_id is not None:
         mine = [c for c in mine if c.get("request_id", request_id) == request_id]
     return str(mine[-1]["payment_id"]) if mine else None
+
+
+def log_line_count(log_paths: list[Path], message: str) -> int:
+    """The function log lines with ``message`` (e.g. ``duplicate suppressed``): written and flushed one per event,
+    so they survive a kill, where an EMF blob buffered for the end of the invocation dies with it."""
+    return sum(1 for doc in read_jsonl(log_paths) if isinstance(doc, dict) and doc.get("message") == message)

@@ -21,10 +21,13 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from .faults import KILL_POINT_ROLES
 
 # Phases a kill can hit; the report checks provider replays against the first.
 AFTER_CHARGE = "after_charge"  # after the side effect (the payments charge), before the record is completed
@@ -33,13 +36,21 @@ AFTER_EFFECT = "after_effect"
 AFTER_COMPLETE = "after_complete"
 TIMEOUT = "timeout"
 DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ran past its deadline
+#: From outside the app (``faults.py``): a kill right after a write the local AWS accepted (an effect of any kind,
+#: declared or not, or a send to the DLQ), and a kill at a random moment inside an invocation.
+AFTER_WRITE = "after_write"
+RANDOM_MOMENT = "random_moment"
 
 
 @dataclass(frozen=True)
 class ChaosConfig:
-    """Fractions in 0..1. ``crash_after_charge`` (a kill after the side effect, before the record is completed: the
-    payments charge, or any runtime handler's effect line), ``crash_after_complete`` and ``timeout`` are per
-    invocation; ``resend`` and ``concurrent_duplicates`` are per key (the producer sends those twice)."""
+    """Fractions in 0..1. Per invocation, one draw picks at most one fate: ``crash_after_charge`` (a kill after the
+    side effect, before the record is completed: the payments charge, or any runtime handler's effect line),
+    ``crash_after_complete``, ``timeout`` (a stall past the deadline: at the gateway seam, else at the first write
+    the local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write
+    the local AWS accepted, each such write of the invocation in turn with even odds, ``faults.py``) and
+    ``crash_random`` (a kill at a random moment of the invocation); their sum is at most 1. ``resend`` and
+    ``concurrent_duplicates`` are per key (the producer sends those twice)."""
 
     resend: float = 0.0
     concurrent_duplicates: float = 0.0
@@ -47,13 +58,26 @@ class ChaosConfig:
     crash_after_complete: float = 0.0
     timeout: float = 0.0
     seed: int = 7
+    crash_after_write: float = 0.0
+    crash_random: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if name != "seed" and not 0.0 <= value <= 1.0:
                 raise ValueError(f"chaos fraction {name} must be between 0 and 1, but {value!r} was given")
-        if self.crash_after_charge + self.crash_after_complete + self.timeout > 1.0:
-            raise ValueError("crash_after_charge + crash_after_complete + timeout must not exceed 1")
+        if sum(self.fates().values()) > 1.0:
+            raise ValueError(f"the per-invocation fractions {', '.join(self.fates())} must not add up to more than 1")
+
+    def fates(self) -> dict[str, float]:
+        """The per-invocation fates and their fractions, in the order one draw picks among them (the older ones first,
+        so a seed draws the same fates as before for a config without the newer ones)."""
+        return {
+            AFTER_CHARGE: self.crash_after_charge,
+            AFTER_COMPLETE: self.crash_after_complete,
+            TIMEOUT: self.timeout,
+            AFTER_WRITE: self.crash_after_write,
+            RANDOM_MOMENT: self.crash_random,
+        }
 
     @property
     def enabled(self) -> bool:
@@ -98,6 +122,11 @@ class InvocationChaos:
         # completed yet, so a kill now can make its redelivery a provider replay.
         self.inflight_payment: str | None = None
         self.stalling = False
+        #: The one counter of this environment's accepted writes and kills (``faults.py``).
+        self.seq = 0
+        self.last_write: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
 
     def begin(self, deadline: float, batch_keys: list[str] | None = None, request_id: str | None = None) -> None:
         self.invocation += 1
@@ -106,28 +135,68 @@ class InvocationChaos:
         self.deadline = deadline
         self.inflight_payment = None
         self.stalling = False
-        roll, c = self.rng.random(), self.config
-        if roll < c.crash_after_charge:
-            self.fate = AFTER_CHARGE
-        elif roll < c.crash_after_charge + c.crash_after_complete:
-            self.fate = AFTER_COMPLETE
-        elif roll < c.crash_after_charge + c.crash_after_complete + c.timeout:
-            self.fate = TIMEOUT
-        else:
-            self.fate = None
+        self.last_write = None
+        roll, bound = self.rng.random(), 0.0
+        self.fate = None
+        for fate, fraction in self.config.fates().items():
+            bound += fraction
+            if roll < bound:
+                self.fate = fate
+                break
+        if self.fate == RANDOM_MOMENT:
+            # A moment drawn in the invocation's time: it strikes wherever the code is then, or not at all if the
+            # invocation ends first (end() cancels it).
+            delay = self.rng.uniform(0.0, max(0.0, deadline - time.monotonic()))
+            self._timer = threading.Timer(delay, self.crash, args=(RANDOM_MOMENT,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def end(self) -> None:
+        """The invocation returned: a random-moment kill not struck yet is called off."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
 
     def crash(self, phase: str) -> None:
-        self.log.write(
-            event="kill",
-            phase=phase,
-            queue=self.queue,
-            pid=os.getpid(),
-            invocation=self.invocation,
-            request_id=self.request_id,
-            inflight_payment=self.inflight_payment,
-            batch_keys=self.batch_keys,
-        )
-        kill_self()
+        with self._lock:
+            self.log.write(
+                event="kill",
+                seq=self._next(),
+                phase=phase,
+                queue=self.queue,
+                pid=os.getpid(),
+                invocation=self.invocation,
+                request_id=self.request_id,
+                inflight_payment=self.inflight_payment,
+                batch_keys=self.batch_keys,
+                last_write=self.last_write,
+            )
+            kill_self()
+
+    def on_write(self, write: dict[str, Any]) -> None:
+        """An accepted write (``faults.WriteWatch``): numbered and logged, then the kill or stall this invocation drew,
+        if it strikes here. Only writes in ``faults.KILL_POINT_ROLES`` are kill points."""
+        with self._lock:
+            record = {"seq": self._next(), **write, "invocation": self.invocation, "request_id": self.request_id}
+            self.log.write(event="write", pid=os.getpid(), **record)
+            self.last_write = record
+        if write.get("role") not in KILL_POINT_ROLES:
+            return
+        if self.fate == AFTER_WRITE and self.rng.random() < 0.5:
+            self.fate = None
+            self.crash(AFTER_WRITE)
+        elif self.fate == TIMEOUT and self.at_effect_line:
+            self._stall()
+
+    def _stall(self) -> None:
+        self.fate = None
+        self.stalling = True
+        # The runner's watchdog kills the process at the invocation's deadline, the record still in progress.
+        time.sleep(max(0.0, self.deadline - time.monotonic()) + 5)
 
     def on_effect(self, key: str | None, effect: str | None) -> None:
         """The runtime's effect line was written: the effect for ``key`` returned, its record is not completed yet.
@@ -139,7 +208,4 @@ class InvocationChaos:
             self.fate = None
             self.crash(AFTER_EFFECT)
         elif self.fate == TIMEOUT:
-            self.fate = None
-            self.stalling = True
-            # The runner's watchdog kills the process at the invocation's deadline, the record still in progress.
-            time.sleep(max(0.0, self.deadline - time.monotonic()) + 5)
+            self._stall()

@@ -6,7 +6,9 @@ keys; ``body`` required): a string body is sent verbatim (how a file carries a m
 the target mapping's source queue by its CloudFormation logical id, its queue name, or a part of either that
 matches one queue only (case-insensitive); it may be left out when the stack has one SQS mapping. ``group`` is the
 FIFO message group id (default: the line's business key). The FIFO deduplication id is the SHA-256 of the body, so
-a resent body is the same message to SQS, as a producer retrying would send it.
+a resend inside the deduplication interval is the same message to SQS (dropped), as a producer retrying at once
+would send it; a resend after the interval gets a new id (``traffic.late_dedup_id``), as a producer retrying later
+does.
 
 The business key of a line is the ``--key`` JMESPath over its body (strict JSON object); a line whose key is
 missing is not a valid key: it may end in a DLQ and is never "lost". Every rule here is the runtime's own, imported,
@@ -21,13 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from effectively_once_runtime.body import parse_object
 from effectively_once_runtime.consumer import key_text
 from effectively_once_runtime.errors import InvalidRecord
 from effectively_once_runtime.events import Expression, compile_expression
+from effectively_once_runtime.identity import check_steps, normalize_key
 
 from .json_lines import JsonLinesError, read_json_lines
 from .limits import SQS_FIFO_ID_PATTERN
@@ -56,7 +61,7 @@ class InputLine:
 
     @property
     def dedup_id(self) -> str:
-        """The FIFO deduplication id: the SHA-256 of the body, so a resent body is the same message to SQS."""
+        """The FIFO deduplication id: the SHA-256 of the body, so a resend inside the interval is the same message."""
         return hashlib.sha256(self.body.encode()).hexdigest()
 
 
@@ -71,24 +76,41 @@ def body_key(path: Expression, body: str) -> str | None:
         return None
 
 
-def compile_key(expression: str) -> Expression:
-    """The ``--key`` expression compiled as the runtime compiles ``Consumer(key=...)``.
+class NormalizedKey(Expression):
+    """A key expression whose result gets the runtime's business-identity normalisation
+    (``effectively_once_runtime.identity.normalize_key``: the same rule as ``Consumer(normalize=...)``)."""
 
-    :raises InputFileError: not a JMESPath expression, or one calling a function the runtime does not know.
+    def __init__(self, inner: Expression, steps: tuple[str, ...]) -> None:
+        super().__init__(inner.expression, inner.parsed)
+        self.steps = steps
+
+    def search(self, data: Any) -> Any:
+        return normalize_key(super().search(data), self.steps)
+
+
+def compile_key(expression: str, normalize: Sequence[str] = ()) -> Expression:
+    """The ``--key`` expression compiled as the runtime compiles ``Consumer(key=...)``; with ``normalize``
+    (``--normalize``: ``casefold``, ``strip``, ``nfkc``, in the order given) its result normalised as the runtime's
+    ``Consumer(normalize=...)`` does. Business identity comes from the chaos command, never from the app under test.
+
+    :raises InputFileError: not a JMESPath expression, one calling a function the runtime does not know, or an unknown
+        normalisation step.
     """
     try:
-        return compile_expression("key", expression)
-    except ValueError as exc:
+        compiled = compile_expression("key", expression)
+        steps = check_steps(normalize)
+    except (ValueError, TypeError) as exc:
         raise InputFileError(f"{expression!r} is not a JMESPath expression the runtime accepts: {exc}") from exc
+    return NormalizedKey(compiled, steps) if steps else compiled
 
 
-def load_input(path: Path, key: str) -> list[InputLine]:
+def load_input(path: Path, key: str, normalize: Sequence[str] = ()) -> list[InputLine]:
     """Read and check the whole file before anything is sent.
 
     :raises InputFileError: missing, not UTF-8, empty, a line that is not a JSON object, a wrapper with other keys or
         a body that is neither an object nor a string, or a ``queue``/``group`` that is not a string.
     """
-    key_path = compile_key(key)
+    key_path = compile_key(key, normalize)
     try:
         parsed = read_json_lines(path, unreadable_hint='send it as a string body: {"body": "<text>"}')
     except JsonLinesError as exc:

@@ -33,12 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from effectively_once_runtime import names
+from effectively_once_runtime.identity import normalizer
 
-from .chaos import AFTER_COMPLETE, AFTER_EFFECT, DEADLINE, TIMEOUT
+from .chaos import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, DEADLINE, RANDOM_MOMENT, TIMEOUT
+from .faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
 from .json_lines import read_jsonl
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
-KILL_KINDS = (AFTER_EFFECT, AFTER_COMPLETE, TIMEOUT, DEADLINE)
+KILL_KINDS = (AFTER_EFFECT, AFTER_WRITE, RANDOM_MOMENT, AFTER_COMPLETE, TIMEOUT, DEADLINE)
 #: The per-key classes, in the order shown.
 COUNT_KEYS = (
     "messages_sent",
@@ -52,31 +54,70 @@ COUNT_KEYS = (
     "unexpected",
     "replayed_after_kill",
     "unexplained_replays",
+    "duplicates_suppressed",
 )
 
 
-def effect_lines(run_dir: Path) -> list[dict[str, Any]]:
-    """Every effect line in the run's function logs (a line cut by a kill is skipped)."""
+def log_lines(run_dir: Path, message: str) -> list[dict[str, Any]]:
+    """Every line with ``message`` in the run's function logs, each with ``_file``, its log's name (a line cut by a
+    kill is skipped)."""
     lines = []
     for path in sorted(run_dir.glob("function-*.log")):
         for doc in read_jsonl([path]):
-            if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == EFFECT_MESSAGE:
+            if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == message:
                 lines.append({**doc, "_file": path.name})
     return lines
 
 
+def effect_lines(run_dir: Path) -> list[dict[str, Any]]:
+    """Every effect line in the run's function logs (a line cut by a kill is skipped)."""
+    return log_lines(run_dir, EFFECT_MESSAGE)
+
+
+def _between_effect_and_completion(kill: dict[str, Any], writes: list[dict[str, Any]]) -> str | None:
+    """The key a kill interrupted between its effect and its completion, proved from the environment's write log
+    (``faults.py``: one counter numbers the writes and the kill): the last in-progress put of a Powertools record
+    before the kill, then at least one effect write (a kill point), and no later write of that record (its
+    completion, or its delete after a failure). The record's id ends in the hash of its key: matched against the
+    killed batch's keys. ``None`` when the order shows no such window."""
+    mine = [w for w in writes if w.get("request_id") == kill.get("request_id") and w["seq"] < kill.get("seq", 0)]
+    started = [
+        i for i, w in enumerate(mine) if w.get("role") == IDEMPOTENCY_RECORD and w.get("op") == "dynamodb.PutItem"
+    ]
+    if not started:
+        return None
+    record = mine[started[-1]].get("record_id")
+    after = mine[started[-1] + 1 :]
+    if any(w.get("role") == IDEMPOTENCY_RECORD and w.get("record_id") == record for w in after):
+        return None
+    if not any(w.get("role") in KILL_POINT_ROLES for w in after):
+        return None
+    digest = record_hash(record)
+    return next((k for k in kill.get("batch_keys") or [] if k and digest in record_hash_candidates(k)), None)
+
+
 def kills(run_dir: Path) -> list[dict[str, Any]]:
-    """Every kill record, each with ``key``: the key it may have interrupted between its effect and its completion
-    (``None`` for a kill after completion, or before any effect of its request)."""
+    """Every kill record, each with ``key``: the key it interrupted between its effect and its completion (``None``
+    for a kill after completion, or before any effect of its request). Where the environment's writes were watched
+    (``faults.py``) the key is proved from the order of its writes and the kill; else it is the last effect line of
+    the killed request in the killed process's function log."""
     lines = effect_lines(run_dir)
     out = []
     for path in sorted(run_dir.glob("chaos-*.jsonl")):
         label = path.stem[len("chaos-") :].rsplit("-", 1)[0]
-        for record in read_jsonl([path]):
+        records = read_jsonl([path])
+        writes = [r for r in records if r.get("event") == "write" and isinstance(r.get("seq"), int)]
+        for record in records:
             if record.get("event") != "kill":
                 continue
             key = None
-            if record.get("phase") != AFTER_COMPLETE:
+            phase = record.get("phase")
+            watched = "seq" in record and any(w.get("request_id") == record.get("request_id") for w in writes)
+            if phase != AFTER_EFFECT and watched:
+                key = None if phase == AFTER_COMPLETE else _between_effect_and_completion(record, writes)
+            elif phase in (AFTER_EFFECT, TIMEOUT, DEADLINE):
+                # At the effect line itself (exact: the effect returned, its record is not completed), or a stall
+                # in an environment whose writes were not watched.
                 log_name = f"function-{label}-{record.get('pid')}.log"
                 mine = [
                     ln
@@ -142,7 +183,9 @@ def build(
         "effects_counted_from": "store" if store_counts is not None else "effect log lines",
         # The runtime writes an effect's line after the effect returned: a real stall or deadline kill inside an
         # effect leaves an effect that ran without its line, so without a store the counts are a lower bound then.
-        "effects_lower_bound": store_counts is None and bool(per_kind[TIMEOUT] + per_kind[DEADLINE]),
+        # A kill after a write or at a random moment can also stop an effect between its write and its line.
+        "effects_lower_bound": store_counts is None
+        and bool(per_kind[TIMEOUT] + per_kind[DEADLINE] + per_kind[AFTER_WRITE] + per_kind[RANDOM_MOMENT]),
         "keys": {
             "lost": lost,
             "duplicated": duplicated,
@@ -171,11 +214,28 @@ def build(
     return report
 
 
+#: What each failing state means, in the verdict's words.
+_FAILING = {
+    "stranded": "valid keys stranded (only in a DLQ after the run's redrive, never effected)",
+    "never_delivered": "lines never delivered (SQS accepted them, the delivery log never shows them)",
+    "vanished": "lines vanished (delivered and reported done, with no effect and no DLQ copy)",
+}
+
+
 def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
-    """Exit 1 on anything lost, duplicated, unexpected or replayed without a kill to explain it."""
+    """Exit 1 on anything lost, duplicated, unexpected or replayed without a kill to explain it, and, with the
+    per-line states (``states``), on any line stranded, never delivered or vanished."""
     total = report["total"]
     reasons = []
-    if total["lost"]:
+    if "states" in report:
+        for state, words in _FAILING.items():
+            if total.get(state):
+                keys = list(report["states"]["keys"].get(state, [])) + [
+                    f"line {i['line']}" for i in report["states"]["invalid_lines"] if i["state"] == state
+                ]
+                shown = ", ".join(str(k) for k in keys[:5]) + (" ..." if len(keys) > 5 else "")
+                reasons.append(f"{total[state]} {words}: {shown}")
+    elif total["lost"]:
         reasons.append(f"{total['lost']} keys lost (a valid key with no effect and not in a DLQ)")
     if total["duplicated"]:
         reasons.append(f"{total['duplicated']} keys duplicated (more than one effect for a key)")
@@ -195,10 +255,10 @@ def render(report: dict[str, Any]) -> str:
     out = [f"effects counted from: {report['effects_counted_from']}"]
     if report.get("effects_lower_bound"):
         out.append(
-            "  a lower bound: stalls or deadline kills may have stopped an effect after it acted and before its line;"
-            " name the effect's store (--effect-table, --effect-key) for an exact count"
+            "  a lower bound: stalls and kills may have stopped an effect after it acted and before its line;"
+            " name the effect's store (--effect KIND:NAME:KEYPATH) for an exact count"
         )
-    out += [key.ljust(width) + str(total[key]).rjust(8) for key in COUNT_KEYS]
+    out += [key.ljust(width) + str(total[key]).rjust(8) for key in COUNT_KEYS if key in total]
     out.append("kills: " + ", ".join(f"{k}={v}" for k, v in total["kills"].items()))
     for name in ("lost", "duplicated", "unexpected", "unexplained_replays"):
         keys = report["keys"][name]
@@ -206,4 +266,234 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"{name}: " + ", ".join(json.dumps(k) for k in keys[:10]) + (" ..." if len(keys) > 10 else ""))
     if total["replayed_after_kill"]:
         out.append("replayed after a kill, safe because " + report["replayed_after_kill_safe_because"])
+    if "states" in report:
+        out.append("states: " + ", ".join(f"{s}={n}" for s, n in report["states"]["counts"].items()))
+        for state in FAILING_STATES:
+            for key in report["states"]["keys"].get(state, [])[:5]:
+                out.append(f"  {state} {json.dumps(key)}: {json.dumps(report['states']['evidence'].get(key, {}))}")
+    if report.get("normalization"):
+        out.append("NOTE: " + report["normalization"]["hint"])
+    if "sends" in report:
+        kinds = report["sends"]["by_kind"]
+        out.append("sent: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    for queue, held in report.get("dlq", {}).items():
+        why = ", ".join(f"{w} {n}" for w, n in held["why"].items()) or "empty"
+        out.append(f"DLQ {queue}: {held['messages']} messages ({why})")
     return "\n".join(out)
+
+
+# --- every input line ends in exactly one state ------------------------------------------------------------------
+#: Passing states: a key effected once (``effected_once``), a key effected once after the run's redrive brought it
+#: back from a DLQ (``redriven_then_effected``), a line the app refused, in a DLQ (``invalid_in_dlq``; moved by the
+#: runtime with its reason, or by SQS after maxReceiveCount). Failing states: ``stranded`` (a valid key only in a
+#: DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the delivery log never shows it),
+#: ``vanished`` (delivered and reported done, with no effect and no DLQ copy), ``duplicated``; and ``unexpected``
+#: keys (effects for keys never sent) from :func:`build`.
+PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
+FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
+
+
+def _delivered_keys(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]) -> tuple[set[Any], set[int]]:
+    """Keys and line numbers of which at least one accepted message shows in the delivery log."""
+    delivered_ids = {d.get("message_id") for d in deliveries}
+    rows = [r for r in sent_rows if r.get("message_id") in delivered_ids]
+    return {r.get("key") for r in rows}, {int(r["line"]) for r in rows if isinstance(r.get("line"), int)}
+
+
+def line_states(
+    *,
+    lines: list[Any],
+    effects: Counter[str],
+    duplicated: list[str],
+    redriven: set[str],
+    dlq_messages: dict[str, list[Any]],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+    key_of: Any,
+    suppressed: Counter[str] | None = None,
+) -> dict[str, Any]:
+    """The state of every input line (the constants above), with evidence for each failing one, and a row per key
+    (``per_key``: its state, sends, deliveries, effects, duplicates suppressed, kills by kind).
+
+    ``lines``: the input (``number``, ``body``, ``key``); ``effects``: effects per key (store or log lines);
+    ``dlq_messages``: each DLQ's messages after the run's redrive (``readback.DlqMessage``), by queue name;
+    ``sent_rows``: the send log; ``deliveries``: the delivery log; ``key_of(body)``: a body's business key;
+    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines).
+    """
+    delivered, delivered_lines = _delivered_keys(sent_rows, deliveries)
+    in_dlq: dict[str, list[dict[str, Any]]] = {}
+    dlq_bodies: dict[str, dict[str, Any]] = {}
+    for queue, messages in dlq_messages.items():
+        for m in messages:
+            reason = m.reason()
+            entry = {"dlq": queue, "moved_by": "runtime" if reason else "sqs", "reason": reason}
+            dlq_bodies.setdefault(m.body, entry)
+            key = key_of(m.body)
+            if key is not None:
+                in_dlq.setdefault(key, []).append(entry)
+    states: dict[str, str] = {}
+    for key in dict.fromkeys(ln.key for ln in lines if ln.key is not None):
+        entries = in_dlq.get(key, [])
+        if key in duplicated:
+            states[key] = "duplicated"
+        elif effects[key] >= 1:
+            states[key] = "redriven_then_effected" if key in redriven else "effected_once"
+        elif entries and all(e["moved_by"] == "runtime" for e in entries):
+            states[key] = "invalid_in_dlq"  # the app refused it (a permanent error), with its reason
+        elif entries:
+            states[key] = "stranded"
+        else:
+            states[key] = "vanished" if key in delivered else "never_delivered"
+    invalid = []
+    for ln in lines:
+        if ln.key is not None:
+            continue
+        found = dlq_bodies.get(ln.body)
+        state = "invalid_in_dlq" if found else "vanished" if ln.number in delivered_lines else "never_delivered"
+        invalid.append({"line": ln.number, "state": state, **({"moved_by": found["moved_by"]} if found else {})})
+    counts = Counter(states.values()) + Counter(i["state"] for i in invalid)
+    failing = {s: sorted(k for k, v in states.items() if v == s) for s in FAILING_STATES}
+    return {
+        "counts": {s: counts.get(s, 0) for s in PASSING_STATES + FAILING_STATES},
+        "keys": {
+            **failing,
+            "redriven_then_effected": sorted(k for k, v in states.items() if v == "redriven_then_effected"),
+        },
+        "invalid_lines": invalid,
+        "per_key": _per_key(states, effects, sent_rows, deliveries, kill_records, suppressed or Counter()),
+        "evidence": {
+            key: _evidence(key, in_dlq.get(key, []), sent_rows, deliveries, kill_records)
+            for state in FAILING_STATES
+            for key in failing[state][:50]
+        },
+    }
+
+
+def _per_key(
+    states: dict[str, str],
+    effects: Counter[str],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+    suppressed: Counter[str],
+) -> dict[str, dict[str, Any]]:
+    """One row per key: its final state, messages sent and delivered, effects, duplicates suppressed, kills."""
+    ids: dict[Any, set[Any]] = {}
+    for r in sent_rows:
+        ids.setdefault(r.get("key"), set()).add(r.get("message_id"))
+    delivered = Counter(d.get("message_id") for d in deliveries)
+    kills: dict[str, Counter[str]] = {}
+    for k in kill_records:
+        if k.get("key"):
+            kills.setdefault(str(k["key"]), Counter())[str(k.get("phase"))] += 1
+    return {
+        key: {
+            "state": state,
+            "sends": len(ids.get(key, ())),
+            "deliveries": sum(delivered[i] for i in ids.get(key, ())),
+            "effects": effects[key],
+            "duplicates_suppressed": suppressed[key],
+            "kills": dict(kills.get(key, {})),
+        }
+        for key, state in states.items()
+    }
+
+
+def _evidence(
+    key: str,
+    dlq: list[dict[str, Any]],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What the logs and the DLQs say of one key: its sends, deliveries, kills (each with the write it followed) and
+    where it sits in a DLQ, and why."""
+    ids = {r.get("message_id") for r in sent_rows if r.get("key") == key}
+    mine = [d for d in deliveries if d.get("message_id") in ids]
+    return {
+        "sends": sorted(Counter(str(r.get("kind")) for r in sent_rows if r.get("key") == key).items()),
+        "deliveries": len(mine),
+        "max_receive_count": max((int(d.get("receive_count", 0)) for d in mine), default=0),
+        "kills": [
+            {"phase": k.get("phase"), "after_write": (k.get("last_write") or {}).get("op"), "seq": k.get("seq")}
+            for k in kill_records
+            if k.get("key") == key
+        ],
+        "dlq": dlq,
+    }
+
+
+def dlq_contents(dlq_messages: dict[str, list[Any]], key_of: Any) -> dict[str, Any]:
+    """Per DLQ: how many messages, why each is there (the runtime's reason's error type, or ``maxReceiveCount``
+    for one SQS moved), and the keys (``None`` for a body without one)."""
+    out: dict[str, Any] = {}
+    for queue, messages in sorted(dlq_messages.items()):
+        why: Counter[str] = Counter()
+        for m in messages:
+            reason = m.reason()
+            why[str(reason.get("error_type")) if reason else "maxReceiveCount"] += 1
+        out[queue] = {
+            "messages": len(messages),
+            "why": dict(sorted(why.items())),
+            "keys": sorted({str(k) for k in (key_of(m.body) for m in messages) if k is not None})[:100],
+        }
+    return out
+
+
+def add_states(report: dict[str, Any], states: dict[str, Any], dlq: dict[str, Any]) -> None:
+    """Put the per-line states (:func:`line_states`) and the DLQ contents (:func:`dlq_contents`) into a chaos report:
+    the ``states`` and ``dlq`` blocks, and each state's count in ``total``."""
+    report["states"] = states
+    report["dlq"] = dlq
+    report["total"].update(states["counts"])
+
+
+def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]], fifo: set[str]) -> dict[str, Any]:
+    """What the producer sent, by kind (``traffic.py``: ``original``, ``concurrent_duplicate``, ``resend``,
+    ``late_resend``), and on FIFO queues the resends inside the deduplication interval that were delivered anyway:
+    SQS must drop those, so anything but 0 means the local AWS did not deduplicate (a finding about the emulator,
+    not the app)."""
+    delivered = {d.get("message_id") for d in deliveries}
+    inside = [r for r in sent_rows if r.get("queue") in fifo and r.get("kind") == "resend"]
+    return {
+        "by_kind": dict(sorted(Counter(str(r.get("kind")) for r in sent_rows).items())),
+        "fifo_resends_inside_window": len(inside),
+        "fifo_resends_after_window": sum(
+            1 for r in sent_rows if r.get("queue") in fifo and r.get("kind") == "late_resend"
+        ),
+        "fifo_resends_inside_window_delivered": sum(1 for r in inside if r.get("message_id") in delivered),
+    }
+
+
+#: The normalisations an app may apply, fewest steps first: :func:`normalization_hint` names the simplest that
+#: explains the app's keys.
+_CANDIDATE_STEPS = (
+    ("casefold",),
+    ("strip",),
+    ("nfkc",),
+    ("strip", "casefold"),
+    ("nfkc", "casefold"),
+    ("nfkc", "strip"),
+    ("nfkc", "strip", "casefold"),
+)
+
+
+def normalization_hint(sent_keys: set[str], app_keys: set[str], run_steps: tuple[str, ...]) -> dict[str, Any] | None:
+    """When the app's own keys (its effect lines' ``idempotency_key``, raw) are forms of the sent keys (raw) that
+    only a normalisation explains, and not the one the run applies: the steps that explain them. The run's verdict
+    stands on the run's business identity; this says why its keys and the app's differ. ``None`` otherwise."""
+    foreign = app_keys - sent_keys
+    if not foreign or foreign <= {normalizer(run_steps)(k) for k in sent_keys}:
+        return None
+    for steps in _CANDIDATE_STEPS:
+        same = normalizer(steps)
+        if foreign <= {same(k) for k in sent_keys}:
+            return {
+                "app_keys_not_sent": len(foreign),
+                "app_seems_to_normalize": list(steps),
+                "run_normalizes": list(run_steps),
+                "hint": "the app's Consumer normalises its keys differently from this run: give the run the same"
+                f" --normalize steps ({' '.join(f'--normalize {s}' for s in steps)}) or align the app",
+            }
+    return None

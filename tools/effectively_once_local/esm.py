@@ -40,6 +40,7 @@ from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, EventLog, InvocationChaos
 from .chaos_input import body_key, compile_key
+from .faults import WriteWatch
 from .figures import record_peak
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
@@ -81,6 +82,8 @@ class PollerSpec:
     seam: str | None = None
     #: JMESPath over a message body giving its business key (booked with each kill: the keys of the killed batch).
     key_expression: str | None = None
+    #: The business-identity steps applied to that key (``chaos_input.compile_key``). :default: none.
+    key_normalize: tuple[str, ...] = ()
 
 
 def packaged_lambda_src() -> Path:
@@ -277,10 +280,14 @@ def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
         mapping.label,
         at_effect_line=spec.seam is None,
     )
+    if spec.seam is None and spec.chaos.enabled:
+        # Faults from outside the app: every write the local AWS accepts is numbered and logged, and may be a kill
+        # point (faults.py). Before the handler's import and its clients, so that every session is watched.
+        WriteWatch(chaos.on_write).install()
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log
-    key_path = compile_key(spec.key_expression) if spec.key_expression else None
+    key_path = compile_key(spec.key_expression, spec.key_normalize) if spec.key_expression else None
 
     count_dir = os.environ.get(COUNT_REQUESTS_ENV)
     counter = RequestCounter(Path(count_dir) / f"requests-{mapping.label}-{pid}.json") if count_dir else None
@@ -337,6 +344,7 @@ def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
             to_retry = set(batch_ids)
         finally:
             watchdog.cancel()
+            chaos.end()
             if counter is not None:
                 counter.add("lambda.Invoke.duration_us", round((time.perf_counter() - started) * 1e6))
                 counter.add("lambda.Invoke.timed")

@@ -41,7 +41,7 @@ from effectively_once_runtime import names
 from .json_lines import read_jsonl
 
 #: Top-level report keys that are not a queue's column (the payments report's and the chaos report's blocks).
-NOT_QUEUES = ("total", "run", "verdict", "per_key", "redrive")
+NOT_QUEUES = ("total", "run", "verdict", "per_key", "redrive", "states", "dlq", "sends", "normalization")
 
 #: The kinds of :class:`TimedEvent`, in the order the page shows them, with their labels.
 KINDS = {
@@ -410,6 +410,7 @@ def render_page(
             + "</div>"
         )
     parts.append('<div class="row">' + "\n".join(tables) + "</div>")
+    parts += _states_sections(report)
     run = report.get("run")
     if run:
         parts.append(f"<h2>Run</h2><pre>{_esc(json.dumps(run, indent=2))}</pre>")
@@ -418,6 +419,45 @@ def render_page(
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_esc(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
     )
+
+
+def _states_sections(report: dict[str, Any]) -> list[str]:
+    """The chaos report's per-line states (each failing key with its evidence), DLQ contents and sends by kind."""
+    parts: list[str] = []
+    states = report.get("states")
+    if states:
+        rows = "".join(
+            f'<tr><th>{_esc(state)}</th><td data-key="state-{_esc(state)}">{_esc(n)}</td></tr>'
+            for state, n in states["counts"].items()
+        )
+        parts.append(f"<h2>Every input line's state</h2><table>{rows}</table>")
+        failing = [
+            f"<tr><th>{_esc(state)}</th><td>{_esc(key)}</td><td><pre>{_esc(json.dumps(states['evidence'].get(key)))}"
+            "</pre></td></tr>"
+            for state, keys in states["keys"].items()
+            if state != "redriven_then_effected"
+            for key in keys[:20]
+        ]
+        failing += [
+            f"<tr><th>{_esc(i['state'])}</th><td>line {_esc(i['line'])}</td><td></td></tr>"
+            for i in states.get("invalid_lines", [])
+            if i["state"] != "invalid_in_dlq"
+        ]
+        if failing:
+            parts.append("<h2>Findings</h2><table><tr><th>state</th><th>key</th><th>evidence</th></tr>")
+            parts.append("".join(failing) + "</table>")
+    dlq = report.get("dlq")
+    if dlq:
+        rows = "".join(
+            f"<tr><th>{_esc(queue)}</th><td>{_esc(held['messages'])}</td>"
+            f"<td>{_esc(', '.join(f'{w} {n}' for w, n in held['why'].items()))}</td></tr>"
+            for queue, held in dlq.items()
+        )
+        parts.append(f"<h2>What the DLQs hold, and why</h2><table>{rows}</table>")
+    sends = report.get("sends")
+    if sends:
+        parts.append(f"<h2>What the producer sent</h2><pre>{_esc(json.dumps(sends, indent=2))}</pre>")
+    return parts
 
 
 def page_path(report_path: Path) -> Path:

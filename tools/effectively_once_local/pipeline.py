@@ -25,11 +25,18 @@ from .html_report import RunClock
 from .readback import queues_depth
 from .server import LocalAwsError, MotoServer
 from .stack import DeployedMapping
-from .traffic import RESEND, L, Outgoing, send
+from .traffic import LATE_RESEND, RESEND, L, Outgoing, send
 
 #: The files a run writes into its folder (``esm.py``, ``chaos.py``, :func:`drive`): a new run removes the previous
 #: run's, and nothing else (the folder may hold the input file, or be the working folder).
-RUN_FILES = ("deliveries-*.jsonl", "provider-*.jsonl", "chaos-*.jsonl", "function-*.log", "sent-*.jsonl")
+RUN_FILES = (
+    "deliveries-*.jsonl",
+    "provider-*.jsonl",
+    "chaos-*.jsonl",
+    "function-*.log",
+    "sent-*.jsonl",
+    "standin-calls.jsonl",
+)
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -107,6 +114,7 @@ def poller_specs(
     concurrency: int,
     handler_root: Path | None = None,
     key_expression: str | None = None,
+    key_normalize: tuple[str, ...] = (),
     seam: str | None = None,
     env_overrides: dict[str, str] | None = None,
 ) -> list[tuple[PollerSpec, int]]:
@@ -127,6 +135,7 @@ def poller_specs(
             aws_env=aws_env,
             chaos=chaos,
             key_expression=key_expression,
+            key_normalize=key_normalize,
             seam=seam,
             env_overrides=dict(env_overrides or {}),
         )
@@ -191,12 +200,12 @@ def drive(
         with progress_bar(total, "sending", quiet) as bar:
             clock.mark("deployed: sending" if fresh_deploy else "sending")
             for label, msgs in outgoing.items():
-                first = {label: [o for o in msgs if o.kind != RESEND]}
+                first = {label: [o for o in msgs if o.kind not in (RESEND, LATE_RESEND)]}
                 send(sqs, urls, fifo, first, clock.progress(label, bar.update), sent_logs[label].write)
             pool.start()
             clock.mark("polling")
             for label, msgs in outgoing.items():
-                resends = {label: [o for o in msgs if o.kind == RESEND]}
+                resends = {label: [o for o in msgs if o.kind in (RESEND, LATE_RESEND)]}
                 send(sqs, urls, fifo, resends, clock.progress(label, bar.update), sent_logs[label].write)
         drain(
             pool, sqs, list(urls.values()), total, timeout_seconds=drain_timeout_seconds, run_dir=run_dir, quiet=quiet

@@ -4,7 +4,8 @@ EMF metrics, the provider's call log), never from the runner's in-memory counter
 
 Keys per queue type and in ``total``: ``payments`` (lines routed there), ``valid_payments``, ``poison``,
 ``deliveries`` (messages handed to the function, redeliveries included), ``charges`` (ledger items: executed
-charges), ``duplicates_suppressed`` (EMF ``DuplicatesSuppressed``: answered from an idempotency record),
+charges), ``duplicates_suppressed`` (``duplicate suppressed`` log lines: answered from an idempotency record; the
+EMF metric ``DuplicatesSuppressed`` undercounts, as a killed invocation's metrics die with it),
 ``dead_lettered`` (messages in the DLQ), ``valid_dead_lettered`` (valid payments in the DLQ: FIFO messages held
 behind a transient failure of their group past maxReceiveCount; poison leaves its group at once, so 0 in the demo),
 ``lost`` (valid payments neither charged nor in the DLQ), ``double_charged`` (payments with more than one ledger
@@ -24,7 +25,7 @@ from typing import Any
 
 from effectively_once_runtime import names
 
-from .attribution import emf_sum, inflight_at_kill, poison_receives, provider_calls_by_pid, sent_never_delivered
+from .attribution import inflight_at_kill, log_line_count, poison_receives, provider_calls_by_pid, sent_never_delivered
 from .chaos import AFTER_CHARGE, AFTER_COMPLETE, DEADLINE, TIMEOUT
 from .html_report import NOT_QUEUES
 from .json_lines import read_jsonl
@@ -125,8 +126,9 @@ def run_log_counts(run_dir: Path, label: str) -> dict[str, Any]:
     ]
     return {
         "deliveries": len(deliveries),
-        "duplicates_suppressed": emf_sum(
-            sorted(run_dir.glob(f"function-{label}-*.log")), names.METRIC_DUPLICATES_SUPPRESSED
+        # From the log lines, not the EMF metric: a killed invocation's metrics die with it, its lines do not.
+        "duplicates_suppressed": log_line_count(
+            sorted(run_dir.glob(f"function-{label}-*.log")), names.MSG_DUPLICATE_SUPPRESSED
         ),
         "provider_calls": sum(1 for c in provider if c.get("event") == "call"),
         "provider_replays": len(replays),

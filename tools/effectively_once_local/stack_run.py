@@ -8,26 +8,45 @@ AWS, run every SQS event source mapping of one stack with the local runner under
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from effectively_once_runtime import names
+from effectively_once_runtime.events import Expression
+from effectively_once_runtime.identity import normalizer
 
+from .attribution import log_line_count
 from .chaos import ChaosConfig
 from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
-from .deploy import DeployError
-from .effects import build, effect_lines, kills, render, verdict
-from .esm import PollerPool
+from .effects import (
+    add_states,
+    build,
+    dlq_contents,
+    effect_lines,
+    kills,
+    line_states,
+    log_lines,
+    normalization_hint,
+    render,
+    send_kinds,
+    verdict,
+)
+from .esm import PollerPool, PollerSpec
+from .faults import WRITE_OPERATIONS
 from .html_report import RunClock, conclude, read_events
-from .pipeline import Deployment, clear_run_dir, describe, drive, local_deployment, poller_specs
-from .readback import read_dlq, scan_table
+from .json_lines import read_jsonl
+from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
+from .provider import URL_ENV, ProviderStandIn
+from .readback import DlqMessage, read_dlq_messages
+from .redrive import local_move, mapping_targets
 from .server import aws_env, local_endpoint, local_session
 from .stack import DeployedMapping, disable, discover_mappings
+from .stores import PROVIDER_LOG, EffectStore, Store, combine
 from .traffic import plan
 
 
@@ -45,10 +64,28 @@ class ChaosOptions:
     key: str
     effect_table: str | None = None
     effect_key: str | None = None
+    #: The stores effects are counted in (``stores.py``: ``--effect KIND:NAME:KEYPATH``). :default: none but
+    #: ``effect_table``; without any, effects are the effect log lines (a lower bound).
+    effects: tuple[EffectStore, ...] = ()
+    #: Start the HTTP provider stand-in (``provider.py``) on 127.0.0.1 for the run, its URL in each execution
+    #: environment as ``EFFECTIVELY_ONCE_PROVIDER_URL``. :default: only when an ``effects`` store is the provider.
+    provider: bool = False
+    #: Environment variables set in every execution environment of the run, over the deployed function's own
+    #: (``--function-env``): a switch the app reads, e.g. a variant of one deploy. :default: none.
+    function_env: dict[str, str] = field(default_factory=dict)
+    #: Business identity (``--normalize``, in the order given): the steps of ``identity.normalize_key`` applied to
+    #: every key the run reads (input, stores, log lines), as ``Consumer(normalize=...)`` applies them. The chaos
+    #: command decides what one key is, never the app under test. :default: none.
+    normalize: tuple[str, ...] = ()
     effect_takes_key: bool = False
     concurrency: int = 2
     chaos: ChaosConfig = ChaosConfig()
     context: dict[str, str] = field(default_factory=dict)
+    #: After the queues drained, redrive every DLQ while it holds valid keys the app did not refuse (SQS moved them
+    #: after maxReceiveCount), for at most ``redrive_rounds`` rounds; a valid key still only in a DLQ then is
+    #: ``stranded`` and fails the run. :default: on, 3 rounds.
+    redrive: bool = True
+    redrive_rounds: int = 3
     report_path: Path = Path("reports/chaos-report.json")
     run_dir: Path = Path(".local-aws/chaos")
     drain_timeout_seconds: int = 600
@@ -62,40 +99,16 @@ class ChaosOptions:
         if (self.effect_table is None) != (self.effect_key is None):
             raise InputFileError("--effect-table and --effect-key go together (the table and its key attribute)")
 
+    def effect_stores(self) -> list[EffectStore]:
+        """Every store the run counts effects in: ``effects``, and ``effect_table``/``effect_key`` as a table."""
+        legacy = (
+            [EffectStore("table", self.effect_table, self.effect_key)] if self.effect_table and self.effect_key else []
+        )
+        return legacy + list(self.effects)
 
-def _table_name(session: Any, stack: str, name: str) -> str:
-    cfn = session.client("cloudformation")
-    tables = [
-        r
-        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
-        for r in page["StackResourceSummaries"]
-        if r.get("ResourceType") == "AWS::DynamoDB::Table"
-    ]
-    for t in tables:
-        if name in (t["LogicalResourceId"], t.get("PhysicalResourceId")):
-            return str(t["PhysicalResourceId"])
-    matches = [t for t in tables if name.lower() in t["LogicalResourceId"].lower()]
-    if len(matches) != 1:
-        shown = ", ".join(t["LogicalResourceId"] for t in tables) or "none"
-        raise DeployError(f"--effect-table {name!r} names {len(matches)} tables of {stack} (its tables: {shown})")
-    return str(matches[0]["PhysicalResourceId"])
-
-
-def _attr_text(value: dict[str, Any] | None) -> str | None:
-    if not value:
-        return None
-    for kind in ("S", "N"):
-        if kind in value:
-            return str(value[kind])
-    return json.dumps(value, sort_keys=True)
-
-
-def _store_counts(session: Any, table: str | None, key_attribute: str | None) -> Counter[str] | None:
-    """Effects per key in the effect's own store (one item per executed effect), ``None`` without a store."""
-    if table is None or key_attribute is None:
-        return None
-    items = scan_table(session.client("dynamodb"), table)
-    return Counter(k for k in (_attr_text(i.get(key_attribute)) for i in items) if k is not None)
+    @property
+    def starts_provider(self) -> bool:
+        return self.provider or any(s.kind == "provider" for s in self.effects)
 
 
 @dataclass(frozen=True)
@@ -103,9 +116,63 @@ class _Outcome:
     mappings: list[DeployedMapping]
     messages_sent: int
     poller_restarts: int
-    dlq_bodies: list[str]
-    store: Counter[str] | None
-    table: str | None
+    dlq_messages: dict[str, list[DlqMessage]]  # each DLQ's messages after the redrive, by queue name
+    store_counts: dict[str, Counter[str]]  # effects per key that the run added, per named store
+    table: str | None  # the first table store's physical name (the report's effect_store)
+    redriven: set[str]  # keys the run's redrive brought back from a DLQ
+    redrive_rounds: list[dict[str, int]]
+
+
+def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
+    urls = sorted({m.dlq_url for m in mappings if m.dlq_url})
+    return {url.rstrip("/").rsplit("/", 1)[-1]: read_dlq_messages(sqs, url) for url in urls}
+
+
+def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]:
+    """The valid keys a DLQ holds that the app did not refuse: moved by SQS after maxReceiveCount (a message the
+    runtime moved on first sight carries its reason: the app refused it for good)."""
+    return {
+        k
+        for messages in dlq.values()
+        for m in messages
+        if m.reason() is None
+        for k in [body_key(key_path, m.body)]
+        if k
+    }
+
+
+def _redrive(
+    opts: ChaosOptions,
+    sqs: Any,
+    mappings: list[DeployedMapping],
+    specs: list[tuple[PollerSpec, int]],
+    clock: RunClock,
+    log: Callable[[str], None],
+) -> tuple[set[str], list[dict[str, int]]]:
+    """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
+    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain."""
+    key_path = compile_key(opts.key, opts.normalize)
+    targets = mapping_targets(sqs, mappings)
+    calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
+    redriven: set[str] = set()
+    rounds: list[dict[str, int]] = []
+    for number in range(1, opts.redrive_rounds + 1 if opts.redrive else 1):
+        pending = _pending(_dlq_messages(sqs, mappings), key_path)
+        if not pending:
+            break
+        clock.mark(f"redrive {number}")
+        moved = sum(local_move(sqs, target).moved for target in targets)
+        log(f"redrive round {number}: {len(pending)} valid keys in the DLQs, {moved} messages moved back")
+        redriven |= pending
+        pool = PollerPool(calm)
+        pool.start()
+        try:
+            urls = [m.mapping.queue_url for m in mappings]
+            drain(pool, sqs, urls, moved, timeout_seconds=opts.drain_timeout_seconds, run_dir=opts.run_dir, quiet=True)
+        finally:
+            pool.stop()
+        rounds.append({"round": number, "valid_keys": len(pending), "moved": moved})
+    return redriven, rounds
 
 
 def _run(
@@ -121,32 +188,44 @@ def _run(
         labels = {m.label: m.queue_name for m in mappings}
         routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
         fifo = {m.label: m.fifo for m in mappings}
-        table = _table_name(session, opts.stack, opts.effect_table) if opts.effect_table else None
-        specs = poller_specs(
-            mappings,
-            run_dir=opts.run_dir,
-            aws_env=aws_env(deployed.endpoint),
-            chaos=opts.chaos,
-            concurrency=opts.concurrency,
-            key_expression=opts.key,
-        )
-        pool = PollerPool(specs)
-        sqs = session.client("sqs")
-        done = drive(
-            sqs,
-            pool,
-            {m.label: m.mapping.queue_url for m in mappings},
-            fifo,
-            plan(lines, lambda line: routes[line.number], fifo, opts.chaos),
-            clock=clock,
-            run_dir=opts.run_dir,
-            drain_timeout_seconds=opts.drain_timeout_seconds,
-            quiet=opts.quiet,
-            fresh_deploy=deployed.fresh,
-        )
-        dlq_bodies = [b for url in sorted({m.dlq_url for m in mappings if m.dlq_url}) for b in read_dlq(sqs, url)]
-        store = _store_counts(session, table, opts.effect_key)
-        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq_bodies, store, table)
+        stores = [Store(session, opts.stack, spec, opts.run_dir, opts.normalize) for spec in opts.effect_stores()]
+        table = next((st.name for st in stores if st.spec.kind == "table"), None)
+        for st in stores:
+            st.snapshot()
+        with ExitStack() as scope:
+            env_overrides = dict(opts.function_env)
+            if opts.starts_provider:
+                provider = scope.enter_context(ProviderStandIn(log_path=opts.run_dir / PROVIDER_LOG))
+                env_overrides[URL_ENV] = provider.url
+                log(f"provider stand-in on {provider.url} ({URL_ENV})")
+            specs = poller_specs(
+                mappings,
+                run_dir=opts.run_dir,
+                aws_env=aws_env(deployed.endpoint),
+                chaos=opts.chaos,
+                concurrency=opts.concurrency,
+                key_expression=opts.key,
+                key_normalize=opts.normalize,
+                env_overrides=env_overrides,
+            )
+            pool = PollerPool(specs)
+            sqs = session.client("sqs")
+            done = drive(
+                sqs,
+                pool,
+                {m.label: m.mapping.queue_url for m in mappings},
+                fifo,
+                plan(lines, lambda line: routes[line.number], fifo, opts.chaos),
+                clock=clock,
+                run_dir=opts.run_dir,
+                drain_timeout_seconds=opts.drain_timeout_seconds,
+                quiet=opts.quiet,
+                fresh_deploy=deployed.fresh,
+            )
+            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log)
+        dlq = _dlq_messages(sqs, mappings)
+        counts = {str(st.spec): st.count() for st in stores}
+        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
 
 
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
@@ -156,8 +235,8 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
     """
-    lines = load_input(opts.input, opts.key)  # checked whole before anything starts
-    key_path = compile_key(opts.key)
+    lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
+    key_path = compile_key(opts.key, opts.normalize)
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
     clock = RunClock()
@@ -173,10 +252,14 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     with deployment as deployed:
         outcome = _run(opts, lines, deployed, log, clock)
     mappings, total, restarts = outcome.mappings, outcome.messages_sent, outcome.poller_restarts
-    dlq_bodies, store, table = outcome.dlq_bodies, outcome.store, outcome.table
+    dlq_bodies = [m.body for messages in outcome.dlq_messages.values() for m in messages]
+    table = outcome.table
+    store, per_store = combine(outcome.store_counts) if outcome.store_counts else (None, {})
     sent = Counter(ln.key for ln in lines if ln.key is not None)
-    log_counts = Counter(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir))
+    same = normalizer(opts.normalize)
+    log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effect_lines(opts.run_dir))
     dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}
+    kill_records = kills(opts.run_dir)
     report = build(
         sent=sent,
         invalid_lines=sum(1 for ln in lines if ln.key is None),
@@ -185,9 +268,38 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         dead_lettered=len(dlq_bodies),
         log_counts=log_counts,
         store_counts=store,
-        kill_records=kills(opts.run_dir),
+        kill_records=kill_records,
         effect_takes_key=opts.effect_takes_key,
     )
+    sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
+    deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
+    add_states(
+        report,
+        line_states(
+            lines=lines,
+            effects=store if store is not None else log_counts,
+            duplicated=report["keys"]["duplicated"],
+            redriven=outcome.redriven,
+            dlq_messages=outcome.dlq_messages,
+            sent_rows=sent_rows,
+            deliveries=deliveries,
+            kill_records=kill_records,
+            key_of=lambda body: body_key(key_path, body),
+            suppressed=Counter(
+                same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)))
+                for ln in log_lines(opts.run_dir, names.MSG_DUPLICATE_SUPPRESSED)
+            ),
+        ),
+        dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)),
+    )
+    report["total"]["duplicates_suppressed"] = log_line_count(
+        sorted(opts.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
+    )
+    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
+    report["normalization"] = normalization_hint(
+        raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
+    )
+    report["sends"] = send_kinds(sent_rows, deliveries, {m.label for m in mappings if m.fifo})
     report["run"] = {
         "stack": opts.stack,
         "mappings": {
@@ -200,10 +312,19 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
             for m in mappings
         },
         "key": opts.key,
-        "effect_store": {"table": table, "key_attribute": opts.effect_key} if table else None,
+        "normalize": list(opts.normalize),
+        "effect_store": {"table": table, "key_attribute": opts.effect_key} if table and opts.effect_key else None,
+        "effect_stores": per_store,
         "chaos": opts.chaos.__dict__,
         "pollers_per_mapping": opts.concurrency,
         "poller_restarts": restarts,
+        "redrive_rounds": outcome.redrive_rounds,
+        # Where faults can strike from outside the app (faults.py), and where they cannot.
+        "fault_points": {
+            "writes_watched": {service: sorted(ops) for service, ops in WRITE_OPERATIONS.items()},
+            "http": "the provider stand-in's calls are logged" if opts.starts_provider else "not watched",
+            "sql": "not watched: random-moment kills only",
+        },
         "seconds": round(time.monotonic() - started, 1),
     }
     code, reasons = verdict(report)
@@ -216,7 +337,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         fail_prefix="FAIL: ",
         ok_line=(
             f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
-            f"{t['replayed_after_kill']} replayed after a kill"
+            f"0 stranded, 0 vanished, {t['replayed_after_kill']} replayed after a kill"
         )
         if code == 0
         else None,

@@ -7,13 +7,16 @@ never duplicated on purpose), and for FIFO queues its message group id and dedup
 
 :func:`plan`: every line once, in input order; a fraction of the keyed lines sent twice back to back (standard
 queues only: a FIFO group is processed one at a time, so a back-to-back copy tests nothing); a fraction resent after
-all originals, as a producer retrying does. :func:`send`: ``SendMessageBatch`` in chunks of 10, each message SQS
+all originals, as a producer retrying does. On a FIFO queue a resend is one of two kinds, drawn with even odds:
+inside the deduplication interval (the same deduplication id: SQS must drop it) or after it (a new deduplication id,
+:func:`late_dedup_id`: SQS delivers it). :func:`send`: ``SendMessageBatch`` in chunks of 10, each message SQS
 accepted written to the send log (``sent-<label>.jsonl`` in the run folder) with the message id SQS returned, which
 ties an input line to the delivery log (``attribution.sent_never_delivered``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,7 +27,11 @@ from .chaos import ChaosConfig
 SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
 ORIGINAL = "original"
 CONCURRENT_DUPLICATE = "concurrent_duplicate"
+#: A resend with the same FIFO deduplication id, inside SQS's 5-minute deduplication interval: SQS must drop it.
 RESEND = "resend"
+#: A FIFO resend after the interval, as a producer retrying later sends it: a new deduplication id, so SQS
+#: delivers it, and only the consumer's idempotency stops a second effect.
+LATE_RESEND = "late_resend"
 
 
 class SendLine(Protocol):
@@ -79,10 +86,22 @@ def plan(
         if not fifo[label] and rng.random() < chaos.concurrent_duplicates:
             out[label].append(Outgoing(line, CONCURRENT_DUPLICATE))
         if rng.random() < chaos.resend:
-            resends[label].append(Outgoing(line, RESEND))
+            late = fifo[label] and rng.random() < 0.5
+            resends[label].append(Outgoing(line, LATE_RESEND if late else RESEND))
     for label in out:
         out[label].extend(resends[label])
     return out
+
+
+def late_dedup_id(dedup_id: str) -> str:
+    """The deduplication id of a resend after the interval: the SHA-256 of the original's (64 characters, within
+    SQS's 128), the same for every run of the same input."""
+    return hashlib.sha256(f"late:{dedup_id}".encode()).hexdigest()
+
+
+def dedup_id(msg: Outgoing[Any]) -> str:
+    """A FIFO message's deduplication id: its line's, or for a :data:`LATE_RESEND` a new one."""
+    return late_dedup_id(msg.line.dedup_id) if msg.kind == LATE_RESEND else str(msg.line.dedup_id)
 
 
 def send(
@@ -111,7 +130,7 @@ def send(
                 entry: dict[str, Any] = {"Id": str(i), "MessageBody": msg.line.body}
                 if fifo[label]:
                     entry["MessageGroupId"] = msg.line.group_id
-                    entry["MessageDeduplicationId"] = msg.line.dedup_id
+                    entry["MessageDeduplicationId"] = dedup_id(msg)
                 entries.append(entry)
             result = sqs.send_message_batch(QueueUrl=urls[label], Entries=entries)
             if result.get("Failed"):
@@ -127,7 +146,7 @@ def send(
                         key=msg.line.key,
                         kind=msg.kind,
                         message_id=ok.get("MessageId"),
-                        **({"deduplication_id": msg.line.dedup_id} if fifo[label] else {}),
+                        **({"deduplication_id": dedup_id(msg)} if fifo[label] else {}),
                     )
             sent[label] += len(chunk)
             progress(len(chunk))

@@ -1,0 +1,168 @@
+"""The proof gallery (``make proof``): the chaos command must fail every wrong variant of the orders function with
+the right finding, and pass the right ones (examples/orders/src/gallery.py). A proof that passes a broken app is
+worse than none: each check the chaos command makes has a variant here that only it catches.
+
+One deploy of ``OrdersGallery`` into the session's local AWS (maxReceiveCount 2, a 2 s function timeout); one
+``run_chaos`` per variant, chosen with ``function_env`` (``--function-env GALLERY_VARIANT=...``), each on its own
+order ids (the stores count only what a run added). Faults come from outside the app: kills after the writes the
+local AWS accepted, not at lines the app declares.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectively_once_local.chaos import ChaosConfig
+from effectively_once_local.server import local_session
+from effectively_once_local.stack_run import run_chaos
+from effectively_once_local.stores import EffectStore
+
+from .conftest import LocalAws
+
+pytestmark = [pytest.mark.e2e, pytest.mark.proof]
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "examples" / "orders"
+STACK = "OrdersGallery"
+CONTEXT = {"function_timeout_seconds": "2", "max_receive_count": "2", "destroy_on_delete": "true"}
+# A batch is up to 10 records, so a run of 24 orders is only a handful of invocations: kills after a write are drawn
+# for 60 % of them (each then strikes after one of its kill-point writes, in turn with even odds), which leaves a run
+# without one at well under 1 %. Every variant whose effect is not keyed meets such a kill between its write and its
+# record's completion.
+CHAOS = ChaosConfig(resend=0.3, concurrent_duplicates=0.1, crash_after_write=0.6, crash_after_complete=0.05, seed=5)
+OUTBOX = EffectStore("table", "Outbox", "order_id")
+
+
+def _input(path: Path, prefix: str, count: int, twins: bool) -> Path:
+    rows: list[dict[str, Any]] = []
+    for i in range(count):
+        queue = ("StandardOrders", "FifoOrders")[i % 2]
+        customer = f"c{i % 4}"
+        body = {"order_id": f"{prefix}-{i:03d}", "customer": customer, "total": 100 + i}
+        rows.append({"queue": queue, "group": customer, "body": body})
+        if twins and i % 2 == 0:  # the same order again, its id in another case and with spaces
+            rows.append(
+                {"queue": queue, "group": customer, "body": {**body, "order_id": f" {prefix.upper()}-{i:03d} "}}
+            )
+    rows.append({"queue": "StandardOrders", "body": f"not json ({prefix})"})  # must end in a DLQ, with its reason
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def gallery(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    cdk_out = local_aws.deploy(APP, [STACK], CONTEXT)
+    tmp = tmp_path_factory.mktemp("gallery")
+    runs: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def run(
+        name: str, variant: str | None = None, count: int = 24, twins: bool = False, **env: str
+    ) -> tuple[int, dict[str, Any]]:
+        if name not in runs:
+            _purge_queues(local_aws.endpoint)
+            opts = local_aws.chaos_options(
+                app_dir=APP,
+                stack=STACK,
+                cdk_out=cdk_out,
+                run_dir=tmp / name,
+                input=_input(tmp / f"{name}.jsonl", name, count, twins),
+                key="order_id",
+                normalize=("strip", "casefold") if twins else (),
+                effects=(OUTBOX,),
+                chaos=CHAOS,
+                function_env={"GALLERY_VARIANT": variant or name, **env},
+                redrive_rounds=2,
+            )
+            runs[name] = run_chaos(opts, log=lambda _: None)
+        return runs[name]
+
+    return run
+
+
+def _purge_queues(endpoint: str) -> None:
+    """Every queue of the gallery emptied, DLQs included: a run starts from what it sends, not from what an earlier
+    variant stranded there (its redrive would bring that back, and the stores would see another run's keys)."""
+    sqs = local_session(endpoint).client("sqs", endpoint_url=endpoint)
+    for url in sqs.list_queues(QueueNamePrefix=STACK).get("QueueUrls", []):
+        sqs.purge_queue(QueueUrl=url)
+
+
+def _reasons(report: dict[str, Any]) -> str:
+    return " | ".join(report["verdict"]["reasons"])
+
+
+def test_the_correct_app_passes(gallery: Any) -> None:
+    code, report = gallery("correct")
+
+    assert code == 0, _reasons(report)
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == 24
+    assert report["total"]["kills"]["after_write"] > 0, "the faults struck"
+    assert report["states"]["invalid_lines"] == [{"line": 25, "state": "invalid_in_dlq", "moved_by": "runtime"}]
+    # (a kill after the runtime's DLQ send and before the delete can leave a second copy: a standard DLQ keeps both)
+    assert set(report["dlq"][next(q for q in report["dlq"] if "Standard" in q)]["why"]) == {"InvalidRecord"}
+
+
+def test_an_app_that_normalises_ids_passes_an_input_that_repeats_them_in_other_forms(gallery: Any) -> None:
+    code, report = gallery("normalized", twins=True)
+
+    assert code == 0, _reasons(report)
+    assert report["total"]["keys_sent"] == 24, "the chaos command's --normalize made one key of each pair"
+    assert report["run"]["normalize"] == ["strip", "casefold"]
+
+
+def test_an_app_keyed_on_the_raw_id_is_caught_under_normalize(gallery: Any) -> None:
+    code, report = gallery("raw", variant="correct", twins=True)
+
+    assert code == 1
+    assert report["total"]["duplicated"] >= 12, _reasons(report)
+
+
+def test_the_correct_app_with_transient_failures_passes_through_the_redrive(gallery: Any) -> None:
+    code, report = gallery("transient")
+
+    assert code == 0, _reasons(report)
+    assert report["total"]["redriven_then_effected"] > 0, "the failed keys reached the DLQ and came back"
+    assert report["run"]["redrive_rounds"][0]["valid_keys"] > 0
+
+
+def test_an_undeclared_effect_is_caught_by_kills_after_its_write(gallery: Any) -> None:
+    code, report = gallery("undeclared")
+
+    assert code == 1
+    assert report["total"]["duplicated"] > 0, _reasons(report)
+    assert report["run"]["effect_stores"][str(OUTBOX)]["duplicated"], "the store of each duplicate is named"
+    assert any("duplicated" in r for r in report["verdict"]["reasons"])
+
+
+def test_a_message_id_key_is_caught(gallery: Any) -> None:
+    code, report = gallery("message_id")
+
+    assert code == 1
+    assert report["total"]["duplicated"] > 0, _reasons(report)
+    assert report["sends"]["fifo_resends_after_window"] > 0, "FIFO resends after the window reach the app"
+
+
+def test_a_slow_effect_near_the_timeout_strands_valid_work(gallery: Any) -> None:
+    code, report = gallery("slow", count=4, GALLERY_SLOW_SECONDS="2.5")
+
+    assert code == 1
+    assert report["total"]["stranded"] > 0, _reasons(report)
+    assert any("stranded" in r for r in report["verdict"]["reasons"])
+
+
+def test_a_transient_failure_after_an_unkeyed_effect_is_caught(gallery: Any) -> None:
+    code, report = gallery("transient_after_unkeyed")
+
+    assert code == 1
+    assert report["total"]["duplicated"] > 0, _reasons(report)
+
+
+def test_input_silently_dropped_is_caught(gallery: Any) -> None:
+    code, report = gallery("drop_invalid")
+
+    assert code == 1
+    assert report["total"]["vanished"] == 1, _reasons(report)
+    assert [i["state"] for i in report["states"]["invalid_lines"]] == ["vanished"]

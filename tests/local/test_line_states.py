@@ -1,0 +1,175 @@
+"""Every input line ends in exactly one state (``effects.line_states``): effected once, redriven then effected once,
+invalid in a DLQ (with who moved it) pass; stranded, never delivered, vanished and duplicated fail the run, each
+listed with its evidence. The cases of issue 22: stranded valid work and vanished input used to pass."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from effectively_once_local.chaos_input import InputLine
+from effectively_once_local.effects import add_states, build, dlq_contents, line_states, verdict
+from effectively_once_local.readback import DlqMessage
+from effectively_once_runtime import names
+
+
+def _line(number: int, key: str | None, body: str | None = None) -> InputLine:
+    return InputLine(number, body or json.dumps({"order_id": key}), key, None, None)
+
+
+def _dlq(body: str, reason: dict[str, Any] | None = None) -> DlqMessage:
+    attributes = {}
+    if reason is not None:
+        attributes[names.DEAD_LETTER_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": json.dumps(reason)}
+    return DlqMessage(message_id=f"d-{body}", body=body, attributes=attributes)
+
+
+def _key_of(body: str) -> str | None:
+    try:
+        return json.loads(body).get("order_id")
+    except (ValueError, AttributeError):
+        return None
+
+
+LINES = [
+    _line(1, "done"),
+    _line(2, "redriven"),
+    _line(3, "stranded"),
+    _line(4, "vanished"),
+    _line(5, "never"),
+    _line(6, "refused"),
+    _line(7, None, "not json"),  # the runtime moved it with its reason
+    _line(8, None, "also not json"),  # delivered, reported done, sent nowhere
+]
+SENT = [{"line": ln.number, "key": ln.key, "kind": "original", "message_id": f"m{ln.number}"} for ln in LINES]
+DELIVERED = [{"message_id": f"m{n}", "receive_count": 1} for n in (1, 2, 3, 4, 6, 7, 8)]
+DLQ = {
+    "orders-dlq": [
+        _dlq(json.dumps({"order_id": "stranded"})),  # SQS moved it after maxReceiveCount; the redrive did not help
+        _dlq(json.dumps({"order_id": "refused"}), {"error_type": "PermanentError", "message_id": "m6"}),
+        _dlq("not json", {"error_type": "InvalidRecord", "message_id": "m7"}),
+    ]
+}
+KILLS = [{"key": "stranded", "phase": "after_write", "seq": 4, "last_write": {"op": "dynamodb.PutItem"}}]
+
+
+@pytest.fixture(scope="module")
+def states() -> dict[str, Any]:
+    return line_states(
+        lines=LINES,
+        effects=Counter({"done": 1, "redriven": 1}),
+        duplicated=[],
+        redriven={"redriven", "stranded"},
+        dlq_messages=DLQ,
+        sent_rows=SENT,
+        deliveries=DELIVERED,
+        kill_records=KILLS,
+        key_of=_key_of,
+    )
+
+
+def test_every_line_gets_exactly_one_state(states: dict[str, Any]) -> None:
+    assert states["counts"] == {
+        "effected_once": 1,
+        "redriven_then_effected": 1,
+        "invalid_in_dlq": 2,  # "refused" (the app's PermanentError) and line 7 (not JSON)
+        "stranded": 1,
+        "never_delivered": 1,
+        "vanished": 2,  # key "vanished" and line 8
+        "duplicated": 0,
+    }
+    assert sum(states["counts"].values()) == len(LINES)
+
+
+def test_failing_lines_are_named_with_their_evidence(states: dict[str, Any]) -> None:
+    assert states["keys"]["stranded"] == ["stranded"] and states["keys"]["vanished"] == ["vanished"]
+    assert states["keys"]["never_delivered"] == ["never"]
+    evidence = states["evidence"]["stranded"]
+    assert evidence["dlq"] == [{"dlq": "orders-dlq", "moved_by": "sqs", "reason": None}]
+    assert evidence["kills"] == [{"phase": "after_write", "after_write": "dynamodb.PutItem", "seq": 4}]
+    assert evidence["deliveries"] == 1 and evidence["sends"] == [("original", 1)]
+    assert {i["line"]: i["state"] for i in states["invalid_lines"]} == {7: "invalid_in_dlq", 8: "vanished"}
+    assert states["invalid_lines"][0]["moved_by"] == "runtime"
+
+
+def test_the_verdict_fails_on_stranded_vanished_and_never_delivered(states: dict[str, Any]) -> None:
+    report = build(
+        sent=Counter(ln.key for ln in LINES if ln.key),
+        invalid_lines=2,
+        messages_sent=len(SENT),
+        dlq_keys={"stranded", "refused"},
+        dead_lettered=3,
+        log_counts=Counter({"done": 1, "redriven": 1}),
+        store_counts=None,
+        kill_records=KILLS,
+        effect_takes_key=False,
+    )
+    add_states(report, states, dlq_contents(DLQ, _key_of))
+
+    code, reasons = verdict(report)
+
+    assert code == 1
+    assert [r.split(" ", 2)[1] for r in reasons] == ["valid", "lines", "lines"]
+    assert "stranded" in reasons[0] and "never delivered" in reasons[1] and "vanished" in reasons[2]
+    assert "line 8" in reasons[2] and "vanished" in reasons[2]
+    assert report["dlq"]["orders-dlq"]["why"] == {"InvalidRecord": 1, "PermanentError": 1, "maxReceiveCount": 1}
+
+
+def test_a_clean_run_passes_with_its_states() -> None:
+    lines = [_line(1, "a"), _line(2, None, "x")]
+    states = line_states(
+        lines=lines,
+        effects=Counter({"a": 1}),
+        duplicated=[],
+        redriven=set(),
+        dlq_messages={"q-dlq": [_dlq("x", {"error_type": "InvalidRecord"})]},
+        sent_rows=[{"line": 1, "key": "a", "kind": "original", "message_id": "m1"}],
+        deliveries=[{"message_id": "m1"}],
+        kill_records=[],
+        key_of=_key_of,
+    )
+    report = build(
+        sent=Counter({"a": 1}),
+        invalid_lines=1,
+        messages_sent=2,
+        dlq_keys=set(),
+        dead_lettered=1,
+        log_counts=Counter({"a": 1}),
+        store_counts=None,
+        kill_records=[],
+        effect_takes_key=False,
+    )
+    add_states(report, states, {})
+
+    assert verdict(report) == (0, [])
+    assert report["total"]["effected_once"] == 1 and report["total"]["invalid_in_dlq"] == 1
+
+
+def test_every_key_has_a_row_with_its_state_sends_deliveries_effects_and_kills(states: dict[str, Any]) -> None:
+    rows = states["per_key"]
+
+    assert set(rows) == {ln.key for ln in LINES if ln.key}
+    assert rows["stranded"] == {
+        "state": "stranded",
+        "sends": 1,
+        "deliveries": 1,
+        "effects": 0,
+        "duplicates_suppressed": 0,
+        "kills": {"after_write": 1},
+    }
+    assert rows["never"]["deliveries"] == 0 and rows["done"]["effects"] == 1
+
+
+def test_an_app_normalising_keys_the_run_does_not_is_flagged() -> None:
+    from effectively_once_local.effects import normalization_hint
+
+    hint = normalization_hint({"ABC-1", " abc-2 "}, {"abc-1", "abc-2"}, ())
+
+    assert hint is not None and hint["app_seems_to_normalize"] == ["strip", "casefold"]
+    assert "--normalize strip --normalize casefold" in hint["hint"]
+    assert normalization_hint({"ABC-1"}, {"ABC-1"}, ()) is None, "the same keys: nothing to say"
+    assert normalization_hint({"ABC-1"}, {"abc-1"}, ("casefold",)) is None, "the run applies the app's rule"
+    assert normalization_hint({"a"}, {"b"}, ()) is None, "keys no normalisation explains are the verdict's"

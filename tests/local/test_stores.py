@@ -1,0 +1,179 @@
+"""Effects counted from the stores a chaos run names (``effectively_once_local.stores``): ``--effect
+KIND:NAME:KEYPATH``, only what the run added, each key normalised as the input is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from effectively_once_local.chaos import EventLog
+from effectively_once_local.chaos_input import compile_key, load_input
+from effectively_once_local.stores import PROVIDER_LOG, EffectStore, Store, combine, parse_effect
+
+REGION = "us-east-1"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("table:Outbox:order_id", EffectStore("table", "Outbox", "order_id")),
+        ("bucket:Receipts:receipts/{key}.json", EffectStore("bucket", "Receipts", "receipts/{key}.json")),
+        ("queue:Notices:order.id", EffectStore("queue", "Notices", "order.id")),
+        ("provider::request.order_id", EffectStore("provider", "", "request.order_id")),
+    ],
+)
+def test_an_effect_store_is_kind_name_and_key_path(text: str, expected: EffectStore) -> None:
+    assert parse_effect(text) == expected
+    assert str(parse_effect(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Outbox:order_id", "KIND:NAME:KEYPATH"),
+        ("sql:t:k", "KIND:NAME:KEYPATH"),
+        ("table::order_id", "NAME and KEYPATH are needed"),
+        ("provider:stand-in:id", "has no name"),
+        ("bucket:Receipts:receipts/x.json", "needs {key}"),
+        ("queue:Notices:order.[", "not a JMESPath expression"),
+    ],
+)
+def test_fails_a_malformed_effect_store(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_effect(text)
+
+
+class _Session:
+    """A boto3 session whose CloudFormation stack holds the given resources (logical id -> (type, physical id))."""
+
+    def __init__(self, resources: dict[str, tuple[str, str]]) -> None:
+        self._real = boto3.session.Session(region_name=REGION)
+        self._resources = resources
+
+    def client(self, name: str) -> Any:
+        if name != "cloudformation":
+            return self._real.client(name)
+        summaries = [
+            {"LogicalResourceId": lid, "ResourceType": kind, "PhysicalResourceId": pid}
+            for lid, (kind, pid) in self._resources.items()
+        ]
+
+        class _Cfn:
+            def get_paginator(self, _: str) -> Any:
+                class _Pages:
+                    def paginate(self, **__: Any) -> list[dict[str, Any]]:
+                        return [{"StackResourceSummaries": summaries}]
+
+                return _Pages()
+
+        return _Cfn()
+
+
+def test_a_table_store_counts_only_what_the_run_added_per_normalised_key(tmp_path: Path) -> None:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb.create_table(
+            TableName="outbox-1",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        put = lambda i, key: dynamodb.put_item(  # noqa: E731
+            TableName="outbox-1", Item={"id": {"S": i}, "order_id": {"S": key}}
+        )
+        put("before", "o-1")  # an earlier run's effect: not this run's
+        session = _Session({"Outbox": ("AWS::DynamoDB::Table", "outbox-1")})
+        store = Store(session, "s", parse_effect("table:out:order_id"), tmp_path, ("strip", "casefold"))
+        store.snapshot()
+        put("a", "o-1")
+        put("b", " O-1 ")  # the same order in another form: a second effect for one key
+        put("c", "o-2")
+
+        counts = store.count()
+
+    assert counts == {"o-1": 2, "o-2": 1}
+    assert store.name == "outbox-1", "a unique part of the logical id names the table"
+
+
+def test_a_bucket_store_reads_the_key_from_the_object_key(tmp_path: Path) -> None:
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="receipts-1")
+        session = _Session({"Receipts": ("AWS::S3::Bucket", "receipts-1")})
+        store = Store(session, "s", parse_effect("bucket:Receipts:receipts/{key}.json"), tmp_path)
+        store.snapshot()
+        for key in ("receipts/o-1.json", "receipts/o-1.json", "receipts/o-2.json", "other/o-3.json"):
+            s3.put_object(Bucket="receipts-1", Key=key, Body=b"{}")
+
+        assert store.count() == {"o-1": 1, "o-2": 1}, "an overwritten key is one object; other prefixes are not"
+
+
+def test_a_queue_store_reads_bodies_without_consuming_them(tmp_path: Path) -> None:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="notices")["QueueUrl"]
+        session = _Session({"Notices": ("AWS::SQS::Queue", url)})
+        store = Store(session, "s", parse_effect("queue:Notices:order.id"), tmp_path)
+        store.snapshot()
+        for key in ("o-1", "o-1", "o-2"):
+            sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"order": {"id": key}}))
+
+        assert store.count() == {"o-1": 2, "o-2": 1}
+        assert store.count() == {"o-1": 2, "o-2": 1}, "read twice: the queue still holds them"
+
+
+def test_a_provider_store_counts_executed_calls_per_key_in_the_body(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / PROVIDER_LOG)
+    for executed, order in ((True, "o-1"), (False, "o-1"), (True, "o-1"), (True, "o-2")):
+        log.write(event="call", key="k", executed=executed, **({"request": {"order_id": order}} if executed else {}))
+    store = Store(None, "s", parse_effect("provider::order_id"), tmp_path)
+
+    assert store.count() == {"o-1": 2, "o-2": 1}
+
+
+def test_stores_combine_into_one_count_per_key_naming_the_store_of_each_duplicate() -> None:
+    from collections import Counter
+
+    combined, per_store = combine({"table:A:k": Counter({"x": 1, "y": 2}), "queue:B:k": Counter({"x": 3})})
+
+    assert combined == {"x": 3, "y": 2}
+    assert per_store == {
+        "table:A:k": {"effects": 3, "duplicated": ["y"]},
+        "queue:B:k": {"effects": 3, "duplicated": ["x"]},
+    }
+
+
+def test_normalize_makes_one_key_of_the_forms_of_an_id(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"order_id": k}) + "\n" for k in ("ABC-1", " abc-1 ", "ＡＢＣ-１")))
+
+    raw = [ln.key for ln in load_input(path, "order_id")]
+    normal = [ln.key for ln in load_input(path, "order_id", ("nfkc", "strip", "casefold"))]
+
+    assert len(set(raw)) == 3 and set(normal) == {"abc-1"}
+    with pytest.raises(ValueError, match="unknown normalize step"):
+        compile_key("order_id", ("lower",))
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--effect", "sql:t:k", "argument --effect: 'sql:t:k' is not KIND:NAME:KEYPATH"),
+        ("--normalize", "lower", "invalid choice"),
+    ],
+)
+def test_the_chaos_command_refuses_a_bad_store_or_step_in_one_line(
+    flag: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from effectively_once_local.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["chaos", "--app-dir", ".", "--stack", "S", "--input", "in.jsonl", "--key", "k", flag, value])
+
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1 and message in err

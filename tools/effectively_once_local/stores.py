@@ -1,0 +1,175 @@
+"""Effects counted from the stores themselves: ``--effect KIND:NAME:KEYPATH``, repeatable, one per store the run
+names. Log lines are a cross-check, never the only witness.
+
+Kinds:
+
+- ``table:NAME:ATTRIBUTE``: a DynamoDB table of the stack (its logical id, physical name, or a part of the logical
+  id naming one table); one item per effect, the business key in ``ATTRIBUTE``.
+- ``bucket:NAME:TEMPLATE``: an S3 bucket of the stack; one object per effect, its key matching ``TEMPLATE`` with
+  ``{key}`` where the business key stands (``receipts/{key}.json``).
+- ``queue:NAME:JMESPATH``: an SQS queue of the stack (or an SNS topic's subscribed queue); one message per effect,
+  the business key the JMESPath over its body (strict JSON). The queue is read without consuming it.
+- ``provider::JMESPATH``: the HTTP provider stand-in the run starts (``provider.py``); one executed call per
+  effect, the business key the JMESPath over the call's JSON body.
+
+Only what the run added counts: each store is read before the first message is sent (:func:`snapshot`) and what
+was there then is left out, so several runs can share one deploy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from effectively_once_runtime.identity import normalizer
+
+from .chaos_input import body_key, compile_key
+from .deploy import DeployError
+from .provider import read_calls
+from .readback import read_dlq_messages, scan_table
+
+KINDS = ("table", "bucket", "queue", "provider")
+#: Each kind's CloudFormation resource type, to find a store of the stack by name.
+_RESOURCE_TYPES = {"table": "AWS::DynamoDB::Table", "bucket": "AWS::S3::Bucket", "queue": "AWS::SQS::Queue"}
+
+
+@dataclass(frozen=True)
+class EffectStore:
+    """One ``--effect KIND:NAME:KEYPATH``."""
+
+    kind: str
+    name: str
+    key_path: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}:{self.key_path}"
+
+
+def parse_effect(text: str) -> EffectStore:
+    """``KIND:NAME:KEYPATH`` (the module docstring).
+
+    :raises ValueError: another kind, a missing part, a provider with a name, a template without ``{key}``, or a
+        JMESPath the runtime does not accept.
+    """
+    kind, sep, rest = text.partition(":")
+    name, sep2, key_path = rest.partition(":")
+    if not (sep and sep2) or kind not in KINDS:
+        raise ValueError(f"{text!r} is not KIND:NAME:KEYPATH with KIND one of {', '.join(KINDS)}")
+    if not key_path or (kind != "provider" and not name):
+        raise ValueError(f"{text!r}: NAME and KEYPATH are needed (provider::JMESPATH takes no NAME)")
+    if kind == "provider" and name:
+        raise ValueError(f"{text!r}: the provider stand-in has no name: provider::JMESPATH")
+    if kind == "bucket" and "{key}" not in key_path:
+        raise ValueError(f"{text!r}: the object-key template needs {{key}} where the business key stands")
+    if kind in ("queue", "provider"):
+        compile_key(key_path)  # InputFileError (a ValueError) for an expression the runtime refuses
+    return EffectStore(kind, name, key_path)
+
+
+def physical_name(session: Any, stack: str, store: EffectStore) -> str:
+    """The physical name of the stack's resource ``store`` names (a queue: its URL).
+
+    :raises DeployError: the name matches no resource of that kind, or several.
+    """
+    cfn = session.client("cloudformation")
+    resources = [
+        r
+        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
+        for r in page["StackResourceSummaries"]
+        if r.get("ResourceType") == _RESOURCE_TYPES[store.kind]
+    ]
+    exact = [r for r in resources if store.name in (r["LogicalResourceId"], r.get("PhysicalResourceId"))]
+    matches = exact or [r for r in resources if store.name.lower() in r["LogicalResourceId"].lower()]
+    if len(matches) != 1:
+        shown = ", ".join(r["LogicalResourceId"] for r in resources) or "none"
+        raise DeployError(
+            f"--effect {store} names {len(matches)} {store.kind}s of {stack} (its {store.kind}s: {shown})"
+        )
+    return str(matches[0]["PhysicalResourceId"])
+
+
+def _attr_text(value: dict[str, Any] | None) -> str | None:
+    if not value:
+        return None
+    for kind in ("S", "N"):
+        if kind in value:
+            return str(value[kind])
+    return json.dumps(value, sort_keys=True)
+
+
+def _template(template: str) -> re.Pattern[str]:
+    head, _, tail = template.partition("{key}")
+    return re.compile(re.escape(head) + "(?P<key>.+?)" + re.escape(tail))
+
+
+class Store:
+    """One named store, resolved in the deployed stack: ``snapshot()`` before the run, ``count()`` after it."""
+
+    def __init__(
+        self, session: Any, stack: str, store: EffectStore, run_dir: Path, normalize: tuple[str, ...] = ()
+    ) -> None:
+        self.spec = store
+        self.normalize = normalize
+        self.session = session
+        self.run_dir = run_dir
+        self.name = "" if store.kind == "provider" else physical_name(session, stack, store)
+        self._before: set[str] = set()
+
+    def _items(self) -> list[tuple[str, str | None]]:
+        """(identity, business key) of every effect in the store now."""
+        kind, path = self.spec.kind, self.spec.key_path
+        if kind == "table":
+            dynamodb = self.session.client("dynamodb")
+            schema = [k["AttributeName"] for k in dynamodb.describe_table(TableName=self.name)["Table"]["KeySchema"]]
+            return [
+                (json.dumps([item.get(a) for a in schema], sort_keys=True), _attr_text(item.get(path)))
+                for item in scan_table(dynamodb, self.name)
+            ]
+        if kind == "bucket":
+            s3, pattern = self.session.client("s3"), _template(path)
+            keys = [
+                obj["Key"]
+                for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.name)
+                for obj in page.get("Contents", [])
+            ]
+            return [(k, m.group("key") if (m := pattern.fullmatch(k)) else None) for k in keys]
+        expression = compile_key(path)
+        if kind == "queue":
+            messages = read_dlq_messages(self.session.client("sqs"), self.name)
+            return [(m.message_id, body_key(expression, m.body)) for m in messages]
+        log = self.run_dir / PROVIDER_LOG
+        calls = [c for c in read_calls(log) if c.get("executed")] if log.is_file() else []
+        return [(f"{i}", body_key(expression, json.dumps(c.get("request")))) for i, c in enumerate(calls)]
+
+    def snapshot(self) -> None:
+        """What the store holds before the run: left out of :meth:`count`."""
+        self._before = {identity for identity, _ in self._items()}
+
+    def count(self) -> Counter[str]:
+        """Effects per business key that the run added (an item without the key is left out), each key normalised
+        as the run's input is (``--normalize``)."""
+        same = normalizer(self.normalize)
+        return Counter(same(key) for identity, key in self._items() if identity not in self._before and key is not None)
+
+
+#: The provider stand-in's call log in the run folder (``provider.py``).
+PROVIDER_LOG = "standin-calls.jsonl"
+
+
+def combine(counts: dict[str, Counter[str]]) -> tuple[Counter[str], dict[str, Any]]:
+    """Effects per key across the stores (a key's most effects in any one store: one effect that writes to two
+    stores is one effect) and, per store, its effects and the keys it shows more than once (naming the store of
+    each duplicate)."""
+    combined: Counter[str] = Counter()
+    for counter in counts.values():
+        for key, n in counter.items():
+            combined[key] = max(combined[key], n)
+    per_store = {
+        name: {"effects": sum(c.values()), "duplicated": sorted(k for k, n in c.items() if n > 1)[:100]}
+        for name, c in counts.items()
+    }
+    return combined, per_store
