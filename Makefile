@@ -25,14 +25,15 @@ $(NODE_STAMP): package.json package-lock.json
 
 # Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy, strict over the three packages
 # (the constructs and the runtime ship py.typed; config: pyproject's [tool.mypy]), then the docs site, then the
-# tests: unit, runtime, the tooling's, and one end-to-end chaos run of the orders example. Budget: 10 minutes on
-# 2 cores from a fresh clone, set-up included. The long runs are `make proof`'s (tests marked `proof`).
+# tests: unit, runtime, the tooling's, and one end-to-end chaos run of the orders example, on both cores (pytest-xdist,
+# one test file per worker, so a module's synth fixtures run once). Budget: 10 minutes on 2 cores from a fresh clone,
+# set-up included. The long runs are `make proof`'s (tests marked `proof`), one at a time: they time real deadlines.
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(MKDOCS_BUILD)
-	$(PY) -m pytest -m "not proof"
+	$(PY) -m pytest -m "not proof" -n 2 --dist loadfile
 
 # The long runs (tests marked `proof`): `make demo`'s entry point and its unsafe control, the real-account commands
 # against a local AWS, Ctrl-C, the walk-through of a user's own app. .ci/run runs `make test` then `make proof`:

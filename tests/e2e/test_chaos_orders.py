@@ -1,9 +1,9 @@
 """The chaos proof outside payments: the orders example (examples/orders) under chaos on a local AWS.
 
-The session's local AWS and one `cdk deploy` of both stacks into it (``local_aws``, tests/e2e/conftest.py;
-OrdersExample: standard + FIFO; OrdersMessageIdControl: keyed on the SQS messageId), then one ``run_chaos`` per
-stack against that deployment. The run is sized for the suite's budget
-(about two and a half minutes on 2 cores): 60 orders per queue, a 2 s function timeout.
+The session's local AWS and one `cdk deploy` of each stack into it (``local_aws``, tests/e2e/conftest.py), then one
+``run_chaos`` per stack: OrdersExample (standard + FIFO), the one e2e chaos run of `make test`, sized for its budget
+(about two minutes on 2 cores: 60 orders per queue, a 2 s function timeout); OrdersMessageIdControl (keyed on the SQS
+messageId), the negative control, in `make proof`.
 """
 
 from __future__ import annotations
@@ -57,30 +57,35 @@ def orders(path: Path, count: int, queues: tuple[str, ...]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, local_aws: LocalAws) -> dict[str, tuple[int, dict[str, Any]]]:
+def runs(tmp_path_factory: pytest.TempPathFactory, local_aws: LocalAws) -> Any:
+    """``runs(stack)``: that stack deployed into the session's local AWS and run under chaos, once per module."""
     tmp = tmp_path_factory.mktemp("chaos")
     out: dict[str, tuple[int, dict[str, Any]]] = {}
-    cdk_out = local_aws.deploy(APP, ["OrdersExample", "OrdersMessageIdControl"], CONTEXT)
-    for stack, queues in (("OrdersExample", ("standard", "fifo")), ("OrdersMessageIdControl", ("standard",))):
-        opts = local_aws.chaos_options(
-            app_dir=APP,
-            stack=stack,
-            cdk_out=cdk_out,
-            run_dir=tmp / stack,
-            input=orders(tmp / f"{stack}.jsonl", 60, queues),
-            key="order_id",
-            effect_table="Outbox",
-            effect_key="order_id",
-            chaos=CHAOS,
-            concurrency=2,
-        )
-        out[stack] = run_chaos(opts, log=lambda _: None)
-        assert "AWS_ENDPOINT_URL" not in os.environ, "a run leaves this process's environment as it was"
-    return out
+    queues = {"OrdersExample": ("standard", "fifo"), "OrdersMessageIdControl": ("standard",)}
+
+    def run(stack: str) -> tuple[int, dict[str, Any]]:
+        if stack not in out:
+            opts = local_aws.chaos_options(
+                app_dir=APP,
+                stack=stack,
+                cdk_out=local_aws.deploy(APP, [stack], CONTEXT),
+                run_dir=tmp / stack,
+                input=orders(tmp / f"{stack}.jsonl", 60, queues[stack]),
+                key="order_id",
+                effect_table="Outbox",
+                effect_key="order_id",
+                chaos=CHAOS,
+                concurrency=2,
+            )
+            out[stack] = run_chaos(opts, log=lambda _: None)
+            assert "AWS_ENDPOINT_URL" not in os.environ, "a run leaves this process's environment as it was"
+        return out[stack]
+
+    return run
 
 
-def test_orders_under_chaos_lose_nothing_and_duplicate_nothing(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
-    code, report = runs["OrdersExample"]
+def test_orders_under_chaos_lose_nothing_and_duplicate_nothing(runs: Any) -> None:
+    code, report = runs("OrdersExample")
     total = report["total"]
 
     assert code == 0, report["verdict"]
@@ -91,8 +96,8 @@ def test_orders_under_chaos_lose_nothing_and_duplicate_nothing(runs: dict[str, t
     assert total["effects"] >= 0.9 * 120, "most orders were confirmed, not parked"
 
 
-def test_every_mapping_of_the_stack_ran_and_the_chaos_happened(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
-    report = runs["OrdersExample"][1]
+def test_every_mapping_of_the_stack_ran_and_the_chaos_happened(runs: Any) -> None:
+    report = runs("OrdersExample")[1]
     total = report["total"]
 
     assert sorted(m["fifo"] for m in report["run"]["mappings"].values()) == [False, True]
@@ -103,8 +108,9 @@ def test_every_mapping_of_the_stack_ran_and_the_chaos_happened(runs: dict[str, t
     assert len(report["keys"]["replayed_after_kill"]) == total["replayed_after_kill"]
 
 
-def test_handler_keyed_on_the_message_id_is_caught(runs: dict[str, tuple[int, dict[str, Any]]]) -> None:
-    code, report = runs["OrdersMessageIdControl"]
+@pytest.mark.proof  # the long runs: `make test` runs the orders example once, `make proof` its control too
+def test_handler_keyed_on_the_message_id_is_caught(runs: Any) -> None:
+    code, report = runs("OrdersMessageIdControl")
     total = report["total"]
 
     assert code == 1

@@ -183,3 +183,27 @@ def test_a_kills_key_is_proved_from_the_order_of_writes(
     (found,) = kills(tmp_path)
 
     assert found["key"] == expected
+
+
+def test_a_stall_at_the_effect_line_is_booked_to_that_lines_key(tmp_path: Path) -> None:
+    # A replay answered from its key writes nothing the local AWS accepts: the order of writes shows no window, but
+    # the stall struck at the effect line of a key whose record was not completed.
+    writes = [_w(1, IDEMPOTENCY_RECORD, record=RECORD)]
+    kill = {"event": "kill", "seq": 2, "phase": "timeout", "request_id": "r1", "effect_line_key": "o-1"}
+    _write_chaos_log(tmp_path, [*writes, kill])
+
+    (found,) = kills(tmp_path)
+
+    assert found["key"] == "o-1"
+
+
+def test_a_deadline_with_no_window_in_the_writes_falls_back_to_the_requests_last_effect_line(tmp_path: Path) -> None:
+    writes = [_w(1, IDEMPOTENCY_RECORD, record=RECORD)]
+    kill = {"event": "kill", "seq": 2, "phase": "deadline", "request_id": "r1", "batch_keys": ["o-1"]}
+    _write_chaos_log(tmp_path, [*writes, kill])
+    line = {"message": names.EFFECT_EXECUTED, "idempotency_key": "o-1", "function_request_id": "r1"}
+    (tmp_path / "function-q-7.log").write_text(json.dumps(line) + "\n")
+
+    (found,) = kills(tmp_path)
+
+    assert found["key"] == "o-1"

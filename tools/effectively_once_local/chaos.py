@@ -125,6 +125,7 @@ class InvocationChaos:
         #: The one counter of this environment's accepted writes and kills (``faults.py``).
         self.seq = 0
         self.last_write: dict[str, Any] | None = None
+        self.effect_line_key: str | None = None
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
 
@@ -136,6 +137,7 @@ class InvocationChaos:
         self.inflight_payment = None
         self.stalling = False
         self.last_write = None
+        self.effect_line_key = None
         roll, bound = self.rng.random(), 0.0
         self.fate = None
         for fate, fraction in self.config.fates().items():
@@ -174,6 +176,8 @@ class InvocationChaos:
                 inflight_payment=self.inflight_payment,
                 batch_keys=self.batch_keys,
                 last_write=self.last_write,
+                # A stall struck at the runtime's effect line: the key of that line, read in the handler's thread.
+                effect_line_key=self.effect_line_key,
             )
             kill_self()
 
@@ -208,4 +212,5 @@ class InvocationChaos:
             self.fate = None
             self.crash(AFTER_EFFECT)
         elif self.fate == TIMEOUT:
+            self.effect_line_key = key
             self._stall()

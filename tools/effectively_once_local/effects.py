@@ -113,11 +113,14 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
             key = None
             phase = record.get("phase")
             watched = "seq" in record and any(w.get("request_id") == record.get("request_id") for w in writes)
-            if phase != AFTER_EFFECT and watched:
+            if record.get("effect_line_key"):
+                key = record["effect_line_key"]  # a stall at the effect line: the key of that very line (exact)
+            elif phase != AFTER_EFFECT and watched:
                 key = None if phase == AFTER_COMPLETE else _between_effect_and_completion(record, writes)
-            elif phase in (AFTER_EFFECT, TIMEOUT, DEADLINE):
-                # At the effect line itself (exact: the effect returned, its record is not completed), or a stall
-                # in an environment whose writes were not watched.
+            if key is None and phase in (AFTER_EFFECT, TIMEOUT, DEADLINE):
+                # At the effect line itself (exact: the effect returned, its record is not completed); or a stall or
+                # deadline whose window the writes do not show (an effect answered from its key writes nothing the
+                # local AWS accepts): the killed request's last effect line.
                 log_name = f"function-{label}-{record.get('pid')}.log"
                 mine = [
                     ln
