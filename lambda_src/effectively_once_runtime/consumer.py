@@ -69,6 +69,7 @@ from botocore.config import Config
 from jmespath import functions as jmespath_functions
 
 from . import effect_keys, events, identity, names
+from .effects import _context as effect_context
 from .body import SHOWN_CHARS, json_safe
 from .dead_letter import DeadLetterQueue, is_permanent
 from .errors import InvalidRecord, PermanentError
@@ -303,7 +304,8 @@ class Consumer:
                 raise RuntimeError(f"effect {effect!r} was called outside the Consumer's record function")
             key = current.key
             passed = self.effect_key_for(effect, key)
-            result = function(*args, idempotency_key=passed, **kwargs)
+            with effect_context.running(effect_context.EffectCall(self, key, effect, passed)):
+                result = function(*args, idempotency_key=passed, **kwargs)
             current.effects.append(effect)
             self.logger.info(
                 names.EFFECT_EXECUTED,

@@ -1,0 +1,27 @@
+"""Effect adapters: each side effect made safe across the crash window (a kill after the effect and before the
+record's completion replays it; only the effect's own idempotency answers the replay). Powertools + boto3 + the
+standard library only: an adapter takes the caller's client or connection, never imports a driver of its own.
+
+Each adapter is called inside a declared effect (``@consumer.effect``) with the key the effect was handed
+(``idempotency_key=``), and returns the same result on a replay. One effect calling the same adapter twice gives each
+call a ``name=`` (``_context.adapter_key``). See ``docs/effects.md`` for each adapter's window and trade-off.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._context import EffectCall, adapter_key, current
+
+# public name -> submodule (imported on first use, so one adapter's import never costs another's)
+_LAZY: dict[str, str] = {}
+
+__all__ = ["EffectCall", "adapter_key", "current", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
