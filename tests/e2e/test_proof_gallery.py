@@ -140,6 +140,18 @@ def test_an_undeclared_effect_is_caught_by_kills_after_its_write(gallery: Any) -
     assert any("duplicated" in r for r in report["verdict"]["reasons"])
 
 
+def test_an_effect_that_writes_twice_is_caught_and_one_execution_writing_two_items_is_one_effect(
+    gallery: Any,
+) -> None:
+    code, report = gallery("writes_twice")
+
+    assert code == 1
+    assert report["total"]["duplicated"] > 0, _reasons(report)
+    assert report["run"]["effect_stores"][str(OUTBOX)]["duplicated"], "the store of each duplicate is named"
+    # Every execution writes two outbox items for its key: the keys no kill struck are effected once, not twice.
+    assert report["total"]["effected_once"] > 0, _reasons(report)
+
+
 def test_a_message_id_key_is_caught(gallery: Any) -> None:
     code, report = gallery("message_id")
 

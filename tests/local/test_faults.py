@@ -18,8 +18,10 @@ from effectively_once_local.effects import kills
 from effectively_once_local.faults import (
     DEAD_LETTER,
     EFFECT,
+    ENV_WATCH_KEYS,
     IDEMPOTENCY_RECORD,
     WriteWatch,
+    item_identity,
     record_hash_candidates,
     role,
 )
@@ -207,3 +209,33 @@ def test_a_deadline_with_no_window_in_the_writes_falls_back_to_the_requests_last
     (found,) = kills(tmp_path)
 
     assert found["key"] == "o-1"
+
+
+def test_each_write_names_the_items_it_wrote_in_the_form_the_stores_read_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, Any]] = []
+    with mock_aws():
+        monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+        monkeypatch.setenv(ENV_WATCH_KEYS, json.dumps({"outbox": ["id"]}))
+        WriteWatch(seen.append).install()
+        session = boto3.session.Session(region_name=REGION)
+        dynamodb, sqs, s3 = session.client("dynamodb"), session.client("sqs"), session.client("s3")
+        _table(dynamodb, "outbox")
+        _table(dynamodb, "other")
+        queue = sqs.create_queue(QueueName="events")["QueueUrl"]
+        s3.create_bucket(Bucket="receipts")
+
+        dynamodb.put_item(TableName="outbox", Item={"id": {"S": "a"}, "order_id": {"S": "o-1"}})
+        dynamodb.put_item(TableName="other", Item={"id": {"S": "b"}})  # not an effect store: nothing named
+        dynamodb.batch_write_item(RequestItems={"outbox": [{"PutRequest": {"Item": {"id": {"S": "c"}}}}]})
+        dynamodb.transact_write_items(TransactItems=[{"Put": {"TableName": "outbox", "Item": {"id": {"S": "d"}}}}])
+        sent = sqs.send_message(QueueUrl=queue, MessageBody="{}")["MessageId"]
+        s3.put_object(Bucket="receipts", Key="r/o-1.json", Body=b"{}")
+
+    assert [w["items"] for w in seen] == [
+        [["outbox", item_identity({"id": {"S": "a"}}, ["id"])]],
+        [],
+        [["outbox", item_identity({"id": {"S": "c"}}, ["id"])]],
+        [["outbox", item_identity({"id": {"S": "d"}}, ["id"])]],
+        [[queue, sent]],
+        [["receipts", "r/o-1.json"]],
+    ]

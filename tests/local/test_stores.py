@@ -13,7 +13,8 @@ from moto import mock_aws
 
 from effectively_once_local.chaos import EventLog
 from effectively_once_local.chaos_input import compile_key, load_input
-from effectively_once_local.stores import PROVIDER_LOG, EffectStore, Store, combine, parse_effect
+from effectively_once_local.faults import item_identity
+from effectively_once_local.stores import PROVIDER_LOG, EffectStore, Store, combine, parse_effect, writers
 
 REGION = "us-east-1"
 
@@ -98,6 +99,41 @@ def test_a_table_store_counts_only_what_the_run_added_per_normalised_key(tmp_pat
 
     assert counts == {"o-1": 2, "o-2": 1}
     assert store.name == "outbox-1", "a unique part of the logical id names the table"
+
+
+def test_an_effect_is_an_executions_writes_so_one_execution_writing_two_items_is_one(tmp_path: Path) -> None:
+    """Issue 22's "effect that writes twice": an execution writing an order row and an audit row under a fresh id
+    is one effect; a second execution's fresh row makes the key duplicated; a row no write log names counts alone."""
+    log_a, log_b = EventLog(tmp_path / "chaos-q-1.jsonl"), EventLog(tmp_path / "chaos-q-2.jsonl")
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb.create_table(
+            TableName="outbox-1",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        session = _Session({"Outbox": ("AWS::DynamoDB::Table", "outbox-1")})
+        store = Store(session, "s", parse_effect("table:Outbox:order_id"), tmp_path)
+        store.snapshot()
+        assert store.key_attributes == ["id"]
+
+        def put(log: EventLog, invocation: int, item_id: str, key: str) -> None:
+            item = {"id": {"S": item_id}, "order_id": {"S": key}}
+            dynamodb.put_item(TableName="outbox-1", Item=item)
+            items = [["outbox-1", item_identity(item, ["id"])]]
+            log.write(event="write", op="dynamodb.PutItem", invocation=invocation, items=items)
+
+        put(log_a, 1, "confirm#o-1", "o-1")  # one execution: the keyed row and a fresh audit row
+        put(log_a, 1, "audit#1f0c", "o-1")
+        put(log_a, 2, "confirm#o-2", "o-2")  # o-2: killed after both rows, replayed by another environment
+        put(log_a, 2, "audit#77aa", "o-2")
+        put(log_b, 1, "audit#90bd", "o-2")  # (its keyed row was refused: only the fresh one is new)
+        dynamodb.put_item(TableName="outbox-1", Item={"id": {"S": "stray"}, "order_id": {"S": "o-3"}})
+
+        found = writers(tmp_path)
+        assert store.count(found) == {"o-1": 1, "o-2": 2, "o-3": 1}
+        assert store.count() == {"o-1": 2, "o-2": 3, "o-3": 1}, "without the write log every row counts alone"
 
 
 def test_a_bucket_store_reads_the_key_from_the_object_key(tmp_path: Path) -> None:

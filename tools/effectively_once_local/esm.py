@@ -280,9 +280,10 @@ def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
         mapping.label,
         at_effect_line=spec.seam is None,
     )
-    if spec.seam is None and spec.chaos.enabled:
-        # Faults from outside the app: every write the local AWS accepts is numbered and logged, and may be a kill
-        # point (faults.py). Before the handler's import and its clients, so that every session is watched.
+    if spec.seam is None:
+        # Faults from outside the app: every write the local AWS accepts is numbered and logged (also without chaos:
+        # the stores tie their items to executions by it), and may be a kill point (faults.py). Before the
+        # handler's import and its clients, so that every session is watched.
         WriteWatch(chaos.on_write).install()
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)

@@ -22,6 +22,13 @@ and its completion" is read from that order (an effect write, then the kill, and
 record between them), never from wall-clock times. The writes of the runner itself (receive, delete) are not in
 the list. SQL commits and HTTP calls are outside boto: the HTTP provider stand-in logs its own calls
 (``provider.py``), and a run that uses neither gets the random-moment kills only there.
+
+Each write also names what it wrote, ``items``: ``[store, identity]`` pairs in the form the effect stores read them
+back (``stores.py``), so that an item found in a store is tied to the execution that wrote it, and "duplicated"
+means more than one execution's writes for a key, never one execution writing two items. DynamoDB items are
+identified by their key attributes, which the run names per table in ``EFFECTIVELY_ONCE_WATCH_KEYS``
+(``{"<table name>": ["<attribute>", ...]}``: the tables it counts effects in); S3 objects by bucket and key; SQS
+messages by queue URL and the message id the service answered.
 """
 
 from __future__ import annotations
@@ -109,6 +116,52 @@ def record_hash(record_id: str | None) -> str | None:
 
 
 _PARAMS = "effectively_once_local.params"
+#: The execution environment's variable naming each effect table's key attributes (module docstring).
+ENV_WATCH_KEYS = "EFFECTIVELY_ONCE_WATCH_KEYS"
+
+
+def item_identity(item: Mapping[str, Any], attributes: list[str]) -> str:
+    """A DynamoDB item's identity as the table store reads it back: its key attributes, typed, as JSON."""
+    return json.dumps([item.get(a) for a in attributes], sort_keys=True)
+
+
+def _dynamodb_items(params: dict[str, Any], watch: Mapping[str, list[str]]) -> list[tuple[str, Any]]:
+    """(table, item or key) of every item a DynamoDB write touched."""
+    found: list[tuple[str, Any]] = []
+    if "TableName" in params:
+        found.append((str(params["TableName"]), params.get("Item") or params.get("Key") or {}))
+    for table, requests in (params.get("RequestItems") or {}).items():
+        for request in requests:
+            put, delete = request.get("PutRequest") or {}, request.get("DeleteRequest") or {}
+            found.append((table, put.get("Item") or delete.get("Key") or {}))
+    for entry in params.get("TransactItems") or []:
+        for action in ("Put", "Update", "Delete"):
+            if action in entry:
+                part = entry[action]
+                found.append((str(part.get("TableName")), part.get("Item") or part.get("Key") or {}))
+    return [(t, i) for t, i in found if t in watch]
+
+
+def written_items(service: str, params: dict[str, Any], parsed: Any, watch: Mapping[str, list[str]]) -> list[list[str]]:
+    """``[store, identity]`` of everything an accepted write wrote (module docstring); ``watch``: table -> key
+    attributes."""
+    if service == "dynamodb":
+        return [[t, item_identity(i, watch[t])] for t, i in _dynamodb_items(params, watch)]
+    if service == "s3" and params.get("Bucket") and params.get("Key"):
+        return [[str(params["Bucket"]), str(params["Key"])]]
+    if service == "sqs" and isinstance(parsed, dict):
+        url = str(params.get("QueueUrl"))
+        ids = [parsed.get("MessageId")] + [e.get("MessageId") for e in parsed.get("Successful") or []]
+        return [[url, str(i)] for i in ids if i]
+    return []
+
+
+def _watch_keys() -> dict[str, list[str]]:
+    try:
+        found = json.loads(os.environ.get(ENV_WATCH_KEYS) or "{}")
+    except ValueError:
+        return {}
+    return {str(t): [str(a) for a in attrs] for t, attrs in found.items()} if isinstance(found, dict) else {}
 
 
 def _keep_params(params: Any = None, context: Any = None, **_: Any) -> None:
@@ -119,10 +172,12 @@ def _keep_params(params: Any = None, context: Any = None, **_: Any) -> None:
 class WriteWatch:
     """Sees every accepted write of this process (module docstring) and hands it to ``on_write(write)``, where
     ``write`` is the logged record: ``op`` (``service.Operation``), ``target``, ``role``, ``record_id`` (Powertools'
-    record writes). ``on_write`` logs it (with the one counter) and may kill or stall the process there."""
+    record writes), ``items`` (what it wrote, :func:`written_items`). ``on_write`` logs it (with the one counter)
+    and may kill or stall the process there."""
 
     def __init__(self, on_write: Callable[[dict[str, Any]], None]) -> None:
         self._on_write = on_write
+        self._watch = _watch_keys()
 
     def install(self) -> None:
         """Register the hook on every boto3 session created from now on."""
@@ -139,7 +194,9 @@ class WriteWatch:
 
         boto3.session.Session.__init__ = init
 
-    def _after_call(self, event_name: str, http_response: Any = None, context: Any = None, **_: Any) -> None:
+    def _after_call(
+        self, event_name: str, http_response: Any = None, parsed: Any = None, context: Any = None, **_: Any
+    ) -> None:
         # event_name: after-call.<service>.<Operation>
         service, operation = (event_name.split(".") + ["", ""])[1:3]
         if operation not in WRITE_OPERATIONS.get(service, ()):
@@ -155,5 +212,6 @@ class WriteWatch:
                 "target": target(service, params),
                 "role": role(service, operation, params),
                 "record_id": _record_id(params) if service == "dynamodb" else None,
+                "items": written_items(service, params, parsed, self._watch),
             }
         )

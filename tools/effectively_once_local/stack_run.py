@@ -8,6 +8,7 @@ AWS, run every SQS event source mapping of one stack with the local runner under
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from .effects import (
     verdict,
 )
 from .esm import PollerPool, PollerSpec
-from .faults import WRITE_OPERATIONS
+from .faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from .html_report import RunClock, conclude, read_events
 from .json_lines import read_jsonl
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
@@ -46,7 +47,7 @@ from .readback import DlqMessage, read_dlq_messages
 from .redrive import local_move, mapping_targets
 from .server import aws_env, local_endpoint, local_session
 from .stack import DeployedMapping, disable, discover_mappings
-from .stores import PROVIDER_LOG, EffectStore, Store, combine
+from .stores import PROVIDER_LOG, EffectStore, Store, combine, writers
 from .traffic import plan
 
 
@@ -194,6 +195,9 @@ def _run(
             st.snapshot()
         with ExitStack() as scope:
             env_overrides = dict(opts.function_env)
+            # Each effect table's key attributes: its writes name the items they wrote (faults.py, stores.writers).
+            watched = {st.name: st.key_attributes for st in stores if st.key_attributes}
+            env_overrides[ENV_WATCH_KEYS] = json.dumps(watched, sort_keys=True)
             if opts.starts_provider:
                 provider = scope.enter_context(ProviderStandIn(log_path=opts.run_dir / PROVIDER_LOG))
                 env_overrides[URL_ENV] = provider.url
@@ -224,7 +228,8 @@ def _run(
             )
             redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log)
         dlq = _dlq_messages(sqs, mappings)
-        counts = {str(st.spec): st.count() for st in stores}
+        written = writers(opts.run_dir)
+        counts = {str(st.spec): st.count(written) for st in stores}
         return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
 
 

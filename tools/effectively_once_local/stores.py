@@ -14,13 +14,20 @@ Kinds:
 
 Only what the run added counts: each store is read before the first message is sent (:func:`snapshot`) and what
 was there then is left out, so several runs can share one deploy.
+
+An effect is an execution's writes, not an item: each item is tied to the execution that first wrote it, from the
+write log (``faults.py``: every accepted write names what it wrote), so an execution that writes two items for a key
+(an order row and its audit row) is one effect, and "duplicated" means more than one execution's writes for a key.
+An item no write log names (a provider call, a write from outside the run's functions) counts as an effect of its
+own.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,8 @@ from effectively_once_runtime.identity import normalizer
 
 from .chaos_input import body_key, compile_key
 from .deploy import DeployError
+from .faults import item_identity
+from .json_lines import read_jsonl
 from .provider import read_calls
 from .readback import read_dlq_messages, scan_table
 
@@ -117,17 +126,20 @@ class Store:
         self.session = session
         self.run_dir = run_dir
         self.name = "" if store.kind == "provider" else physical_name(session, stack, store)
+        #: A table's key attributes (what identifies its items), else ``[]``.
+        self.key_attributes: list[str] = []
+        if store.kind == "table":
+            table = session.client("dynamodb").describe_table(TableName=self.name)["Table"]
+            self.key_attributes = [k["AttributeName"] for k in table["KeySchema"]]
         self._before: set[str] = set()
 
     def _items(self) -> list[tuple[str, str | None]]:
         """(identity, business key) of every effect in the store now."""
         kind, path = self.spec.kind, self.spec.key_path
         if kind == "table":
-            dynamodb = self.session.client("dynamodb")
-            schema = [k["AttributeName"] for k in dynamodb.describe_table(TableName=self.name)["Table"]["KeySchema"]]
             return [
-                (json.dumps([item.get(a) for a in schema], sort_keys=True), _attr_text(item.get(path)))
-                for item in scan_table(dynamodb, self.name)
+                (item_identity(item, self.key_attributes), _attr_text(item.get(path)))
+                for item in scan_table(self.session.client("dynamodb"), self.name)
             ]
         if kind == "bucket":
             s3, pattern = self.session.client("s3"), _template(path)
@@ -149,11 +161,34 @@ class Store:
         """What the store holds before the run: left out of :meth:`count`."""
         self._before = {identity for identity, _ in self._items()}
 
-    def count(self) -> Counter[str]:
+    def count(self, writers: Mapping[tuple[str, str], str] | None = None) -> Counter[str]:
         """Effects per business key that the run added (an item without the key is left out), each key normalised
-        as the run's input is (``--normalize``)."""
+        as the run's input is (``--normalize``): the executions whose writes made its items (``writers``:
+        ``(store name, identity)`` -> execution, :func:`writers`; an item not in it counts alone)."""
         same = normalizer(self.normalize)
-        return Counter(same(key) for identity, key in self._items() if identity not in self._before and key is not None)
+        found: defaultdict[str, set[str]] = defaultdict(set)
+        for identity, key in self._items():
+            if identity in self._before or key is None:
+                continue
+            found[same(key)].add((writers or {}).get((self.name, identity)) or f"item {identity}")
+        return Counter({key: len(executions) for key, executions in found.items()})
+
+
+def writers(run_dir: Path) -> dict[tuple[str, str], str]:
+    """``(store name, identity)`` -> the execution that first wrote it (``<chaos log>#<invocation>``), from every
+    environment's write log (``chaos-*.jsonl``, ``faults.py``)."""
+    first: dict[tuple[str, str], tuple[float, str]] = {}
+    for path in sorted(run_dir.glob("chaos-*.jsonl")):
+        for record in read_jsonl([path]):
+            if record.get("event") != "write":
+                continue
+            execution = f"{path.name}#{record.get('invocation')}"
+            when = float(record.get("ts") or 0.0)
+            for store, identity in record.get("items") or []:
+                seen = first.get((store, identity))
+                if seen is None or when < seen[0]:
+                    first[(store, identity)] = (when, execution)
+    return {item: execution for item, (_, execution) in first.items()}
 
 
 #: The provider stand-in's call log in the run folder (``provider.py``).

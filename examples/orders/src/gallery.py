@@ -18,6 +18,10 @@ Variants:
   help. Must fail: stranded.
 - ``transient_after_unkeyed``: an unkeyed confirmation, then a transient failure on the first attempt: Powertools
   deletes the record, the retry repeats the effect. Must fail: duplicated.
+- ``writes_twice``: the declared, keyed confirmation, and in the same effect a second outbox item (an audit row)
+  under a fresh id: one execution writes two items for its key, which is one effect; a kill after either write
+  makes the replay write a fresh audit row again, a second execution's writes. Must fail: duplicated (and the keys
+  no kill struck must count once).
 - ``drop_invalid``: a wrapper reports bodies that are not JSON as done and sends them nowhere. Must fail: vanished.
 - ``normalized``: the orders handler with ``Consumer(normalize=("strip", "casefold"))``: ``" ABC-1 "`` and
   ``"abc-1"`` are one order. Must pass a run whose input repeats ids in another case or with spaces, under
@@ -77,6 +81,14 @@ consumer = Consumer(key="order_id", validate="[customer, total]", key_prefix="ex
 confirm_order = consumer.effect(orders.confirm, name="confirm_order")
 
 
+@consumer.effect(name="confirm_with_audit")
+def confirm_with_audit(order: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+    """The keyed confirmation, then an audit row under a fresh id: the second write is not idempotent."""
+    result = orders.confirm(order, idempotency_key=idempotency_key)
+    _unkeyed_confirmation(order)
+    return result
+
+
 @consumer.record
 def handle(order: dict[str, Any]) -> dict[str, Any]:
     variant, order = _variant(), orders.check(order)
@@ -90,6 +102,8 @@ def handle(order: dict[str, Any]) -> dict[str, Any]:
         if _attempt(order["order_id"]) == 1:
             raise TransientError(f"failure after the effect, on purpose, for {order['order_id']}")
         return {"order_id": order["order_id"]}
+    if variant == "writes_twice":
+        return confirm_with_audit(order)
     if variant == "slow":
         time.sleep(float(os.environ.get("GALLERY_SLOW_SECONDS", "1.5")))
     return confirm_order(order)
