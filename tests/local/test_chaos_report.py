@@ -200,6 +200,21 @@ def test_replay_after_a_kill_is_reported_with_why_it_is_safe() -> None:
     assert report["cross_check"]["log_keys_without_store_item"] == 0
 
 
+def test_a_replay_after_an_error_after_the_effect_is_explained_by_the_runtimes_line_not_by_a_kill() -> None:
+    """The record failed after its effect returned (``effect repeated after failure``): its retry runs the effect
+    again. That replay is explained by the line (the effect took the key: one store item), never booked to a kill;
+    without the line it is unexplained."""
+    logs = Counter({"a": 2, "b": 2})
+    store = Counter({"a": 1, "b": 1})
+    report = _build(log_counts=logs, store_counts=store, failed_after_effect=Counter({"a": 1}))
+
+    assert report["keys"]["replayed_after_error"] == ["a"]
+    assert report["keys"]["replayed_after_kill"] == []
+    assert report["keys"]["unexplained_replays"] == ["b"], "a replay with neither a kill nor the line"
+    assert "replayed after an error" in effects.render(report)
+    assert effects.verdict(report)[0] == 1
+
+
 @pytest.mark.parametrize(
     "overrides, lower_bound",
     [

@@ -100,6 +100,10 @@ def per_key_report(
         store_counts=store,
         kill_records=effects.kills(run_dir),
         effect_takes_key=False,
+        failed_after_effect=Counter(
+            str(ln.get(names.FIELD_IDEMPOTENCY_KEY))
+            for ln in effects.log_lines(run_dir, names.MSG_EFFECT_REPEATED_AFTER_FAILURE)
+        ),
     )
 
 

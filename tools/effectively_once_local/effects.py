@@ -53,6 +53,7 @@ COUNT_KEYS = (
     "duplicated",
     "unexpected",
     "replayed_after_kill",
+    "replayed_after_error",
     "unexplained_replays",
     "duplicates_suppressed",
 )
@@ -142,12 +143,17 @@ def build(
     store_counts: Counter[str] | None,
     kill_records: list[dict[str, Any]],
     effect_takes_key: bool,
+    failed_after_effect: Counter[str] | None = None,
 ) -> dict[str, Any]:
-    """The report. ``sent``: business key -> messages sent; ``store_counts``: ``None`` when no store is named."""
+    """The report. ``sent``: business key -> messages sent; ``store_counts``: ``None`` when no store is named;
+    ``failed_after_effect``: per key, the runtime's ``effect repeated after failure`` lines (the record failed after
+    its effect returned, so its retry runs the effect again: a replay that no kill explains, but that line does).
+    """
     killed: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key"))
+    failed = failed_after_effect or Counter()
     effects = store_counts if store_counts is not None else log_counts
     lost = sorted(k for k in sent if effects[k] == 0 and k not in dlq_keys)
-    duplicated, replayed, unexplained = [], [], []
+    duplicated, replayed, after_error, unexplained = [], [], [], []
     for key in sorted(k for k in set(effects) | set(log_counts) if k in sent):  # other keys are unexpected
         lines = log_counts[key]
         if store_counts is not None:
@@ -162,6 +168,8 @@ def build(
                 duplicated.append(key)
             elif lines - 1 <= killed[key]:
                 replayed.append(key)
+            elif lines - 1 <= killed[key] + failed[key]:
+                after_error.append(key)
             else:
                 unexplained.append(key)
     unexpected = sorted(k for k in set(effects) | set(log_counts) if k not in sent and (effects[k] or log_counts[k]))
@@ -179,6 +187,7 @@ def build(
             "duplicated": len(duplicated),
             "unexpected": len(unexpected),
             "replayed_after_kill": len(replayed),
+            "replayed_after_error": len(after_error),
             "unexplained_replays": len(unexplained),
             "kills": {**{kind: 0 for kind in KILL_KINDS}, **per_kind},
             "kills_between_effect_and_completion": sum(killed.values()),
@@ -194,6 +203,7 @@ def build(
             "duplicated": duplicated,
             "unexpected": unexpected[:100],
             "replayed_after_kill": replayed,
+            "replayed_after_error": after_error,
             "unexplained_replays": unexplained,
         },
         "replayed_after_kill_safe_because": (
@@ -269,6 +279,11 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"{name}: " + ", ".join(json.dumps(k) for k in keys[:10]) + (" ..." if len(keys) > 10 else ""))
     if total["replayed_after_kill"]:
         out.append("replayed after a kill, safe because " + report["replayed_after_kill_safe_because"])
+    if total.get("replayed_after_error"):
+        out.append(
+            "replayed after an error: the record failed after its effect returned (the runtime's 'effect repeated "
+            "after failure' line), its retry ran the effect again, and the effect took the key"
+        )
     if "states" in report:
         out.append("states: " + ", ".join(f"{s}={n}" for s, n in report["states"]["counts"].items()))
         for state in FAILING_STATES:

@@ -275,6 +275,10 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         store_counts=store,
         kill_records=kill_records,
         effect_takes_key=opts.effect_takes_key,
+        failed_after_effect=Counter(
+            same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)))
+            for ln in log_lines(opts.run_dir, names.MSG_EFFECT_REPEATED_AFTER_FAILURE)
+        ),
     )
     sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
     deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
