@@ -1,0 +1,435 @@
+"""The DynamoDB effect adapters (issue 24, item 1): the condition paths against moto in process, the
+``ClientRequestToken`` path with botocore's Stubber (moto ignores tokens), and the adapters inside a real Consumer."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from effectively_once_runtime import Consumer, PermanentError, names
+from effectively_once_runtime.effects.dynamodb import (
+    ItemMismatch,
+    StoredItemGone,
+    TokenMismatch,
+    TransactPut,
+    client_request_token,
+    put_item,
+    transact_write,
+)
+
+from .conftest import IDEMPOTENCY_TABLE, REGION, create_table, failures, sqs_record
+from .orders_domain import KEY_PREFIX, Orders, order
+
+KEY = "shop/orders#ship#o-1"
+
+
+@pytest.fixture
+def ddb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's DynamoDB in process: ``outbox`` and ``stock`` (partition key ``pk``), ``events`` (``pk`` + ``sk``)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        create_table(client, "outbox", "pk")
+        create_table(client, "stock", "pk")
+        client.create_table(
+            TableName="events",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
+
+
+def _put(client: Any, item: dict[str, Any], **options: Any) -> dict[str, Any]:
+    options.setdefault("idempotency_key", KEY)
+    return put_item(client=client, table_name="outbox", key_attribute="pk", item=item, **options)
+
+
+def _scan(client: Any, table: str) -> list[dict[str, Any]]:
+    return client.scan(TableName=table)["Items"]  # type: ignore[no-any-return]
+
+
+# --- conditional put -------------------------------------------------------------------------------------------------
+def test_a_first_put_writes_the_item_under_the_key_and_returns_it(ddb: Any) -> None:
+    written = _put(ddb, {"order_id": "o-1", "total": 100, "tags": {"a"}})
+
+    assert written == {"pk": KEY, "order_id": "o-1", "total": Decimal(100), "tags": {"a"}}
+    assert _scan(ddb, "outbox") == [
+        {"pk": {"S": KEY}, "order_id": {"S": "o-1"}, "total": {"N": "100"}, "tags": {"SS": ["a"]}}
+    ]
+
+
+def test_a_replay_returns_the_stored_item_and_writes_nothing(ddb: Any) -> None:
+    ddb.put_item(TableName="outbox", Item={"pk": {"S": KEY}, "total": {"N": "100"}, "first": {"BOOL": True}})
+
+    replayed = _put(ddb, {"total": 100})
+
+    assert replayed == {"pk": KEY, "total": Decimal(100), "first": True}, "the stored item, not the new one"
+    assert len(_scan(ddb, "outbox")) == 1
+
+
+def test_a_replay_with_other_values_is_a_permanent_error_naming_the_key_and_attributes_never_values(ddb: Any) -> None:
+    _put(ddb, {"total": 100, "currency": "EUR", "note": "gift-wrap"})
+
+    with pytest.raises(ItemMismatch) as caught:
+        _put(ddb, {"total": 250, "currency": "USD", "note": "gift-wrap"})
+
+    assert isinstance(caught.value, PermanentError)
+    assert caught.value.attributes == ("currency", "total")
+    assert caught.value.key == KEY and caught.value.table_name == "outbox"
+    message = str(caught.value)
+    assert KEY in message and "currency, total" in message
+    assert not any(value in message for value in ("100", "250", "EUR", "USD", "gift-wrap")), message
+    [stored] = _scan(ddb, "outbox")
+    assert stored["total"] == {"N": "100"}
+
+
+def test_volatile_attributes_are_left_out_of_the_comparison(ddb: Any) -> None:
+    _put(ddb, {"total": 100, "created_at": "2026-12-01T10:00:00Z"}, volatile=("created_at",))
+
+    replayed = _put(ddb, {"total": 100, "created_at": "2026-12-01T10:07:00Z"}, volatile=("created_at",))
+    with pytest.raises(ItemMismatch) as caught:
+        _put(ddb, {"total": 100, "created_at": "2026-12-01T10:07:00Z"})
+
+    assert replayed["created_at"] == "2026-12-01T10:00:00Z", "the stored timestamp comes back"
+    assert caught.value.attributes == ("created_at",), "without volatile= the timestamp is compared"
+
+
+def test_compare_checks_only_the_named_attributes_and_an_attribute_missing_from_the_stored_item(ddb: Any) -> None:
+    ddb.put_item(TableName="outbox", Item={"pk": {"S": KEY}, "total": {"N": "100.0"}, "note": {"S": "a"}})
+
+    replayed = _put(ddb, {"total": Decimal("100"), "note": "b"}, compare=("total",))
+    with pytest.raises(ItemMismatch) as caught:
+        _put(ddb, {"total": 100, "note": "a", "more": 1})
+
+    assert replayed["note"] == "a", "note is not compared; a number equal as a Decimal agrees"
+    assert caught.value.attributes == ("more",)
+
+
+def test_name_gives_each_call_its_own_key(ddb: Any) -> None:
+    first = _put(ddb, {"kind": "shipment"}, name="shipment")
+    second = _put(ddb, {"kind": "invoice"}, name="invoice")
+
+    assert (first["pk"], second["pk"]) == (f"{KEY}#shipment", f"{KEY}#invoice")
+    assert sorted(i["pk"]["S"] for i in _scan(ddb, "outbox")) == [f"{KEY}#invoice", f"{KEY}#shipment"]
+
+
+def test_a_sort_key_table_takes_one_item_per_sort_key_and_replays_each(ddb: Any) -> None:
+    def put(sk: str, total: int) -> dict[str, Any]:
+        return put_item(
+            client=ddb,
+            table_name="events",
+            key_attribute="pk",
+            sort_key=("sk", sk),
+            item={"total": total},
+            idempotency_key=KEY,
+            name=sk,  # two calls of one adapter in one effect still take a name each
+        )
+
+    put("shipped", 1)
+    put("billed", 2)
+    again = put_item(
+        client=ddb, table_name="events", key_attribute="pk", sort_key=("sk", "billed"), item={"total": 2},
+        idempotency_key=KEY, name="billed",
+    )  # fmt: skip
+
+    assert again == {"pk": f"{KEY}#billed", "sk": "billed", "total": Decimal(2)}
+    assert len(_scan(ddb, "events")) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"item": {"pk": "x"}}, ValueError, r"item must not hold the key attributes \['pk'\]"),
+        ({"item": {"a": 1}, "compare": ("b",)}, ValueError, r"compare names attributes that are not in the item"),
+        ({"item": {"a": 1}, "compare": "a"}, TypeError, r"compare must be a collection of attribute names"),
+        ({"item": {"a": 1}, "volatile": "a"}, TypeError, r"volatile must be a collection of attribute names"),
+        ({"item": {"a": 1.5}}, TypeError, r"Float types are not supported"),
+        ({"item": {"a": 1}, "idempotency_key": "k" * 2049}, ValueError, r"over DynamoDB's 2048-byte partition key"),
+        ({"item": {"a": 1}, "sort_key": ("pk", "x")}, ValueError, r"sort_key names the partition key attribute"),
+    ],
+)
+def test_fails_arguments_that_cannot_make_a_keyed_put(
+    ddb: Any, options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    item = options.pop("item")
+    with pytest.raises(error, match=match):
+        _put(ddb, item, **options)
+    assert _scan(ddb, "outbox") == []
+
+
+def _stubbed() -> tuple[Any, Stubber]:
+    client = boto3.client("dynamodb", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    return client, Stubber(client)
+
+
+def test_a_store_without_all_old_is_read_back_with_a_consistent_get_and_a_vanished_item_is_transient() -> None:
+    client, stub = _stubbed()
+    refused = {"service_error_code": "ConditionalCheckFailedException", "http_status_code": 400}
+    key = {"pk": {"S": KEY}}
+    stub.add_client_error("put_item", **refused)
+    read = {"TableName": "outbox", "Key": key, "ConsistentRead": True}
+    stub.add_response("get_item", {"Item": {"pk": {"S": KEY}, "a": {"N": "1"}}}, read)
+    stub.add_client_error("put_item", **refused)
+    stub.add_response("get_item", {}, read)
+
+    with stub:
+        replayed = _put(client, {"a": 1})
+        with pytest.raises(StoredItemGone, match="exists in table 'outbox' but its item is gone") as caught:
+            _put(client, {"a": 1})
+        stub.assert_no_pending_responses()
+
+    assert replayed == {"pk": KEY, "a": Decimal(1)}
+    assert not isinstance(caught.value, PermanentError)
+
+
+# --- transactional variant: the condition path (moto) ---------------------------------------------------------------
+def _order_transaction(total: int = 100, at: str = "10:00") -> list[Any]:
+    return [
+        TransactPut("outbox", "pk", {"total": total, "at": at}, volatile=("at",)),
+        TransactPut("events", "pk", {"kind": "ordered"}, sort_key=("sk", "ordered")),
+        {
+            "Update": {
+                "TableName": "stock",
+                "Key": {"pk": {"S": "sku-1"}},
+                "UpdateExpression": "ADD reserved :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        },
+    ]
+
+
+def _reserved(ddb: Any) -> int:
+    return int(ddb.get_item(TableName="stock", Key={"pk": {"S": "sku-1"}})["Item"]["reserved"]["N"])
+
+
+def test_a_transaction_writes_its_keyed_puts_and_entries_together(ddb: Any) -> None:
+    written = transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+
+    assert written == [
+        {"pk": KEY, "total": Decimal(100), "at": "10:00"},
+        {"pk": KEY, "sk": "ordered", "kind": "ordered"},
+    ]
+    assert _reserved(ddb) == 1
+    assert len(_scan(ddb, "outbox")) == len(_scan(ddb, "events")) == 1
+
+
+def test_a_transaction_replayed_outside_the_token_window_is_answered_by_its_conditions(ddb: Any) -> None:
+    # moto ignores ClientRequestToken, as DynamoDB does 10 minutes after the first request: only the conditions
+    # stand between the replay and a second reservation.
+    transact_write(client=ddb, items=_order_transaction(at="10:00"), idempotency_key=KEY)
+
+    replayed = transact_write(client=ddb, items=_order_transaction(at="10:11"), idempotency_key=KEY)
+
+    assert replayed == [
+        {"pk": KEY, "total": Decimal(100), "at": "10:00"},
+        {"pk": KEY, "sk": "ordered", "kind": "ordered"},
+    ], "the stored items, the first timestamp"
+    assert _reserved(ddb) == 1, "the Update in the same transaction did not run again"
+
+
+def test_a_transaction_replayed_with_other_values_is_a_permanent_error(ddb: Any) -> None:
+    transact_write(client=ddb, items=_order_transaction(total=100), idempotency_key=KEY)
+
+    with pytest.raises(ItemMismatch, match=r"key 'shop/orders#ship#o-1' in table 'outbox' .* of total:") as caught:
+        transact_write(client=ddb, items=_order_transaction(total=300), idempotency_key=KEY)
+
+    assert caught.value.attributes == ("total",) and "300" not in str(caught.value)
+    assert _reserved(ddb) == 1
+
+
+def test_a_transaction_whose_key_is_stored_in_part_was_written_by_another_request(ddb: Any) -> None:
+    ddb.put_item(TableName="outbox", Item={"pk": {"S": KEY}, "total": {"N": "100"}})
+
+    with pytest.raises(ItemMismatch, match=r"stored in table\(s\) \['outbox'\] but not in all") as caught:
+        transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+
+    assert caught.value.attributes == ()
+    assert _scan(ddb, "events") == [] and _scan(ddb, "stock") == []
+
+
+def test_a_transaction_cancelled_by_a_condition_of_its_own_entries_is_raised_as_is(ddb: Any) -> None:
+    items = _order_transaction()
+    items[2]["Update"] |= {"ConditionExpression": "attribute_exists(pk)"}  # no such stock item
+
+    with pytest.raises(ClientError) as caught:
+        transact_write(client=ddb, items=items, idempotency_key=KEY)
+
+    assert caught.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert not isinstance(caught.value, PermanentError)
+    assert _scan(ddb, "outbox") == []
+
+
+@pytest.mark.parametrize(
+    ("items", "error", "match"),
+    [
+        ([{"Put": {"TableName": "outbox", "Item": {"pk": {"S": "x"}}}}], ValueError, "at least one TransactPut"),
+        ([TransactPut("outbox", "pk", {"a": 1}), TransactPut("outbox", "pk", {"b": 1})], ValueError, "one item"),
+        ([TransactPut("outbox", "pk", {})] + [{"ConditionCheck": {}}] * 100, ValueError, "at most 100"),
+        ([TransactPut("outbox", "pk", {}), ("Put", {})], TypeError, "takes TransactPut or TransactWriteItems"),
+    ],
+)
+def test_fails_a_transaction_that_cannot_refuse_its_replay(
+    ddb: Any, items: list[Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        transact_write(client=ddb, items=items, idempotency_key=KEY)
+
+
+# --- transactional variant: the token path (Stubber) -----------------------------------------------------------------
+def _expected_entry(key: str) -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": "outbox",
+            "Item": {"pk": {"S": key}, "total": {"N": "100"}},
+            "ConditionExpression": "attribute_not_exists(#key)",
+            "ExpressionAttributeNames": {"#key": "pk"},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
+def _one_put(client: Any, name: str | None = None, total: int = 100) -> list[dict[str, Any]]:
+    items = [TransactPut("outbox", "pk", {"total": total})]
+    return transact_write(client=client, items=items, idempotency_key=KEY, name=name)
+
+
+def test_the_client_request_token_is_the_first_36_hex_digits_of_the_keys_sha256() -> None:
+    client, stub = _stubbed()
+    token = hashlib.sha256(KEY.encode()).hexdigest()[:36]
+    named = hashlib.sha256(f"{KEY}#refund".encode()).hexdigest()[:36]
+    for key, expected in ((KEY, token), (KEY, token), (f"{KEY}#refund", named)):
+        stub.add_response(
+            "transact_write_items", {}, {"TransactItems": [_expected_entry(key)], "ClientRequestToken": expected}
+        )
+
+    with stub:
+        first, again, refund = _one_put(client), _one_put(client), _one_put(client, name="refund")
+        stub.assert_no_pending_responses()
+
+    assert first == again == [{"pk": KEY, "total": Decimal(100)}]
+    assert refund == [{"pk": f"{KEY}#refund", "total": Decimal(100)}]
+    assert client_request_token(KEY) == token != named == client_request_token(f"{KEY}#refund")
+    assert len(token) == 36
+
+
+def _mismatch_then_stored(stored: dict[str, Any] | None) -> tuple[Any, Stubber]:
+    client, stub = _stubbed()
+    stub.add_client_error(
+        "transact_write_items", service_error_code="IdempotentParameterMismatchException", http_status_code=400
+    )
+    gets = {"TransactItems": [{"Get": {"TableName": "outbox", "Key": {"pk": {"S": KEY}}}}]}
+    stub.add_response("transact_get_items", {"Responses": [{"Item": stored} if stored else {}]}, gets)
+    return client, stub
+
+
+def test_a_token_reused_by_another_request_whose_items_are_not_stored_is_a_permanent_error() -> None:
+    client, stub = _mismatch_then_stored(None)
+
+    with stub, pytest.raises(TokenMismatch, match="used in the last 10 minutes by another request") as caught:
+        _one_put(client)
+
+    assert isinstance(caught.value, PermanentError)
+    assert isinstance(caught.value.__cause__, ClientError)
+
+
+def test_a_token_mismatch_inside_the_window_is_answered_from_the_stored_items() -> None:
+    client, stub = _mismatch_then_stored({"pk": {"S": KEY}, "total": {"N": "100"}, "at": {"S": "10:00"}})
+
+    with stub:
+        replayed = _one_put(client)
+
+    assert replayed == [{"pk": KEY, "total": Decimal(100), "at": "10:00"}]
+
+
+def test_a_token_mismatch_with_other_stored_values_is_an_item_mismatch() -> None:
+    client, stub = _mismatch_then_stored({"pk": {"S": KEY}, "total": {"N": "100"}})
+
+    with stub, pytest.raises(ItemMismatch) as caught:
+        _one_put(client, total=101)
+
+    assert caught.value.attributes == ("total",)
+
+
+def test_a_transaction_in_progress_under_the_same_token_is_transient() -> None:
+    client, stub = _stubbed()
+    stub.add_client_error("transact_write_items", service_error_code="TransactionInProgressException")
+
+    with stub, pytest.raises(ClientError) as caught:
+        _one_put(client)
+
+    assert caught.value.response["Error"]["Code"] == "TransactionInProgressException"
+    assert not isinstance(caught.value, PermanentError)
+
+
+# --- inside a declared effect ----------------------------------------------------------------------------------------
+def _shipping(orders: Orders, labels: tuple[str, ...]) -> Consumer:
+    """A consumer whose effect ``ship`` writes one outbox item per label with ``put_item(name=label)``, each with
+    the execution's number (volatile), and returns ``[key, number]`` as stored for each."""
+    create_table(orders.dynamodb, "outbox", "pk")
+    consumer = Consumer(key="order.id", key_prefix=KEY_PREFIX, service="orders", effect_key="scoped")
+    handler: Any = consumer.logger.registered_handler
+    captured: Any = orders.consumer.logger.registered_handler
+    handler.stream = captured.stream  # log where the test reads
+    executions: list[int] = []
+
+    @consumer.effect
+    def ship(item: dict[str, Any], *, idempotency_key: str) -> list[list[Any]]:
+        executions.append(1)
+        stored = [
+            put_item(
+                client=orders.dynamodb, table_name="outbox", key_attribute="pk",
+                item={"label": label, "execution": len(executions)}, volatile=("execution",),
+                idempotency_key=idempotency_key, name=label,
+            )
+            for label in labels
+        ]  # fmt: skip
+        return [[s["pk"], int(s["execution"])] for s in stored]
+
+    @consumer.record
+    def handle(body: dict[str, Any]) -> list[list[Any]]:
+        return ship(body["order"])
+
+    orders.consumer = consumer
+    return consumer
+
+
+def test_an_effect_calling_put_item_twice_with_one_name_fails_the_record_after_the_first_write(orders: Orders) -> None:
+    _shipping(orders, ("label", "label"))
+    record = sqs_record(order("o-1"))
+
+    response = orders.invoke([record])
+    [line] = orders.messages(names.MSG_RECORD_FAILED)
+
+    assert failures(response) == {record["messageId"]}
+    assert line[names.FIELD_ERROR_TYPE] == "ValueError"
+    assert "dynamodb.put_item was called twice in effect 'ship' with name='label'" in line[names.FIELD_REASON]
+    assert [i["pk"]["S"] for i in _scan(orders.dynamodb, "outbox")] == [f"{KEY}#label"]
+
+
+def test_an_effect_re_executed_after_a_crash_before_completion_gets_its_stored_items(orders: Orders) -> None:
+    _shipping(orders, ("shipment", "invoice"))
+    first = orders.invoke([sqs_record(order("o-1"))])
+    for stored in _scan(orders.dynamodb, IDEMPOTENCY_TABLE):  # the crash: the record never completed
+        orders.dynamodb.delete_item(TableName=IDEMPOTENCY_TABLE, Key={"id": stored["id"]})
+
+    again = orders.invoke_direct(order("o-1"))
+    executed = orders.messages(names.EFFECT_EXECUTED)
+
+    assert failures(first) == set()
+    assert len(executed) == 2, "the effect ran twice"
+    assert again == [[f"{KEY}#shipment", 1], [f"{KEY}#invoice", 1]], "the second execution got the first's items"
+    assert len(_scan(orders.dynamodb, "outbox")) == 2
