@@ -6,7 +6,9 @@ Under concurrent calls (moto's server answers each request on its own thread):
   without a lock; a send, or a receive that moves a message to the DLQ, that lands in between is undone (the soak
   lost a payment SQS had accepted);
 - DynamoDB (``serialize_dynamodb_item_calls``): a conditional write reads, checks and writes without a lock, so two
-  concurrent ``attribute_not_exists`` puts on one key both pass.
+  concurrent ``attribute_not_exists`` puts on one key both pass;
+- S3 (``serialize_s3_puts_per_key``): ``PutObject`` with ``If-None-Match: *`` checks the key, then writes, without a
+  lock, so two concurrent conditional puts on one key both succeed.
 Each test makes the other call land exactly inside the first (from a second thread) and checks the outcome with and
 without the fix.
 FIFO deduplication (``remember_deduplication_ids``, ``sns_content_based_deduplication_ids``): a deduplication id is
@@ -261,6 +263,90 @@ def test_two_concurrent_conditional_puts_on_one_key_let_one_through(
             assert sorted(outcomes) == ["first written", "second written"], (
                 "moto as is lets both through: the reason for the fix (if this fails, moto fixed it)"
             )
+
+
+@pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
+def s3_fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the S3 fix is applied (moto's ``S3Response.put_object`` is restored after the test)."""
+    from moto.s3.responses import S3Response
+
+    monkeypatch.setattr(S3Response, "put_object", S3Response.put_object)
+    if request.param:
+        _moto_server.serialize_s3_puts_per_key()
+        _moto_server.serialize_s3_puts_per_key()  # a second call wraps nothing twice
+    return bool(request.param)
+
+
+def _s3_put_landing_inside_the_first(monkeypatch: pytest.MonkeyPatch, second: threading.Thread) -> None:
+    """Make the first ``PutObject`` that reaches moto's store (its ``If-None-Match`` check passed, nothing written
+    yet) start ``second`` and give it 0.3 s before writing (with the fix, a put on the same key waits for the first
+    one's lock meanwhile)."""
+    from moto.s3.models import S3Backend
+
+    put_object = S3Backend.put_object
+
+    def put_object_after_the_second(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if second.ident is None:
+            second.start()
+            second.join(timeout=0.3)
+        return put_object(self, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "put_object", put_object_after_the_second)
+
+
+def _conditional_put(s3: Any, outcomes: list[str], who: str, key: str) -> None:
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.put_object(Bucket="effects", Key=key, Body=who.encode(), IfNoneMatch="*")
+        outcomes.append(f"{who} written")
+    except ClientError as error:
+        outcomes.append(f"{who} refused {error.response['ResponseMetadata']['HTTPStatusCode']}")
+
+
+def test_two_concurrent_conditional_s3_puts_on_one_key_let_one_through(
+    s3_fixed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The S3 effect adapter's write: PutObject with If-None-Match "*". S3 lets one of two concurrent ones through and
+    # answers the other 412 (or 409); the second lands after the first passed its check and before its write.
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="effects")
+        outcomes: list[str] = []
+        second = threading.Thread(target=_conditional_put, args=(s3, outcomes, "second", "k"))
+        _s3_put_landing_inside_the_first(monkeypatch, second)
+
+        _conditional_put(s3, outcomes, "first", "k")
+        second.join(timeout=10)
+        stored = s3.get_object(Bucket="effects", Key="k")["Body"].read()
+
+    assert not second.is_alive()
+    if s3_fixed:
+        assert outcomes == ["first written", "second refused 412"]
+        assert stored == b"first"
+        assert len(_moto_server.S3_PUT_LOCKS) == 0, "no lock is kept once its puts are done"
+    else:
+        assert outcomes == ["second written", "first written"], (
+            "moto as is lets both through: the reason for the fix (if this fails, moto fixed it)"
+        )
+        assert stored == b"first", "the later write replaced the earlier"
+
+
+@pytest.mark.usefixtures("s3_fixed")
+def test_conditional_s3_puts_on_other_keys_are_not_held_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lock is per bucket and key: a put on another key, landing inside the first, finishes before it (with the
+    # fix and without).
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="effects")
+        outcomes: list[str] = []
+        second = threading.Thread(target=_conditional_put, args=(s3, outcomes, "second", "other"))
+        _s3_put_landing_inside_the_first(monkeypatch, second)
+
+        _conditional_put(s3, outcomes, "first", "k")
+        second.join(timeout=10)
+
+    assert outcomes == ["second written", "first written"]
 
 
 @pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])

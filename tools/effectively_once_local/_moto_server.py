@@ -1,4 +1,4 @@
-"""moto's server with two small fixes for its SQS backend's cost, two for its SQS and DynamoDB backends under
+"""moto's server with two small fixes for its SQS backend's cost, three for its SQS, DynamoDB and S3 backends under
 concurrent calls, two for FIFO deduplication (SQS and SNS), and one bridge for Powertools' public parameters, for
 the local tooling only. Written for and tested on moto :data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin):
 any other release is refused at start. Each patch is a function below naming the moto behaviour it changes, its
@@ -54,6 +54,12 @@ it too: moto hands a publish's deduplication id on to each SQS FIFO subscription
 with ``ContentBasedDeduplication`` makes no id at all in moto; the second fix gives such a publish the SHA-256 of
 its body, as SNS does.
 
+Fixed (moto 5.2.5), the same kind of fault in S3: ``PutObject`` with ``If-None-Match: *`` looks the key up and
+writes the object later, with no lock, so two concurrent conditional puts on one key can both succeed (S3 lets one
+through and answers the other 412 or 409). The S3 effect adapter (``effectively_once_runtime.effects.s3``) relies on
+it when two executions of one effect overlap (a redelivery while the first still runs). Fix: every ``PutObject`` on
+a bucket and key runs under that key's lock (:data:`S3_PUT_LOCKS`); puts on other keys are not held up.
+
 Run as ``python -m effectively_once_local._moto_server -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
 
@@ -66,7 +72,8 @@ import io
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial, wraps
 from importlib.metadata import version
 from typing import Any
@@ -209,6 +216,41 @@ DYNAMODB_ITEM_LOCK = threading.RLock()
 #: :data:`SQS_LOCK`.
 DEDUPLICATION_IDS_ATTRIBUTE = "_effectively_once_deduplication_ids"
 
+
+class _KeyLocks:
+    """One lock per key, made on first use and dropped when no thread holds it or waits for it (a lock per S3 object
+    ever written would otherwise stay for the server's life)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Hashable, tuple[threading.Lock, list[int]]] = {}  # key -> (lock, [holders and waiters])
+
+    @contextmanager
+    def holding(self, key: Hashable) -> Iterator[None]:
+        """Hold ``key``'s lock for the block (another thread holding it: wait until it is released)."""
+        with self._guard:
+            if key not in self._locks:
+                self._locks[key] = (threading.Lock(), [0])
+            lock, users = self._locks[key]
+            users[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                users[0] -= 1
+                if not users[0]:
+                    del self._locks[key]
+
+    def __len__(self) -> int:
+        """How many keys have a lock now (held or waited for)."""
+        with self._guard:
+            return len(self._locks)
+
+
+#: The S3 backend's ``PutObject`` (see the module docstring) runs under the lock of its ``(bucket, key)``.
+S3_PUT_LOCKS = _KeyLocks()
+
 _held = threading.local()  # how deep this thread is in SQS_LOCK's wrapped calls
 
 
@@ -292,6 +334,36 @@ def serialize_dynamodb_item_calls() -> None:
         method = getattr(DynamoDBBackend, name)
         if not getattr(method, "__effectively_once_locked__", False):
             setattr(DynamoDBBackend, name, _holding(DYNAMODB_ITEM_LOCK, method))
+
+
+def serialize_s3_puts_per_key() -> None:
+    """Make ``PutObject``'s ``If-None-Match: *`` check and its write atomic on each key; a second call changes
+    nothing.
+
+    moto 5.2.5: ``S3Response.put_object`` (s3/responses.py) checks that the key has no object, then builds the object
+    and only then stores it (``S3Backend.put_object``), with no lock: two concurrent conditional puts on one key both
+    pass the check and both succeed, the later write replacing the earlier (S3 lets exactly one through: "If an
+    identical key name is found in the bucket, the operation fails", Amazon S3 User Guide, How to prevent object
+    overwrites with conditional writes, https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
+    The patch runs every ``PutObject`` (the conditional ones and the plain ones, which could otherwise land between a
+    conditional put's check and its write) under the lock of its ``(bucket, key)`` (:data:`S3_PUT_LOCKS`): the check,
+    the write, and the metadata, ACL and tags moto sets afterwards. Puts on other keys run alongside.
+    ``CompleteMultipartUpload`` with ``If-None-Match`` has the same shape and is not patched (nothing here uses it).
+    docs/moto-bugs.md, report 7; tests: ``test_two_concurrent_conditional_s3_puts_on_one_key_let_one_through``,
+    ``test_conditional_s3_puts_on_other_keys_are_not_held_up``."""
+    from moto.s3.responses import S3Response
+
+    put_object = S3Response.put_object
+    if getattr(put_object, "__effectively_once_locked__", False):
+        return
+
+    @wraps(put_object)
+    def put_object_holding_the_key(self: Any) -> Any:
+        with S3_PUT_LOCKS.holding((self.bucket_name, self.parse_key_name())):
+            return put_object(self)
+
+    put_object_holding_the_key.__effectively_once_locked__ = True  # type: ignore[attr-defined]
+    S3Response.put_object = put_object_holding_the_key  # type: ignore[method-assign]
 
 
 class _WithoutMotosDeduplication:
@@ -448,6 +520,7 @@ def apply() -> None:
     sns_content_based_deduplication_ids()
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()
+    serialize_s3_puts_per_key()
 
 
 if __name__ == "__main__":
