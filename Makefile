@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test proof docs synth demo soak demo-aws bench capacity report-screenshot clean
+.PHONY: setup postgres test proof docs synth demo soak demo-aws bench capacity report-screenshot clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -23,12 +23,17 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# PostgreSQL's binaries for the SQL adapter's tests (tests/postgres_server.py starts a throwaway server from them):
+# a no-op when /usr/lib/postgresql/*/bin/initdb exists, else Debian's postgresql package (apt-get, as root).
+postgres:
+	bash scripts/ensure-postgresql.sh
+
 # Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy, strict over the three packages
 # (the constructs and the runtime ship py.typed; config: pyproject's [tool.mypy]), then the docs site, then the
 # tests: unit, runtime, the tooling's, and one end-to-end chaos run of the orders example, on both cores (pytest-xdist,
 # one test file per worker, so a module's synth fixtures run once). Budget: 10 minutes on 2 cores from a fresh clone,
 # set-up included. The long runs are `make proof`'s (tests marked `proof`), one at a time: they time real deadlines.
-test: setup
+test: setup postgres
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
