@@ -15,7 +15,14 @@ from typing import Any
 from ._context import EffectCall, adapter_key, current
 
 # public name -> submodule (imported on first use, so one adapter's import never costs another's)
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("put_item", "transact_write", "TransactPut", "ItemMismatch", "TokenMismatch", "StoredItemGone"), "dynamodb"
+    ),
+    **dict.fromkeys(("put_object", "S3Object", "S3ContentMismatch", "S3WriteConflict"), "s3"),
+    **dict.fromkeys(("insert_once", "SqlRow", "SqlRowMismatch", "SqlRowMissing"), "sql"),
+    **dict.fromkeys(("post_json", "HttpResult", "HttpTransientError", "HttpPermanentError"), "http"),
+}
 
 __all__ = ["EffectCall", "adapter_key", "current", *_LAZY]
 
