@@ -61,6 +61,13 @@ EMF_METRICS = (
     METRIC_RECORDS_DEFERRED,
     METRIC_COMPLETION_FAILURES,
 )
+#: Un-keyed effects (``effects.unkeyed``), ``delivery="at_most_once"``: a replay found the effect's claim without
+#: its completion and skipped the call. An upper bound on the sends that did not happen (a kill after the send and
+#: before its completion counts too). Not in ``EMF_METRICS`` (the dashboard's list).
+METRIC_EFFECTS_POSSIBLY_LOST = "EffectsPossiblyLost"
+#: Un-keyed effects, ``delivery="at_least_once"``: a call made again after an attempt that did not complete. An upper
+#: bound on the real repeats (a kill before the call counts too). Not in ``EMF_METRICS``.
+METRIC_EFFECTS_REPEATED = "EffectsRepeated"
 #: The dimension Powertools Metrics adds to every metric when a service name is set.
 EMF_SERVICE_DIMENSION = "service"
 
@@ -141,6 +148,19 @@ MSG_RESULT_NOT_STORED = "result not stored"
 #: One per executed side effect, with ``idempotency_key`` and ``effect``, flushed before the effect's caller
 #: continues: production's effects-per-key query and the local chaos checker count this line.
 EFFECT_EXECUTED = "effect executed"
+#: An un-keyed ``at_most_once`` effect skipped on a replay that found its claim pending (WARNING; fields
+#: ``idempotency_key``, ``effect``, ``effect_key``, ``effect_marker``, ``delivery``): it may never have happened.
+MSG_EFFECT_POSSIBLY_LOST = "effect possibly lost"
+#: An un-keyed ``at_least_once`` effect called again after an attempt that did not complete (WARNING; the fields of
+#: ``effect possibly lost`` and ``attempts``): it may have happened twice.
+MSG_EFFECT_REPEATED = "effect repeated"
+#: An un-keyed effect returned but its marker could not be set done (WARNING; fields ``effect_marker``,
+#: ``error_type``, ``reason``): a replay treats it as not completed (``effect possibly lost`` or ``effect repeated``).
+MSG_EFFECT_MARKER_NOT_UPDATED = "effect marker not updated"
+#: The id of an un-keyed effect's marker in the idempotency table (``<key prefix>#effect-marker#...``).
+FIELD_EFFECT_MARKER = "effect_marker"
+#: An un-keyed effect's delivery mode (``at_most_once``, ``at_least_once``).
+FIELD_DELIVERY = "delivery"
 #: The fields of the effect line.
 EFFECT_FIELDS = (FIELD_IDEMPOTENCY_KEY, FIELD_EFFECT)
 

@@ -22,6 +22,10 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("put_object", "S3Object", "S3ContentMismatch", "S3WriteConflict"), "s3"),
     **dict.fromkeys(("insert_once", "SqlRow", "SqlRowMismatch", "SqlRowMissing"), "sql"),
     **dict.fromkeys(("post_json", "HttpResult", "HttpTransientError", "HttpPermanentError"), "http"),
+    **dict.fromkeys(
+        ("unkeyed", "MarkerTable", "MarkerUnavailable", "rejected_by_aws", "AT_MOST_ONCE", "AT_LEAST_ONCE"), "unkeyed"
+    ),
+    **dict.fromkeys(("send_fifo", "publish_fifo", "send_message", "publish", "MessageRejected"), "messaging"),
 }
 
 __all__ = ["EffectCall", "adapter_key", "current", *_LAZY]
