@@ -158,6 +158,9 @@ def test_a_message_id_key_is_caught(gallery: Any) -> None:
     assert code == 1
     assert report["total"]["duplicated"] > 0, _reasons(report)
     assert report["sends"]["fifo_resends_after_window"] > 0, "FIFO resends after the window reach the app"
+    # Even orders go to the standard queue, odd ones to the FIFO queue (_input): caught on both queue types.
+    queues = {("StandardOrders", "FifoOrders")[int(k.rsplit("-", 1)[1]) % 2] for k in report["keys"]["duplicated"]}
+    assert queues == {"StandardOrders", "FifoOrders"}, report["keys"]["duplicated"]
 
 
 def test_a_slow_effect_near_the_timeout_strands_valid_work(gallery: Any) -> None:
