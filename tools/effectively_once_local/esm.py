@@ -40,7 +40,7 @@ from effectively_once_runtime import names
 
 from .chaos import AFTER_COMPLETE, DEADLINE, TIMEOUT, ChaosConfig, EventLog, InvocationChaos
 from .chaos_input import body_key, compile_key
-from .faults import WriteWatch
+from .faults import SqlCommitWatch, WriteWatch
 from .figures import record_peak
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
@@ -285,6 +285,7 @@ def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
         # the stores tie their items to executions by it), and may be a kill point (faults.py). Before the
         # handler's import and its clients, so that every session is watched.
         WriteWatch(chaos.on_write).install()
+        SqlCommitWatch(chaos.on_write).install()
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log

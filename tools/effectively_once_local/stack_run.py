@@ -332,7 +332,8 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         "fault_points": {
             "writes_watched": {service: sorted(ops) for service, ops in WRITE_OPERATIONS.items()},
             "http": "the provider stand-in's calls are logged" if opts.starts_provider else "not watched",
-            "sql": "not watched: random-moment kills only",
+            "sql": "commit() of sqlite3 and psycopg 3 connections (a kill point); autocommit statements: "
+            "random-moment kills only",
         },
         "seconds": round(time.monotonic() - started, 1),
     }
