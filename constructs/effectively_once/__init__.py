@@ -2,7 +2,8 @@
 
 Queue + DLQ (:class:`ProcessingQueue`, or a queue you already have: :class:`ExistingQueue`), Powertools
 idempotency table (:class:`IdempotencyTable`), the event source mapping and least-privilege wiring between them
-(:class:`IdempotentQueueConsumer`), the runtime and Powertools layers for your own function
+(:class:`IdempotentQueueConsumer`), a function's asynchronous invocation path (:class:`IdempotentEventConsumer`:
+EventBridge, SNS, S3, ``InvocationType="Event"``), the runtime and Powertools layers for your own function
 (:class:`RuntimeLayer`), and the sample pattern composed of all of them (:class:`PaymentProcessor`, which takes
 its queue's and consumer's props as :class:`ProcessingQueueOptions` and :class:`IdempotentQueueConsumerOptions`).
 See the README's "Constructs" section; ``effectively_once.testing`` has snapshot-test helpers.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .consumer import IdempotentQueueConsumer
+    from .event_consumer import EventAlarmThresholds, IdempotentEventConsumer
     from .existing_queue import ExistingQueue
     from .idempotency_table import IdempotencyTable
     from .observability import AlarmThresholds, AsyncInvocationOptions
@@ -29,8 +31,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AlarmThresholds",
     "AsyncInvocationOptions",
+    "EventAlarmThresholds",
     "ExistingQueue",
     "IdempotencyTable",
+    "IdempotentEventConsumer",
     "IdempotentQueueConsumer",
     "IdempotentQueueConsumerOptions",
     "PaymentProcessor",
@@ -42,8 +46,10 @@ __all__ = [
 _MODULES = {
     "AlarmThresholds": ".observability",
     "AsyncInvocationOptions": ".observability",
+    "EventAlarmThresholds": ".event_consumer",
     "ExistingQueue": ".existing_queue",
     "IdempotencyTable": ".idempotency_table",
+    "IdempotentEventConsumer": ".event_consumer",
     "IdempotentQueueConsumer": ".consumer",
     "IdempotentQueueConsumerOptions": ".options",
     "PaymentProcessor": ".payment_processor",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from aws_cdk import Annotations, Duration, RemovalPolicy, Token
@@ -26,10 +27,13 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
+from ._deprecated_props import REMOVED_IN, _caller_stacklevel
+from ._effect_grants import EffectGrants
 from ._environment_size import EnvironmentSize
 from ._existing_queue_checks import resolve, warn_unknown
 from ._function_checks import check_function_timeout, check_one_consumer, check_placement
-from ._validation import acknowledge, check_type, fail, is_unresolved, template_seconds
+from ._validation import WARNING_ID_PREFIX, acknowledge, check_type, fail, is_unresolved, template_seconds
+from .event_consumer import check_one_event_invoke_config
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
 from .observability import (
@@ -61,7 +65,7 @@ DEAD_LETTER_SEND_ACTIONS = ("sqs:SendMessage",)
 DEAD_LETTER_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 
-class IdempotentQueueConsumer(Construct):
+class IdempotentQueueConsumer(EffectGrants, Construct):
     """One SQS event source mapping with partial batch responses, and the access and settings around it.
 
     What it does:
@@ -158,9 +162,12 @@ class IdempotentQueueConsumer(Construct):
         (duplicate deliveries, idempotency rejections; docs/observability.md).
         :default: ``None``: the function's own ``log_group`` when it is a ``lambda.Function`` created with one
         (``log_group=...``, as ``PaymentProcessor`` does), otherwise no query definitions.
-    :param async_invocation: configure the function's asynchronous invocation path (event invoke config and a
-        standard on-failure queue). :default: ``None``: left to Lambda's defaults (2 retries, 6 hours, no
-        destination).
+    :param async_invocation: **deprecated** (removed in 0.4; a ``DeprecationWarning`` and the synth warning
+        ``effectively-once:asyncInvocationDeprecated``): use :class:`IdempotentEventConsumer`, which owns the
+        function's event invoke config, its on-failure queue, expiry and alarms. Configures the function's
+        asynchronous invocation path (event invoke config and a standard on-failure queue); the function must not
+        have an event invoke config already (a ``ValueError`` naming it). :default: ``None``: left to Lambda's
+        defaults (2 retries, 6 hours, no destination).
     :param dead_letter_on_first_sight: let the runtime send a permanent failure (``PermanentError``, a body that
         is not JSON, a missing idempotency key, a key reused with another payload) straight to the queue's
         dead-letter queue and report it done: sets ``DEAD_LETTER_QUEUE_URL`` and grants the send above. Without a
@@ -268,6 +275,7 @@ class IdempotentQueueConsumer(Construct):
         check_alarm_thresholds(thresholds)
         if async_invocation is not None:
             check_async_invocation(async_invocation)
+            check_one_event_invoke_config(self, function)
         _check_function_kind(source, function)
 
         self.queue: sqs.IQueue = source.queue
@@ -480,6 +488,7 @@ class IdempotentQueueConsumer(Construct):
         self.event_invoke_config: lambda_.EventInvokeConfig | None = None
         self.on_failure_queue: sqs.IQueue | None = None
         if options is not None:
+            _deprecate_async_invocation(self)
             self.event_invoke_config, self.on_failure_queue = build_async_invocation(
                 self, self.function, options, removal_policy
             )
@@ -514,6 +523,22 @@ class IdempotentQueueConsumer(Construct):
     def metric_dropped_event_count(self, **props: Any) -> cloudwatch.Metric:
         """``DroppedEventCount``: events Lambda dropped on expiry or retry exhaustion. As above."""
         return _mapping_metrics.mapping_metric(self.event_source_mapping, _mapping_metrics.DROPPED_EVENT_COUNT, **props)
+
+
+#: The deprecation of ``async_invocation`` (0.3): the Python warning and the synth warning say the same.
+ASYNC_INVOCATION_DEPRECATION = (
+    f"IdempotentQueueConsumer(async_invocation=...) is deprecated and will be removed in {REMOVED_IN}: use "
+    "IdempotentEventConsumer(function=..., table=..., retry_attempts=..., max_event_age=..., on_failure_queue=...) "
+    "for the function's asynchronous invocations (docs/event-consumer.md)"
+)
+
+
+def _deprecate_async_invocation(consumer: IdempotentQueueConsumer) -> None:
+    """A ``DeprecationWarning`` at the line that built the consumer, and the same at synth (``Annotations``)."""
+    warnings.warn(ASYNC_INVOCATION_DEPRECATION, DeprecationWarning, stacklevel=_caller_stacklevel())
+    Annotations.of(consumer).add_warning_v2(
+        WARNING_ID_PREFIX + "asyncInvocationDeprecated", ASYNC_INVOCATION_DEPRECATION
+    )
 
 
 def _grant_dead_letter_send(function: lambda_.IFunction, dead_letter_queue: sqs.IQueue) -> iam.Grant:

@@ -69,9 +69,9 @@ from botocore.config import Config
 from jmespath import functions as jmespath_functions
 
 from . import effect_keys, events, identity, names
-from .effects import _context as effect_context
 from .body import SHOWN_CHARS, json_safe
 from .dead_letter import DeadLetterQueue, is_permanent
+from .effects import _context as effect_context
 from .errors import InvalidRecord, PermanentError
 from .settings import RuntimeSettings, check_key_prefix
 from .sqs_batch import SqsBatch, remaining_ms
@@ -92,6 +92,11 @@ _LAYER_OWNERS: weakref.WeakKeyDictionary[BasePersistenceLayer, Consumer] = weakr
 #: The JMESPath function Powertools' key expression is wrapped in when ``normalize`` is on:
 #: ``effectively_once_normalize(<key>)``. Not among ``events.FUNCTIONS``, so a ``key`` cannot call it.
 NORMALIZE_FUNCTION = "effectively_once_normalize"
+#: Keys that name a delivery's own id in AWS's event shapes, not the business object's: an EventBridge event's
+#: ``id`` and an SQS record's ``messageId``. A producer's retry, a second ``PutEvents`` or a resend gets a new one.
+DELIVERY_ID_KEYS = ("id", "messageId")
+#: The one WARNING an execution environment logs at state set-up when ``key`` is one of them (field ``reason``).
+MSG_KEY_IS_DELIVERY_ID = "idempotency key is a delivery id"
 
 
 class _NormalizingFunctions(PowertoolsFunctions):
@@ -364,6 +369,15 @@ class Consumer:
             key_prefix=settings.key_prefix,
         )(self._run_record_function)
         self._state = ConsumerState(settings, persistence_store, config, process, dead_letter)
+        if is_delivery_id(self._key_path):
+            self.logger.warning(
+                MSG_KEY_IS_DELIVERY_ID,
+                extra={
+                    names.FIELD_REASON: f"key {self.key!r} names the delivery's own id (an EventBridge event's id, an "
+                    "SQS record's messageId): a producer retry or a second EventBridge put of the same payment gets a "
+                    "new one, so it runs twice; key on a business id (e.g. payment_id)"
+                },
+            )
         return self._state
 
     def _own(self, store: BasePersistenceLayer, prefix: str) -> None:
@@ -646,6 +660,13 @@ class Consumer:
             self._context = None
             self.logger.remove_keys(list(_RECORD_KEYS))
             self.logger.set_correlation_id(None)
+
+
+def is_delivery_id(key: events.Expression) -> bool:
+    """Whether the key expression is exactly a field named in ``DELIVERY_ID_KEYS`` (``id``, ``"id"``,
+    ``messageId``), not a path to one inside the payload (``detail.id``) nor another field."""
+    tree = key.parsed.parsed
+    return bool(tree.get("type") == "field" and tree.get("value") in DELIVERY_ID_KEYS)
 
 
 def _normalizing_expression(key: events.Expression) -> str:

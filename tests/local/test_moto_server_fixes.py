@@ -597,3 +597,32 @@ def test_the_local_aws_server_drops_a_resend_after_the_delete() -> None:
         assert _receive_and_delete(sqs, url) == ["first"]
         assert sqs.send_message(MessageBody="resent", **send)["MessageId"]
         assert _receive_and_delete(sqs, url) == []
+
+
+def test_a_rule_on_a_custom_bus_deploys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stack whose rule sits on a custom bus ({"Ref": <bus>}, as CDK emits it) is created, the rule on that bus
+    (moto 5.2.5 as is: a 500 on CreateStack; docs/moto-bugs.md, report 8)."""
+    from moto.events import models as events_models
+
+    if "physical_resource_id" in vars(events_models.EventBus):
+        monkeypatch.delattr(events_models.EventBus, "physical_resource_id")
+    template = {
+        "Resources": {
+            "Bus": {"Type": "AWS::Events::EventBus", "Properties": {"Name": "payments"}},
+            "Rule": {
+                "Type": "AWS::Events::Rule",
+                "Properties": {"EventBusName": {"Ref": "Bus"}, "EventPattern": {"source": ["shop"]}},
+            },
+        }
+    }
+    with mock_aws():
+        cfn = boto3.client("cloudformation", region_name=REGION)
+        with pytest.raises(Exception, match="split"):
+            cfn.create_stack(StackName="as-is", TemplateBody=json.dumps(template))
+        _moto_server.event_bus_ref_is_its_name()
+        template["Resources"]["Bus"]["Properties"]["Name"] = "orders"
+        cfn.create_stack(StackName="fixed", TemplateBody=json.dumps(template))
+        rules = boto3.client("events", region_name=REGION).list_rules(EventBusName="orders")["Rules"]
+
+    assert len(rules) == 1
+    monkeypatch.delattr(events_models.EventBus, "physical_resource_id")

@@ -42,9 +42,11 @@ ACKNOWLEDGED = (
     | _library_acknowledgements("PaymentsSandbox/Fifo")
     | _library_acknowledgements("Constructs/Processor")
     | {
-        # the sandbox's Standard processor has the async path on: its library-created on-failure queue
-        ("PaymentsSandbox/Standard/Consumer/OnFailureQueue/Resource", "AwsSolutions-SQS3"),
-        ("PaymentsSandbox/Standard/Consumer/OnFailureQueue/Resource", "Serverless-SQSRedrivePolicy"),
+        # the sandbox's asynchronous entry: the event consumer's on-failure queue, and the rule target's DLQ (app.py)
+        ("PaymentsSandbox/PaymentEvents/OnFailureQueue/Resource", "AwsSolutions-SQS3"),
+        ("PaymentsSandbox/PaymentEvents/OnFailureQueue/Resource", "Serverless-SQSRedrivePolicy"),
+        ("PaymentsSandbox/PaymentEventsUndelivered/Resource", "AwsSolutions-SQS3"),
+        ("PaymentsSandbox/PaymentEventsUndelivered/Resource", "Serverless-SQSRedrivePolicy"),
         ("Constructs/Queue/DeadLetterQueue/Resource", "Serverless-SQSRedrivePolicy"),
         ("Constructs/FifoQueue/DeadLetterQueue/Resource", "Serverless-SQSRedrivePolicy"),
         ("Constructs/Consumer/EventSourceMapping/Resource", "Serverless-LambdaEventSourceMappingDestination"),

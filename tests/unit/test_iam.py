@@ -115,10 +115,10 @@ def test_payment_function_gets_exactly_the_expected_actions_per_resource(synth: 
         _id(stack, processor.log_group.log_group_arn): {"logs:CreateLogStream", "logs:PutLogEvents"},
         # permanent failures sent to the DLQ on first sight: SendMessage only (SQS-managed SSE: no KMS action)
         _id(stack, processor.queue.dead_letter_queue.queue_arn): {"sqs:SendMessage"},
-        # The sandbox turns the async path on for Standard: its on-failure destination (SqsDestination's grant).
+        # The sandbox's event consumer on Standard: its on-failure destination (SqsDestination's grant).
         **(
             {
-                _id(stack, processor.consumer.on_failure_queue.queue_arn): {
+                _id(stack, stack.payment_events.on_failure_queue.queue_arn): {
                     "sqs:SendMessage",
                     "sqs:GetQueueAttributes",
                     "sqs:GetQueueUrl",

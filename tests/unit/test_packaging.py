@@ -36,8 +36,10 @@ def test_public_api() -> None:
     assert sorted(effectively_once.__all__) == [
         "AlarmThresholds",
         "AsyncInvocationOptions",
+        "EventAlarmThresholds",
         "ExistingQueue",
         "IdempotencyTable",
+        "IdempotentEventConsumer",
         "IdempotentQueueConsumer",
         "IdempotentQueueConsumerOptions",
         "PaymentProcessor",

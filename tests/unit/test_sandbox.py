@@ -99,7 +99,9 @@ def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> 
     resolve = sandbox[0].resolve
     assert _function(sandbox, kind)["Environment"]["Variables"] == {
         "IDEMPOTENCY_TABLE_NAME": resolve(processor.table.table.table_arn),
-        "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
+        # Standard: the event consumer's expiry (the on-failure queue's 14 days + the 6 h maximum event age), so a
+        # late redrive of a failure record finds the first run's record; Fifo: the queue consumer's 4 days.
+        "IDEMPOTENCY_EXPIRY_SECONDS": str(14 * 24 * 3600 + 6 * 3600 if kind == "Standard" else 4 * 24 * 3600),
         "LEDGER_TABLE_NAME": resolve(processor.ledger.table_name),
         "POWERTOOLS_SERVICE_NAME": "payments",
         "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnce",
@@ -216,7 +218,7 @@ def test_sandbox_totals_of_observability_resources(template: Template) -> None:
         )
     }
     assert counts == {
-        "AWS::CloudWatch::Alarm": 10,
+        "AWS::CloudWatch::Alarm": 15,  # 5 per processor, and the event consumer's 5
         "AWS::Logs::QueryDefinition": 6,
         "AWS::CloudWatch::Dashboard": 2,
         "AWS::Lambda::EventInvokeConfig": 1,
@@ -224,13 +226,29 @@ def test_sandbox_totals_of_observability_resources(template: Template) -> None:
 
 
 def test_only_the_standard_processor_has_the_async_on_failure_destination(sandbox: tuple) -> None:
-    standard = _processor(sandbox, "Standard").consumer
+    standard, events = _processor(sandbox, "Standard").consumer, sandbox[0].payment_events
     (invoke,) = sandbox[1].find_resources("AWS::Lambda::EventInvokeConfig").values()
     assert invoke["Properties"]["FunctionName"] == sandbox[0].resolve(standard.function.function_name)
     assert invoke["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == sandbox[0].resolve(
-        standard.on_failure_queue.queue_arn
+        events.on_failure_queue.queue_arn
     )
+    assert standard.event_invoke_config is None, "the event consumer owns it, not async_invocation (deprecated)"
     assert _processor(sandbox, "Fifo").consumer.event_invoke_config is None
+
+
+def test_an_eventbridge_rule_on_a_custom_bus_delivers_payment_events_to_the_standard_function(sandbox: tuple) -> None:
+    (rule,) = sandbox[1].find_resources("AWS::Events::Rule").values()
+    (target,) = rule["Properties"]["Targets"]
+    function = _processor(sandbox, "Standard").function
+    assert target["Arn"] == sandbox[0].resolve(function.function_arn)
+    assert rule["Properties"]["EventPattern"] == {
+        "source": ["effectively-once.sandbox"],
+        "detail-type": ["PaymentRequested"],
+    }
+    assert rule["Properties"]["EventBusName"] == {
+        "Ref": _id(sandbox, sandbox[0].node.find_child("PaymentsBus").event_bus_name)
+    }
+    assert target["DeadLetterConfig"]["Arn"] == sandbox[0].resolve(sandbox[0].undelivered_payment_events.queue_arn)
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +273,10 @@ def _stateful(template: Template) -> dict[str, tuple[str | None, str | None]]:
 
 def test_every_stateful_resource_is_what_the_walk_covers(sandbox: tuple) -> None:
     stack = sandbox[0]
-    expected = {_id(sandbox, stack.processors["Standard"].consumer.on_failure_queue.queue_arn)}
+    expected = {
+        _id(sandbox, stack.payment_events.on_failure_queue.queue_arn),
+        _id(sandbox, stack.undelivered_payment_events.queue_arn),
+    }
     for kind in KINDS:
         processor = _processor(sandbox, kind)
         expected |= {
@@ -265,7 +286,7 @@ def test_every_stateful_resource_is_what_the_walk_covers(sandbox: tuple) -> None
             _id(sandbox, processor.ledger.table_name),
             _id(sandbox, processor.log_group.log_group_name),
         }
-    assert set(_stateful(sandbox[1])) == expected and len(expected) == 11
+    assert set(_stateful(sandbox[1])) == expected and len(expected) == 12
 
 
 def test_every_stateful_resource_is_retained_by_default(template: Template) -> None:
@@ -274,7 +295,7 @@ def test_every_stateful_resource_is_retained_by_default(template: Template) -> N
 
 def test_context_destroy_on_delete_destroys_every_stateful_resource(flagged: Template) -> None:
     policies = _stateful(flagged)
-    assert len(policies) == 11 and set(policies.values()) == {("Delete", "Delete")}
+    assert len(policies) == 12 and set(policies.values()) == {("Delete", "Delete")}
 
 
 def test_context_sets_function_timeout_and_max_receive_count(flagged: Template) -> None:

@@ -463,6 +463,17 @@ def sns_content_based_deduplication_ids() -> None:
     sns_models.Topic.publish = publish_with_content_based_id  # type: ignore[method-assign]
 
 
+def event_bus_ref_is_its_name() -> None:
+    """moto 5.2.5: an ``AWS::Events::EventBus`` has no ``physical_resource_id``, so ``{"Ref": <bus>}`` resolves to
+    the Python object, and a rule on it (``EventBusName``: what CDK emits for a custom bus) fails CreateStack with a
+    500 (``'EventBus' object has no attribute 'split'``). CloudFormation's Ref of an event bus is its name. The patch
+    gives the bus that id. docs/moto-bugs.md, report 8; test: ``test_a_rule_on_a_custom_bus_deploys``."""
+    from moto.events import models as events_models
+
+    if not hasattr(events_models.EventBus, "physical_resource_id"):
+        events_models.EventBus.physical_resource_id = property(lambda self: self.name)  # type: ignore[attr-defined]
+
+
 def lazy_queue_attributes() -> None:
     """moto 5.2.5: ``Queue.attributes`` builds every attribute on each read, the three ``ApproximateNumberOf*``
     counts each scanning all of the queue's messages, and every ``SendMessage`` reads it (``ContentBasedDeduplication``;
@@ -521,6 +532,7 @@ def apply() -> None:
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()
     serialize_s3_puts_per_key()
+    event_bus_ref_is_its_name()
 
 
 if __name__ == "__main__":
