@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "tools" / "effectively_once_local"
 #: Bottom to top, as the package's docstring lists them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("limits", "json_lines", "faults", "chaos", "figures")),
+    ("base", ("limits", "json_lines", "faults", "chaos", "figures", "async_queue")),
     ("input and traffic", ("chaos_input", "traffic")),
     ("runner", ("esm",)),
     ("local AWS", ("_moto_server", "server", "deploy", "stack", "readback", "provider")),

@@ -13,7 +13,8 @@ path and the CDK app is deployed through the CDK CLI.
 Layers, bottom to top; a module imports only from its own layer and the ones below (``tests/local/test_layers.py``):
 
 - base: ``limits``, ``json_lines`` (input files and the run's logs), ``faults`` (writes seen at the SDK boundary),
-  ``chaos`` (the fault model, the event log), ``figures``;
+  ``chaos`` (the fault model, the event log), ``figures``, ``async_queue`` (Lambda's asynchronous-invocation queue,
+  locally: the inbox, the retry delays, the on-failure record);
 - input and traffic: ``chaos_input`` (the chaos command's input lines), ``traffic`` (the one producer: the plan of
   originals, duplicates and resends, the sending, the send log);
 - runner: ``esm`` (the event source mapping stand-in, one process per execution environment, chaos from outside);
