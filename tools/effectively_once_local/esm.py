@@ -49,8 +49,30 @@ COUNT_REQUESTS_ENV = "EFFECTIVELY_ONCE_COUNT_REQUESTS"
 
 
 @dataclass(frozen=True)
+class AsyncConfig:
+    """A function's asynchronous invocation, as the synthesized template configures it (moto skips
+    ``AWS::Lambda::EventInvokeConfig``): the runner plays Lambda's asynchronous queue from the function's inbox
+    (``async_queue.py``).
+
+    :ivar function_arn: the function's ARN (unqualified).
+    :ivar max_retry_attempts: ``MaximumRetryAttempts`` (0..2; Lambda's default 2).
+    :ivar max_event_age_seconds: ``MaximumEventAgeInSeconds`` (60..21600; Lambda's default 21600), before scaling.
+    :ivar on_failure_queue_url: the on-failure destination (an SQS queue), or ``None`` (records are dropped, as
+        Lambda drops them without a destination).
+    :ivar time_scale: the factor applied to the retry delays and the maximum event age (``async_queue.time_scale``).
+    """
+
+    function_arn: str
+    max_retry_attempts: int = 2
+    max_event_age_seconds: int = 21600
+    on_failure_queue_url: str | None = None
+    time_scale: float = 0.05
+
+
+@dataclass(frozen=True)
 class MappingConfig:
-    """One deployed event source mapping, as read back from the local AWS."""
+    """One deployed event source mapping, as read back from the local AWS; or, with ``async_config``, a function's
+    asynchronous invocation (``queue_url``/``queue_arn``: its inbox, ``async_queue.inbox_name``; ``batch_size`` 1)."""
 
     label: str
     queue_url: str
@@ -64,6 +86,8 @@ class MappingConfig:
     function_memory_mb: int
     function_env: dict[str, str]
     handler: str  # module.attribute, as the function's Handler
+    #: Set for an asynchronous target: the poller invokes one event at a time with Lambda's async retry policy.
+    async_config: AsyncConfig | None = None
 
 
 @dataclass(frozen=True)
