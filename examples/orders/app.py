@@ -11,6 +11,11 @@ Stacks:
   OrdersGallery             the same with ``gallery.lambda_handler``: the proof gallery's variants, right and wrong,
                             one chosen per run by the function environment's ``GALLERY_VARIANT`` (``src/gallery.py``;
                             ``make proof`` runs each).
+  OrdersEvents              the asynchronous path: a standard queue and an EventBridge rule on a custom bus
+                            (``OrdersBus``, events with source ``examples.orders`` and detail-type
+                            ``OrderPlaced``) deliver orders to one function (``order_events.lambda_handler``,
+                            ``envelope="auto"``), whose ``IdempotentEventConsumer`` owns its retries (2) and on-failure
+                            queue; ``ORDER_EVENTS_VARIANT=event_id`` keys it on the event's ``id`` (the control).
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
 ``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
@@ -26,20 +31,33 @@ from typing import Any
 
 from aws_cdk import App, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue, RuntimeLayer
+from effectively_once import (
+    IdempotencyTable,
+    IdempotentEventConsumer,
+    IdempotentQueueConsumer,
+    ProcessingQueue,
+    RuntimeLayer,
+)
 from effectively_once.powertools_layer import POWERTOOLS_RUNTIME
 
 HERE = Path(__file__).resolve().parent
 ENV_OUTBOX_TABLE = "OUTBOX_TABLE_NAME"
+#: The order events the ``OrdersEvents`` rule delivers.
+ORDER_EVENT_SOURCE = "examples.orders"
+ORDER_EVENT_DETAIL_TYPE = "OrderPlaced"
 
 
 class OrdersStack(Stack):
     """One order function per queue kind in ``kinds`` (``"Standard"``, ``"Fifo"``), all on one outbox."""
 
-    def __init__(self, scope: Construct, id: str, *, handler: str, kinds: tuple[str, ...], **kwargs: Any) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, handler: str, kinds: tuple[str, ...], events: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(scope, id, **kwargs)
         ctx = self.node.try_get_context
         timeout = Duration.seconds(int(ctx("function_timeout_seconds") or 30))
@@ -82,7 +100,23 @@ class OrdersStack(Stack):
                 self, f"{kind}Consumer", queue=queue, function=fn, table=table, removal_policy=removal
             )
             CfnOutput(self, f"{kind}QueueUrl", value=queue.queue.queue_url)
+            if events:
+                self._order_events(fn, table, removal)
         CfnOutput(self, "OutboxTableName", value=outbox.table_name)
+
+    def _order_events(self, fn: lambda_.Function, table: IdempotencyTable, removal: RemovalPolicy) -> None:
+        """The asynchronous entry: a rule on a custom bus, and the function's event consumer (after the queue
+        consumer, on the same table: its longer idempotency expiry is the function's)."""
+        bus = events.EventBus(self, "OrdersBus")
+        events.Rule(
+            self,
+            "OrderPlaced",
+            event_bus=bus,
+            event_pattern=events.EventPattern(source=[ORDER_EVENT_SOURCE], detail_type=[ORDER_EVENT_DETAIL_TYPE]),
+            targets=[targets.LambdaFunction(fn)],
+        )
+        IdempotentEventConsumer(self, "OrderEvents", function=fn, table=table, removal_policy=removal)
+        CfnOutput(self, "OrdersBusName", value=bus.event_bus_name)
 
 
 if __name__ == "__main__":
@@ -90,4 +124,5 @@ if __name__ == "__main__":
     OrdersStack(app, "OrdersExample", handler="orders.lambda_handler", kinds=("Standard", "Fifo"))
     OrdersStack(app, "OrdersMessageIdControl", handler="orders.by_message_id_handler", kinds=("Standard", "Fifo"))
     OrdersStack(app, "OrdersGallery", handler="gallery.lambda_handler", kinds=("Standard", "Fifo"))
+    OrdersStack(app, "OrdersEvents", handler="order_events.lambda_handler", kinds=("Standard",), events=True)
     app.synth()
