@@ -436,7 +436,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         default=None,
         metavar="KIND:NAME:KEYPATH",
         help="a store the effects are counted in (repeatable; default: none): table:NAME:ATTRIBUTE,"
-        " bucket:NAME:TEMPLATE with {key}, queue:NAME:JMESPATH, provider::JMESPATH (the stand-in's calls)",
+        " bucket:NAME:TEMPLATE with {key} (and * for any characters), queue:NAME:JMESPATH,"
+        " provider:[PATH]:JMESPATH (the stand-in's calls, under PATH if given), sqlite:FILE:TABLE:COLUMN,"
+        " postgres:DSN:TABLE:COLUMN",
     )
     chaos.add_argument(
         "--provider",
@@ -558,23 +560,46 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     redrive = sub.add_parser(
         "redrive",
         help="move a deployed stack's dead-letter queues back to their source queues (AWS: SQS's message move "
-        "task; a local AWS on loopback: receive, send, then delete; see effectively_once_local.redrive)",
+        "task; a local AWS on loopback: receive, send, then delete), or with --on-failure re-invoke the events in "
+        "its on-failure queues; see effectively_once_local.redrive",
         description="Move every dead-letter queue of --stack (or only --queue's) back to its source queue. Against "
         "AWS: StartMessageMoveTask with an explicit destination, waited for; against a local AWS on loopback "
         "(AWS_ENDPOINT_URL): receive, send, then delete, keeping bodies, attributes, group ids, order and "
-        "deduplication ids. Safe to repeat: the consumer is idempotent. README: 'Dead letters: runbook'.",
+        "deduplication ids. With --on-failure: each on-failure queue of the stack's functions (an SQS OnFailure "
+        "destination of an EventInvokeConfig) instead; each Lambda destination record's requestPayload is invoked "
+        "again asynchronously as the function the record names (AWS: Invoke with InvocationType Event, 202 "
+        "expected; a local AWS: the function's inbox, which the local runner invokes), then the record is deleted. "
+        "A body that is not a destination record, or whose invoke failed, is left in the queue and counted. Safe "
+        "to repeat: the consumer is idempotent. Exit code 0: all moved or re-invoked; 1: some left. "
+        "README: 'Dead letters: runbook'.",
     )
     redrive.add_argument(
         "--stack", type=_stack_name, default="PaymentsSandbox", help="the deployed stack (default: %(default)s)"
     )
-    redrive.add_argument(
+    which = redrive.add_mutually_exclusive_group()
+    which.add_argument(
         "--queue", choices=("standard", "fifo"), default=None, help="only this queue's DLQ (default: all)"
+    )
+    which.add_argument(
+        "--on-failure",
+        action="store_true",
+        help="re-invoke the records of the stack's on-failure queues instead of moving its DLQs (per function: "
+        "ListFunctionEventInvokeConfigs, or the template in --cdk-out)",
+    )
+    redrive.add_argument(
+        "--cdk-out",
+        type=_folder,
+        default=None,
+        help="with --on-failure: the cdk.out the stack was deployed from (a run's: RUN_DIR/cdk.out), whose "
+        "AWS::Lambda::EventInvokeConfig resources name the on-failure queues; needed on a local AWS, which keeps "
+        "no EventInvokeConfig (default: ask Lambda)",
     )
     redrive.add_argument(
         "--max-per-second",
         type=_integer(1, MAX_MESSAGES_PER_SECOND),
         default=None,
-        help="messages moved per second (default: SQS picks the rate; locally, as fast as it goes)",
+        help="messages moved (with --on-failure: records re-invoked) per second (default: SQS picks the rate; "
+        "locally and with --on-failure, as fast as it goes)",
     )
     return parser, {name: p for name, p in sub.choices.items()}
 
@@ -591,7 +616,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "redrive":
         from . import redrive
 
-        return redrive.redrive(args.stack, args.queue, args.max_per_second)
+        return redrive.redrive(
+            args.stack, args.queue, args.max_per_second, on_failure=args.on_failure, cdk_out=args.cdk_out
+        )
     if args.command == "chaos":
         from .stack_run import ChaosOptions, run_chaos
 
