@@ -270,3 +270,19 @@ def test_executions_per_key_counts_every_executed_call(provider: ProviderStandIn
 
     assert executions_per_key(other) == Counter({"x": 2})
     assert len(read_calls(other)) == 3
+
+
+def test_a_keyless_path_executes_each_call_without_a_key_and_stores_nothing(
+    provider: ProviderStandIn, log_path: Path
+) -> None:
+    first = post(provider.url, key=None, path="/unkeyed/webhook")
+    again = post(provider.url, key=None, path="/unkeyed/webhook")
+    elsewhere = post(provider.url, key=None, path="/v1/unkeyed/webhook")  # the prefix is the path's start
+
+    assert (first.status, again.status, elsewhere.status) == (201, 201, 400)
+    assert first.json()["id"] != again.json()["id"], "each call executed"
+    assert first.json()["key"] is None and first.json()["request"] == {"amount": 100}
+    executed = [(c["path"], c["key"], c["request"]) for c in read_calls(log_path) if c["executed"]]
+    assert executed == [("/unkeyed/webhook", None, {"amount": 100})] * 2
+    assert executions_per_key(log_path) == Counter(), "keyless calls have no key to count"
+    assert post(provider.url, body=b"not json", key=None, path="/unkeyed/webhook").status == 400

@@ -26,6 +26,12 @@ REGION = "us-east-1"
         ("bucket:Receipts:receipts/{key}.json", EffectStore("bucket", "Receipts", "receipts/{key}.json")),
         ("queue:Notices:order.id", EffectStore("queue", "Notices", "order.id")),
         ("provider::request.order_id", EffectStore("provider", "", "request.order_id")),
+        ("provider:/v1/charges:order_id", EffectStore("provider", "/v1/charges", "order_id")),
+        ("sqlite:/tmp/run/e.db:shipments:order_id", EffectStore("sqlite", "/tmp/run/e.db:shipments", "order_id")),
+        (
+            "postgres:postgresql://u@127.0.0.1:5432/db:app.shipments:order_id",
+            EffectStore("postgres", "postgresql://u@127.0.0.1:5432/db:app.shipments", "order_id"),
+        ),
     ],
 )
 def test_an_effect_store_is_kind_name_and_key_path(text: str, expected: EffectStore) -> None:
@@ -42,6 +48,10 @@ def test_an_effect_store_is_kind_name_and_key_path(text: str, expected: EffectSt
         ("provider:stand-in:id", "has no name"),
         ("bucket:Receipts:receipts/x.json", "needs {key}"),
         ("queue:Notices:order.[", "not a JMESPath expression"),
+        ("sqlite:e.db:shipments", "is not sqlite:FILE:TABLE:COLUMN"),
+        ("postgres:host=h:shipments:", "is not postgres:DSN:TABLE:COLUMN"),
+        ("sqlite:e.db:ship ments:order_id", "plain SQL identifiers"),
+        ("sqlite:e.db:shipments:order-id", "plain SQL identifiers"),
     ],
 )
 def test_fails_a_malformed_effect_store(text: str, message: str) -> None:
@@ -149,6 +159,19 @@ def test_a_bucket_store_reads_the_key_from_the_object_key(tmp_path: Path) -> Non
         assert store.count() == {"o-1": 1, "o-2": 1}, "an overwritten key is one object; other prefixes are not"
 
 
+def test_a_bucket_template_takes_wildcards_where_the_object_key_varies(tmp_path: Path) -> None:
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="documents-1")
+        session = _Session({"Documents": ("AWS::S3::Bucket", "documents-1")})
+        store = Store(session, "s", parse_effect("bucket:Documents:documents/{key}/*"), tmp_path)
+        store.snapshot()
+        for key in ("documents/o-1/shop#confirm#o-1", "documents/o-1/1f0c.json", "documents/o-2/77aa", "x/o-3/1"):
+            s3.put_object(Bucket="documents-1", Key=key, Body=b"{}")
+
+        assert store.count() == {"o-1": 2, "o-2": 1}
+
+
 def test_a_queue_store_reads_bodies_without_consuming_them(tmp_path: Path) -> None:
     with mock_aws():
         sqs = boto3.client("sqs", region_name=REGION)
@@ -170,6 +193,37 @@ def test_a_provider_store_counts_executed_calls_per_key_in_the_body(tmp_path: Pa
     store = Store(None, "s", parse_effect("provider::order_id"), tmp_path)
 
     assert store.count() == {"o-1": 2, "o-2": 1}
+
+
+def test_a_provider_store_with_a_path_counts_only_the_calls_under_it(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / PROVIDER_LOG)
+    for path, order in (("/keyed/c", "o-1"), ("/unkeyed/sms", "o-1"), ("/unkeyed/sms", "o-1"), ("/keyed/c", "o-2")):
+        log.write(event="call", path=path, key=None, executed=True, request={"order_id": order})
+
+    assert Store(None, "s", parse_effect("provider:/unkeyed/:order_id"), tmp_path).count() == {"o-1": 2}
+    assert Store(None, "s", parse_effect("provider:/keyed/:order_id"), tmp_path).count() == {"o-1": 1, "o-2": 1}
+    assert Store(None, "s", parse_effect("provider::order_id"), tmp_path).count() == {"o-1": 3, "o-2": 1}
+
+
+def test_a_sqlite_store_counts_the_rows_the_run_added_per_key(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "effects.sqlite3"
+    store = Store(None, "s", parse_effect(f"sqlite:{db}:shipments:order_id"), tmp_path, ("casefold",))
+    store.snapshot()  # no file yet: nothing there
+    assert store.count() == {} and not db.exists(), "reading does not create the database"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE shipments (id TEXT PRIMARY KEY, order_id TEXT)")
+    assert store.count() == {}
+    with sqlite3.connect(db) as conn:
+        conn.executemany("INSERT INTO shipments VALUES (?, ?)", [("before", "o-1")])
+    store.snapshot()
+    with sqlite3.connect(db) as conn:
+        rows = [("a", "o-1"), ("b", "O-1"), ("c", "o-2"), ("d", None)]
+        conn.executemany("INSERT INTO shipments VALUES (?, ?)", rows)
+
+    assert store.count() == {"o-1": 2, "o-2": 1}, "a row without the key is left out"
+    assert store.name == f"{db}:shipments"
 
 
 def test_stores_combine_into_one_count_per_key_naming_the_store_of_each_duplicate() -> None:

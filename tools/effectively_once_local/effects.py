@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from effectively_once_runtime import names
+from effectively_once_runtime.effects.unkeyed import MARKER_INFIX
 from effectively_once_runtime.identity import normalizer
 
 from .chaos import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, DEADLINE, RANDOM_MOMENT, TIMEOUT
@@ -73,6 +74,39 @@ def log_lines(run_dir: Path, message: str) -> list[dict[str, Any]]:
 def effect_lines(run_dir: Path) -> list[dict[str, Any]]:
     """Every effect line in the run's function logs (a line cut by a kill is skipped)."""
     return log_lines(run_dir, EFFECT_MESSAGE)
+
+
+def unkeyed_lines(run_dir: Path, normalize: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The runtime's lines for un-keyed effects (``effects.unkeyed``: calls no key protects), counted from the run's
+    function logs: ``possibly_lost`` (``effect possibly lost``, ``delivery="at_most_once"``: a replay found the
+    call's claim without its completion and skipped the call) and ``repeated`` (``effect repeated``,
+    ``delivery="at_least_once"``: the call made again after an attempt that did not complete). Both are upper
+    bounds (a kill between the call and its completion counts as possibly lost though the call happened; a kill
+    between the attempt and the call counts as repeated though nothing was): a checker compares them with what
+    the store of the call shows, never the other way round.
+
+    :returns: ``{"possibly_lost": n, "repeated": n, "calls": {"<effect> <adapter> <delivery>": {"effect",
+        "adapter", "delivery", "possibly_lost", "repeated", "keys": {business key: lines}}}}``; the adapter is read
+        from the line's marker id (``<key prefix>#effect-marker#<adapter>#...``); keys normalised as the run's.
+    """
+    same = normalizer(normalize)
+    counts = {"possibly_lost": names.MSG_EFFECT_POSSIBLY_LOST, "repeated": names.MSG_EFFECT_REPEATED}
+    calls: dict[str, dict[str, Any]] = {}
+    totals = dict.fromkeys(counts, 0)
+    for what, message in counts.items():
+        for line in log_lines(run_dir, message):
+            marker = str(line.get(names.FIELD_EFFECT_MARKER) or "")
+            adapter = marker.partition(f"#{MARKER_INFIX}#")[2].partition("#")[0] or "unknown"
+            effect, delivery = str(line.get(names.FIELD_EFFECT)), str(line.get(names.FIELD_DELIVERY))
+            call = calls.setdefault(
+                f"{effect} {adapter} {delivery}",
+                {"effect": effect, "adapter": adapter, "delivery": delivery, **dict.fromkeys(counts, 0), "keys": {}},
+            )
+            call[what] += 1
+            totals[what] += 1
+            key = same(str(line.get(names.FIELD_IDEMPOTENCY_KEY)))
+            call["keys"][key] = call["keys"].get(key, 0) + 1
+    return {**totals, "calls": dict(sorted(calls.items()))}
 
 
 def _between_effect_and_completion(kill: dict[str, Any], writes: list[dict[str, Any]]) -> str | None:
@@ -289,6 +323,13 @@ def render(report: dict[str, Any]) -> str:
         for state in FAILING_STATES:
             for key in report["states"]["keys"].get(state, [])[:5]:
                 out.append(f"  {state} {json.dumps(key)}: {json.dumps(report['states']['evidence'].get(key, {}))}")
+    unkeyed = report.get("unkeyed") or {}
+    if unkeyed.get("possibly_lost") or unkeyed.get("repeated"):
+        out.append(
+            f"un-keyed effects: {unkeyed['possibly_lost']} possibly lost (at_most_once), {unkeyed['repeated']} "
+            "repeated (at_least_once): "
+            + ", ".join(f"{name} {c['possibly_lost'] + c['repeated']}" for name, c in unkeyed["calls"].items())
+        )
     if report.get("normalization"):
         out.append("NOTE: " + report["normalization"]["hint"])
     if "sends" in report:

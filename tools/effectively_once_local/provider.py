@@ -21,6 +21,11 @@ working group's Internet-Draft "The Idempotency-Key HTTP Header Field", -07; sec
   while its first request is still being processed is ``409``. A reused key with a different fingerprint is ``422``
   even while the first request is in flight: no retry of that request can succeed, which ``409`` would suggest.
 
+Resources that take no key: a ``POST`` under :data:`KEYLESS_PATH_PREFIX` (``/unkeyed/``) without an
+``Idempotency-Key`` is executed every time it comes (``key`` ``null`` in the log, nothing stored), as a webhook or
+an SMS gateway that takes no key does: the un-keyed effects of an app are counted from those calls. With a key, such
+a path honours it as any other.
+
 A body that is not JSON is ``400`` (``about:blank``); so is a bad ``Content-Length``. None of these ``400``
 answers, nor a ``409`` or ``422``, is stored against the key: only an executed request is. ``GET``, ``PUT``,
 ``PATCH`` and ``DELETE`` are ``405`` (logged); other methods get ``http.server``'s ``501``, not logged.
@@ -64,6 +69,8 @@ KEY_HEADER = "Idempotency-Key"
 URL_ENV = "EFFECTIVELY_ONCE_PROVIDER_URL"
 REPLAYED_HEADER = "Idempotent-Replayed"
 PROBLEM_JSON = "application/problem+json"
+#: The paths that do not require ``Idempotency-Key``: a ``POST`` under this prefix without one executes each time.
+KEYLESS_PATH_PREFIX = "/unkeyed/"
 
 
 @dataclass
@@ -182,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
             bad_key = None
         except _BadKey as exc:
             key, bad_key = (raw_values[0].strip() if raw_values else None), str(exc)
-        answer = provider._answer(key, bad_key, body, fingerprint)
+        answer = provider._answer(key, bad_key, body, fingerprint, self.path)
         self._respond(answer, key, fingerprint, _request(body) if answer.executed else None)
 
     def _not_allowed(self) -> None:
@@ -305,7 +312,9 @@ class ProviderStandIn:
 
     # -- the handlers' side
 
-    def _answer(self, key: str | None, bad_key: str | None, body: bytes | None, fingerprint: str) -> _Answer:
+    def _answer(
+        self, key: str | None, bad_key: str | None, body: bytes | None, fingerprint: str, path: str = "/"
+    ) -> _Answer:
         with self._lock:
             fault = self._faults.popleft() if self._faults else None
         if fault is not None:
@@ -315,6 +324,8 @@ class ProviderStandIn:
             return _Answer(status, answer.body, answer.content_type, headers)
         if bad_key is not None:
             return _problem(400, "Idempotency-Key is malformed", bad_key, code="idempotency_key_malformed", link=True)
+        if key is None and path.startswith(KEYLESS_PATH_PREFIX):
+            return self._execute_keyless(body)
         if key is None:
             return _problem(
                 400,
@@ -362,6 +373,19 @@ class ProviderStandIn:
             self._entries[key] = _Entry(fingerprint, 201, body, done=True)
         return _Answer(201, body, "application/json", executed=True)
 
+    def _execute_keyless(self, body: bytes | None) -> _Answer:
+        """A call on a path that takes no key: executed each time it comes, nothing stored."""
+        if body is None:
+            return _problem(400, "Bad Request", "the Content-Length header is not a number")
+        try:
+            request = json.loads(body)
+        except (ValueError, RecursionError):
+            return _problem(400, "Bad Request", "the request body is not JSON")
+        if self.processing_seconds:
+            time.sleep(self.processing_seconds)
+        answer = json.dumps({"id": str(uuid.uuid4()), "key": None, "request": request}).encode()
+        return _Answer(201, answer, "application/json", executed=True)
+
     def _log_call(self, **fields: Any) -> None:
         with self._log_lock:
             self._log.write(event="call", **fields)
@@ -381,5 +405,8 @@ def read_calls(log_path: Path) -> list[dict[str, Any]]:
 
 
 def executions_per_key(log_path: Path) -> Counter[str]:
-    """How many times each key was executed, from the log: more than one for a key is a duplicate effect."""
-    return Counter(str(call["key"]) for call in read_calls(log_path) if call.get("executed"))
+    """How many times each key was executed, from the log: more than one for a key is a duplicate effect. Calls
+    without a key (on :data:`KEYLESS_PATH_PREFIX`) are left out."""
+    return Counter(
+        str(call["key"]) for call in read_calls(log_path) if call.get("executed") and call.get("key") is not None
+    )

@@ -35,6 +35,7 @@ from .effects import (
     normalization_hint,
     render,
     send_kinds,
+    unkeyed_lines,
     verdict,
 )
 from .esm import PollerPool, PollerSpec
@@ -309,6 +310,9 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
     )
     report["sends"] = send_kinds(sent_rows, deliveries, {m.label for m in mappings if m.fifo})
+    # Un-keyed effects (delivery="at_most_once"|"at_least_once"): what the runtime's lines say was skipped or
+    # repeated, for a checker to hold against the stores of those calls.
+    report["unkeyed"] = unkeyed_lines(opts.run_dir, opts.normalize)
     report["run"] = {
         "stack": opts.stack,
         "mappings": {

@@ -6,11 +6,20 @@ Kinds:
 - ``table:NAME:ATTRIBUTE``: a DynamoDB table of the stack (its logical id, physical name, or a part of the logical
   id naming one table); one item per effect, the business key in ``ATTRIBUTE``.
 - ``bucket:NAME:TEMPLATE``: an S3 bucket of the stack; one object per effect, its key matching ``TEMPLATE`` with
-  ``{key}`` where the business key stands (``receipts/{key}.json``).
+  ``{key}`` where the business key stands (``receipts/{key}.json``) and ``*`` for any characters
+  (``receipts/{key}/*``: the business key is then the shortest match).
 - ``queue:NAME:JMESPATH``: an SQS queue of the stack (or an SNS topic's subscribed queue); one message per effect,
   the business key the JMESPath over its body (strict JSON). The queue is read without consuming it.
-- ``provider::JMESPATH``: the HTTP provider stand-in the run starts (``provider.py``); one executed call per
-  effect, the business key the JMESPath over the call's JSON body.
+- ``provider:PATH:JMESPATH``: the HTTP provider stand-in the run starts (``provider.py``); one executed call per
+  effect, the business key the JMESPath over the call's JSON body. ``PATH`` is empty (every call) or a path prefix
+  starting with ``/`` (only the calls whose path starts with it: ``provider:/v1/charges:amount.order_id``).
+- ``sqlite:FILE:TABLE:COLUMN``: a table of a SQLite database file (read-only; a file or table not there yet holds
+  nothing); one row per effect, the business key in ``COLUMN``.
+- ``postgres:DSN:TABLE:COLUMN``: the same in PostgreSQL (``DSN``: a libpq connection string or URI; psycopg 3 is
+  imported only for such a store). ``TABLE`` is ``name`` or ``schema.name``.
+
+SQL rows are identified by their values (a row is written by a commit no write log sees, ``faults.py``, so each row
+counts as an effect of its own: an app that inserts one row per key under a fresh id shows its duplicates).
 
 Only what the run added counts: each store is read before the first message is sent (:func:`snapshot`) and what
 was there then is left out, so several runs can share one deploy.
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,7 +51,11 @@ from .json_lines import read_jsonl
 from .provider import read_calls
 from .readback import read_dlq_messages, scan_table
 
-KINDS = ("table", "bucket", "queue", "provider")
+KINDS = ("table", "bucket", "queue", "provider", "sqlite", "postgres")
+#: The kinds whose store is a SQL table outside the stack: ``KIND:TARGET:TABLE:COLUMN``.
+SQL_KINDS = ("sqlite", "postgres")
+_SQL_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+_SQL_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Each kind's CloudFormation resource type, to find a store of the stack by name.
 _RESOURCE_TYPES = {"table": "AWS::DynamoDB::Table", "bucket": "AWS::S3::Bucket", "queue": "AWS::SQS::Queue"}
 
@@ -59,24 +73,40 @@ class EffectStore:
 
 
 def parse_effect(text: str) -> EffectStore:
-    """``KIND:NAME:KEYPATH`` (the module docstring).
+    """``KIND:NAME:KEYPATH`` (the module docstring); for the SQL kinds ``KIND:TARGET:TABLE:COLUMN``, kept as
+    ``name`` ``TARGET:TABLE`` and ``key_path`` ``COLUMN``.
 
-    :raises ValueError: another kind, a missing part, a provider with a name, a template without ``{key}``, or a
-        JMESPath the runtime does not accept.
+    :raises ValueError: another kind, a missing part, a provider name that is not a path, a template without
+        ``{key}``, a JMESPath the runtime does not accept, or a SQL table or column that is not a plain identifier.
     """
     kind, sep, rest = text.partition(":")
+    if kind in SQL_KINDS:
+        return _sql_store(text, kind, rest)
     name, sep2, key_path = rest.partition(":")
     if not (sep and sep2) or kind not in KINDS:
         raise ValueError(f"{text!r} is not KIND:NAME:KEYPATH with KIND one of {', '.join(KINDS)}")
     if not key_path or (kind != "provider" and not name):
         raise ValueError(f"{text!r}: NAME and KEYPATH are needed (provider::JMESPATH takes no NAME)")
-    if kind == "provider" and name:
-        raise ValueError(f"{text!r}: the provider stand-in has no name: provider::JMESPATH")
+    if kind == "provider" and name and not name.startswith("/"):
+        raise ValueError(
+            f"{text!r}: the provider stand-in has no name: provider::JMESPATH, or a path prefix starting with '/' "
+            "(provider:/v1/charges:JMESPATH)"
+        )
     if kind == "bucket" and "{key}" not in key_path:
         raise ValueError(f"{text!r}: the object-key template needs {{key}} where the business key stands")
     if kind in ("queue", "provider"):
         compile_key(key_path)  # InputFileError (a ValueError) for an expression the runtime refuses
     return EffectStore(kind, name, key_path)
+
+
+def _sql_store(text: str, kind: str, rest: str) -> EffectStore:
+    parts = rest.rsplit(":", 2)
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"{text!r} is not {kind}:{'FILE' if kind == 'sqlite' else 'DSN'}:TABLE:COLUMN")
+    target, table, column = parts
+    if not _SQL_TABLE.fullmatch(table) or not _SQL_COLUMN.fullmatch(column):
+        raise ValueError(f"{text!r}: TABLE (name or schema.name) and COLUMN must be plain SQL identifiers")
+    return EffectStore(kind, f"{target}:{table}", column)
 
 
 def physical_name(session: Any, stack: str, store: EffectStore) -> str:
@@ -112,7 +142,47 @@ def _attr_text(value: dict[str, Any] | None) -> str | None:
 
 def _template(template: str) -> re.Pattern[str]:
     head, _, tail = template.partition("{key}")
-    return re.compile(re.escape(head) + "(?P<key>.+?)" + re.escape(tail))
+    return re.compile(_wildcards(head) + "(?P<key>.+?)" + _wildcards(tail))
+
+
+def _wildcards(text: str) -> str:
+    """``text`` as a pattern: literal, but ``*`` for any characters."""
+    return ".*".join(re.escape(part) for part in text.split("*"))
+
+
+def _quoted(table: str) -> str:
+    """A table name checked by :func:`parse_effect` (``name`` or ``schema.name``), each part double-quoted."""
+    return ".".join(f'"{part}"' for part in table.split("."))
+
+
+def _sql_rows(kind: str, target: str, table: str) -> list[dict[str, Any]]:
+    """Every row of ``table`` as column -> value; none when the database file or the table is not there yet."""
+    query = f"SELECT * FROM {_quoted(table)}"  # noqa: S608 - identifiers checked by parse_effect, quoted
+    if kind == "sqlite":
+        path = Path(target).resolve()
+        if not path.is_file():
+            return []
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            cursor = conn.execute(query)
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return []
+            raise
+        try:
+            columns = [d[0] for d in cursor.description]
+            return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        finally:
+            conn.close()
+    import psycopg  # only for a postgres store: not a dependency of the tooling
+
+    with psycopg.connect(target, autocommit=True) as pg:
+        try:
+            cur = pg.execute(query.encode())
+        except psycopg.errors.UndefinedTable:
+            return []
+        columns = [d.name for d in cur.description or []]
+        return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
 
 
 class Store:
@@ -125,7 +195,14 @@ class Store:
         self.normalize = normalize
         self.session = session
         self.run_dir = run_dir
-        self.name = "" if store.kind == "provider" else physical_name(session, stack, store)
+        #: The store's name in the write logs: the physical name of a store of the stack, ``""`` for the provider,
+        #: ``TARGET:TABLE`` for SQL.
+        if store.kind == "provider":
+            self.name = ""
+        elif store.kind in SQL_KINDS:
+            self.name = store.name
+        else:
+            self.name = physical_name(session, stack, store)
         #: A table's key attributes (what identifies its items), else ``[]``.
         self.key_attributes: list[str] = []
         if store.kind == "table":
@@ -149,12 +226,23 @@ class Store:
                 for obj in page.get("Contents", [])
             ]
             return [(k, m.group("key") if (m := pattern.fullmatch(k)) else None) for k in keys]
+        if kind in SQL_KINDS:
+            target, table = self.spec.name.rsplit(":", 1)
+            rows = _sql_rows(kind, target, table)
+            return [
+                (json.dumps(list(row.values()), default=str), None if row.get(path) is None else str(row[path]))
+                for row in rows
+            ]
         expression = compile_key(path)
         if kind == "queue":
             messages = read_dlq_messages(self.session.client("sqs"), self.name)
             return [(m.message_id, body_key(expression, m.body)) for m in messages]
         log = self.run_dir / PROVIDER_LOG
-        calls = [c for c in read_calls(log) if c.get("executed")] if log.is_file() else []
+        calls = [
+            c
+            for c in (read_calls(log) if log.is_file() else [])
+            if c.get("executed") and str(c.get("path") or "").startswith(self.spec.name)
+        ]
         return [(f"{i}", body_key(expression, json.dumps(c.get("request")))) for i, c in enumerate(calls)]
 
     def snapshot(self) -> None:
