@@ -50,7 +50,13 @@ class ChaosConfig:
     the local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write
     the local AWS accepted, each such write of the invocation in turn with even odds, ``faults.py``) and
     ``crash_random`` (a kill at a random moment of the invocation); their sum is at most 1. ``resend`` and
-    ``concurrent_duplicates`` are per key (the producer sends those twice)."""
+    ``concurrent_duplicates`` are per key (the producer sends those twice). ``async_duplicate`` is per event of an
+    asynchronous target (``esm.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
+    without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer
+    Guide, "Invoking a Lambda function asynchronously"); it is drawn apart from the fates and not in their sum.
+
+    :raises ValueError: a fraction outside 0..1, or fates adding up to more than 1.
+    """
 
     resend: float = 0.0
     concurrent_duplicates: float = 0.0
@@ -60,6 +66,8 @@ class ChaosConfig:
     seed: int = 7
     crash_after_write: float = 0.0
     crash_random: float = 0.0
+    #: :default: 0.0 (no duplicate deliveries).
+    async_duplicate: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
