@@ -457,19 +457,20 @@ def test_a_resend_after_the_delete_is_dropped(deduplication_fixed: bool) -> None
 def test_a_resend_after_the_deduplication_window_is_queued(
     deduplication_fixed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The window is moto's constant, read on every send: 1 s here. It runs from the first send; a duplicate dropped
-    # within it does not extend it.
-    monkeypatch.setattr(models, "DEDUPLICATION_TIME_IN_SECONDS", 1)
+    # The window is moto's constant, read on every send: 3 s here. It runs from the first send; a duplicate dropped
+    # within it does not extend it. (Wide margins: a loaded 2-core machine can stall a thread for most of a second.)
+    monkeypatch.setattr(models, "DEDUPLICATION_TIME_IN_SECONDS", 3)
     with mock_aws():
         sqs = boto3.client("sqs", region_name=REGION)
         url = _fifo_queue(sqs)
         send = {"QueueUrl": url, "MessageGroupId": "acct-1", "MessageDeduplicationId": "pay-1"}
+        started = time.monotonic()
         sqs.send_message(MessageBody="first", **send)
         assert _receive_and_delete(sqs, url) == ["first"]
-        time.sleep(0.5)
+        time.sleep(1.0)
         sqs.send_message(MessageBody="within", **send)
         within = _receive_and_delete(sqs, url)
-        time.sleep(0.6)  # 1.1 s after the first send, 0.6 s after the dropped one
+        time.sleep(max(0.0, started + 3.5 - time.monotonic()))  # past the window, under 3 s after the dropped one
         sqs.send_message(MessageBody="after", **send)
         after = _receive_and_delete(sqs, url)
 
