@@ -353,8 +353,9 @@ FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
 
 
 def _delivered_keys(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]) -> tuple[set[Any], set[int]]:
-    """Keys and line numbers of which at least one accepted message shows in the delivery log."""
-    delivered_ids = {d.get("message_id") for d in deliveries}
+    """Keys and line numbers of which at least one accepted message shows in the delivery log (for an asynchronous
+    target, the event id the send log keeps shows as the delivery's ``event_id``)."""
+    delivered_ids = {d.get("message_id") for d in deliveries} | {d["event_id"] for d in deliveries if d.get("event_id")}
     rows = [r for r in sent_rows if r.get("message_id") in delivered_ids]
     return {r.get("key") for r in rows}, {int(r["line"]) for r in rows if isinstance(r.get("line"), int)}
 

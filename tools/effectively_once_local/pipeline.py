@@ -25,7 +25,7 @@ from .html_report import RunClock
 from .readback import queues_depth
 from .server import LocalAwsError, MotoServer
 from .stack import DeployedMapping
-from .traffic import LATE_RESEND, RESEND, L, Outgoing, send
+from .traffic import LATE_RESEND, RESEND, L, Outgoing, Sender, send
 
 #: The files a run writes into its folder (``esm.py``, ``chaos.py``, :func:`drive`): a new run removes the previous
 #: run's, and nothing else (the folder may hold the input file, or be the working folder).
@@ -186,6 +186,7 @@ def drive(
     drain_timeout_seconds: int,
     quiet: bool,
     fresh_deploy: bool = True,
+    senders: dict[str, Sender] | None = None,
 ) -> Drive:
     """Send the originals, start the pollers, send the resends while they run (a producer retrying), drain, stop the
     pollers. Every message SQS accepted is in the run's send log (``sent-<label>.jsonl``). Sending while pollers
@@ -201,12 +202,12 @@ def drive(
             clock.mark("deployed: sending" if fresh_deploy else "sending")
             for label, msgs in outgoing.items():
                 first = {label: [o for o in msgs if o.kind not in (RESEND, LATE_RESEND)]}
-                send(sqs, urls, fifo, first, clock.progress(label, bar.update), sent_logs[label].write)
+                send(sqs, urls, fifo, first, clock.progress(label, bar.update), sent_logs[label].write, senders)
             pool.start()
             clock.mark("polling")
             for label, msgs in outgoing.items():
                 resends = {label: [o for o in msgs if o.kind in (RESEND, LATE_RESEND)]}
-                send(sqs, urls, fifo, resends, clock.progress(label, bar.update), sent_logs[label].write)
+                send(sqs, urls, fifo, resends, clock.progress(label, bar.update), sent_logs[label].write, senders)
         drain(
             pool, sqs, list(urls.values()), total, timeout_seconds=drain_timeout_seconds, run_dir=run_dir, quiet=quiet
         )

@@ -21,9 +21,11 @@ from effectively_once_runtime import names
 from effectively_once_runtime.events import Expression
 from effectively_once_runtime.identity import normalizer
 
+from .async_queue import request_payload
 from .attribution import log_line_count
 from .chaos import ChaosConfig
 from .chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
+from .deploy import DeployError
 from .effects import (
     add_states,
     build,
@@ -45,11 +47,11 @@ from .json_lines import read_jsonl
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from .provider import URL_ENV, ProviderStandIn
 from .readback import DlqMessage, read_dlq_messages
-from .redrive import local_move, mapping_targets
+from .redrive import local_move, local_redrive_on_failure, mapping_targets
 from .server import aws_env, local_endpoint, local_session
-from .stack import DeployedMapping, disable, discover_mappings
+from .stack import DeployedMapping, disable, discover_async_targets, discover_mappings
 from .stores import PROVIDER_LOG, EffectStore, Store, combine, writers
-from .traffic import plan
+from .traffic import Sender, event_sender, plan, topic_sender
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,76 @@ class _Outcome:
     redrive_rounds: list[dict[str, int]]
 
 
+def _event_body(event: Any) -> str:
+    """What an input line sent through an asynchronous target looks like in the event the function got: an
+    EventBridge event's ``detail``, an SNS record's ``Message``; else the event itself, as JSON."""
+    if isinstance(event, dict) and "detail-type" in event and "detail" in event:
+        return json.dumps(event["detail"])
+    records = event.get("Records") if isinstance(event, dict) else None
+    if isinstance(records, list) and records and isinstance(records[0], dict) and "Sns" in records[0]:
+        return str(records[0]["Sns"].get("Message"))
+    return json.dumps(event)
+
+
+def _unwrapped(message: DlqMessage) -> DlqMessage:
+    """An on-failure record (Lambda's destination record, ``async_queue.destination_record``) as the line it holds:
+    its ``requestPayload``'s body; any other message as it is."""
+    try:
+        event = request_payload(message.body)
+    except ValueError:
+        return message
+    return replace(message, body=_event_body(event), attributes={})
+
+
 def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
+    """Each DLQ's messages, and each asynchronous target's on-failure records unwrapped, by queue name."""
+    on_failure = {m.dlq_url for m in mappings if m.mapping.async_config is not None}
     urls = sorted({m.dlq_url for m in mappings if m.dlq_url})
-    return {url.rstrip("/").rsplit("/", 1)[-1]: read_dlq_messages(sqs, url) for url in urls}
+    return {
+        url.rstrip("/").rsplit("/", 1)[-1]: [
+            _unwrapped(message) if url in on_failure else message for message in read_dlq_messages(sqs, url)
+        ]
+        for url in urls
+    }
+
+
+def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
+    """Every DLQ moved back to its source queue (``redrive.local_move``), every on-failure queue's records invoked
+    again through the function's inbox (``redrive.local_redrive_on_failure``); the messages moved."""
+    queued = [m for m in mappings if m.mapping.async_config is None]
+    moved = sum(local_move(sqs, target).moved for target in mapping_targets(sqs, queued))
+    for m in mappings:
+        if m.mapping.async_config is not None and m.dlq_url:
+            moved += local_redrive_on_failure(sqs, m.dlq_url, m.mapping.function_name).moved
+    return moved
+
+
+def _senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
+    """How input reaches each asynchronous target: its first EventBridge rule (``PutEvents`` with the rule's source
+    and detail-type on its bus), else its first SNS topic.
+
+    :raises DeployError: an asynchronous target with neither (nothing in the stack invokes it)."""
+    found: dict[str, Sender] = {}
+    for m in mappings:
+        if m.mapping.async_config is None:
+            continue
+        rule = next((s for s in m.sources if s.kind == "eventbridge" and s.source and s.detail_type), None)
+        topic = next((s for s in m.sources if s.kind == "sns" and s.topic_arn), None)
+        if rule is not None:
+            found[m.label] = event_sender(
+                session.client("events"),
+                bus_name=str(rule.bus_name),
+                source=str(rule.source),
+                detail_type=str(rule.detail_type),
+            )
+        elif topic is not None:
+            found[m.label] = topic_sender(session.client("sns"), topic_arn=str(topic.topic_arn))
+        else:
+            raise DeployError(
+                f"{m.label}: no EventBridge rule (with a plain source and detail-type) or SNS topic of the stack "
+                "invokes the function: the run cannot send it input"
+            )
+    return found
 
 
 def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]:
@@ -154,7 +223,6 @@ def _redrive(
     """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
     to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain."""
     key_path = compile_key(opts.key, opts.normalize)
-    targets = mapping_targets(sqs, mappings)
     calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
     redriven: set[str] = set()
     rounds: list[dict[str, int]] = []
@@ -163,7 +231,7 @@ def _redrive(
         if not pending:
             break
         clock.mark(f"redrive {number}")
-        moved = sum(local_move(sqs, target).moved for target in targets)
+        moved = _move_back(sqs, mappings)
         log(f"redrive round {number}: {len(pending)} valid keys in the DLQs, {moved} messages moved back")
         redriven |= pending
         pool = PollerPool(calm)
@@ -185,6 +253,9 @@ def _run(
         session = local_session(deployed.endpoint)
         mappings = discover_mappings(session, opts.stack, deployed.cdk_out)
         disable(session, mappings)
+        if deployed.cdk_out is not None:
+            mappings += discover_async_targets(session, opts.stack, deployed.cdk_out)
+        senders = _senders(session, mappings)
         for m in mappings:
             log(describe(m))
         labels = {m.label: m.queue_name for m in mappings}
@@ -226,6 +297,7 @@ def _run(
                 drain_timeout_seconds=opts.drain_timeout_seconds,
                 quiet=opts.quiet,
                 fresh_deploy=deployed.fresh,
+                senders=senders,
             )
             redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log)
         dlq = _dlq_messages(sqs, mappings)
@@ -321,6 +393,18 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
                 "function": m.mapping.function_name,
                 "handler": m.mapping.handler,
                 "fifo": m.fifo,
+                "kind": "async" if m.mapping.async_config is not None else "fifo" if m.fifo else "standard",
+                **(
+                    {
+                        "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
+                        "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
+                        "on_failure_queue": m.dlq_url,
+                        "time_scale": m.mapping.async_config.time_scale,
+                        "sources": [s.rule_name or s.topic_arn for s in m.sources],
+                    }
+                    if m.mapping.async_config is not None
+                    else {}
+                ),
             }
             for m in mappings
         },

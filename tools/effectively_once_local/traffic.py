@@ -11,7 +11,10 @@ all originals, as a producer retrying does. On a FIFO queue a resend is one of t
 inside the deduplication interval (the same deduplication id: SQS must drop it) or after it (a new deduplication id,
 :func:`late_dedup_id`: SQS delivers it). :func:`send`: ``SendMessageBatch`` in chunks of 10, each message SQS
 accepted written to the send log (``sent-<label>.jsonl`` in the run folder) with the message id SQS returned, which
-ties an input line to the delivery log (``attribution.sent_never_delivered``).
+ties an input line to the delivery log (``attribution.sent_never_delivered``). An asynchronous target (a function
+behind an EventBridge rule or an SNS topic) is sent to through a :data:`Sender` of its own (:func:`event_sender`,
+:func:`topic_sender`): every copy is a new put, with a new event id, as a producer's retry is; the send log keeps
+that id as the ``message_id``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .chaos import ChaosConfig
 
-SEND_BATCH_MAX = 10  # SendMessageBatch takes at most 10 entries (SQS API reference)
+SEND_BATCH_MAX = 10  # SendMessageBatch and PutEvents take at most 10 entries (SQS and EventBridge API references)
 ORIGINAL = "original"
 CONCURRENT_DUPLICATE = "concurrent_duplicate"
 #: A resend with the same FIFO deduplication id, inside SQS's 5-minute deduplication interval: SQS must drop it.
@@ -58,6 +61,55 @@ L = TypeVar("L", bound=SendLine)
 
 class SendError(RuntimeError):
     """SQS rejected a message; the message names its input line."""
+
+
+#: A label's own sender (an asynchronous target): takes a chunk of at most :data:`SEND_BATCH_MAX` messages, returns
+#: the id the service gave each, in order. :raises SendError: the service refused one (named with its line).
+Sender = Callable[[list["Outgoing[Any]"]], list[str]]
+
+
+def _object_detail(msg: Outgoing[Any], what: str) -> str:
+    import json
+
+    try:
+        parsed = json.loads(msg.line.body)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise SendError(f"line {msg.line.number}: {what} takes a JSON object, and this body is not one")
+    return str(msg.line.body)
+
+
+def event_sender(events: Any, *, bus_name: str, source: str, detail_type: str) -> Sender:
+    """``PutEvents`` on ``bus_name`` with the rule's ``source`` and ``detail_type``, the body as ``Detail`` (a JSON
+    object: EventBridge refuses anything else)."""
+
+    def put(chunk: list[Outgoing[Any]]) -> list[str]:
+        entries = [
+            {
+                "EventBusName": bus_name,
+                "Source": source,
+                "DetailType": detail_type,
+                "Detail": _object_detail(m, "an EventBridge event's detail"),
+            }
+            for m in chunk
+        ]
+        answer = events.put_events(Entries=entries)
+        for msg, entry in zip(chunk, answer["Entries"], strict=True):
+            if entry.get("ErrorCode"):
+                raise SendError(f"EventBridge refused the event of line {msg.line.number}: {entry.get('ErrorMessage')}")
+        return [str(e["EventId"]) for e in answer["Entries"]]
+
+    return put
+
+
+def topic_sender(sns: Any, *, topic_arn: str) -> Sender:
+    """``Publish`` to ``topic_arn``, one message per line (the body as ``Message``)."""
+
+    def publish(chunk: list[Outgoing[Any]]) -> list[str]:
+        return [str(sns.publish(TopicArn=topic_arn, Message=m.line.body)["MessageId"]) for m in chunk]
+
+    return publish
 
 
 @dataclass(frozen=True)
@@ -111,6 +163,7 @@ def send(
     messages: dict[str, list[Outgoing[L]]],
     progress: Callable[[int], None],
     record: Callable[..., None] | None = None,
+    senders: dict[str, Sender] | None = None,
 ) -> dict[str, int]:
     """Send ``messages`` with ``SendMessageBatch``; returns the messages sent per queue label.
 
@@ -118,6 +171,7 @@ def send(
         ``message_id`` (the id SQS returned) and, for FIFO, ``deduplication_id`` (``EventLog.write`` of the run's
         ``sent-<label>.jsonl``). SQS answers a FIFO message it dropped as a duplicate of its deduplication id with
         an id too.
+    :param senders: a label's own sender (an asynchronous target): used instead of SQS for that label.
     :raises SendError: SQS rejected an entry (named with its line).
     """
     sent: dict[str, int] = {}
@@ -125,6 +179,14 @@ def send(
         sent[label] = 0
         for start in range(0, len(outgoing), SEND_BATCH_MAX):
             chunk = outgoing[start : start + SEND_BATCH_MAX]
+            if senders and label in senders:
+                ids = senders[label](list(chunk))
+                for msg, sent_id in zip(chunk, ids, strict=True):
+                    if record is not None:
+                        record(queue=label, line=msg.line.number, key=msg.line.key, kind=msg.kind, message_id=sent_id)
+                sent[label] += len(chunk)
+                progress(len(chunk))
+                continue
             entries = []
             for i, msg in enumerate(chunk):
                 entry: dict[str, Any] = {"Id": str(i), "MessageBody": msg.line.body}

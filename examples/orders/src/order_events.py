@@ -8,11 +8,16 @@ environment's ``ORDER_EVENTS_VARIANT`` (the chaos command's ``--function-env``):
 - ``correct`` (default): keyed on ``order_id``. Must pass.
 - ``event_id``: keyed on the event's own ``id``, the negative control: each ``PutEvents`` gives its event a new
   ``id``, a producer's retry included, so a resent order is confirmed twice. Must fail: duplicated.
+- ``exhaust``: the correct handler, but the first three attempts of a seeded half of the keys fail with a transient
+  error (counted in the outbox under ``attempt#<order id>``): with 2 retries, Lambda's asynchronous queue gives up
+  and sends each such event's record to the on-failure queue; the run's redrive of those records brings them back.
+  Must pass, with those keys redriven then effected.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from typing import Any
 
 import orders
@@ -31,9 +36,29 @@ consumer = Consumer(
 confirm_order = consumer.effect(orders.confirm, name="confirm_order")
 
 
+class TransientError(RuntimeError):
+    """A failure worth a retry (Lambda's asynchronous retries, then the on-failure queue)."""
+
+
+def _attempt(order_id: str) -> int:
+    """This key's attempt number, counted in the outbox (one ``ADD`` per attempt, across environments)."""
+    answer = orders._table().update_item(
+        TableName=os.environ[orders.ENV_OUTBOX_TABLE],
+        Key={orders.OUTBOX_KEY: {"S": f"attempt#{order_id}"}},
+        UpdateExpression="ADD attempts :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+        ReturnValues="UPDATED_NEW",
+    )
+    return int(answer["Attributes"]["attempts"]["N"])
+
+
 @consumer.record
 def handle(order: dict[str, Any]) -> dict[str, Any]:
-    return confirm_order(orders.check(order))
+    order = orders.check(order)
+    key = str(order["order_id"])
+    if os.environ.get(ENV_VARIANT) == "exhaust" and zlib.crc32(key.encode()) % 2 and _attempt(key) <= 3:
+        raise TransientError(f"attempt failed on purpose for {key}")
+    return confirm_order(order)
 
 
 # The control: the key is the whole event's ``id`` (no envelope); the record function takes the order from ``detail``.
