@@ -45,6 +45,9 @@ consumer = Consumer(
     # The provider sees "effectively-once/payments#charge#<payment id>"; the ledger stores it under the bare payment
     # id, as charges made before the switch were (gateway.LedgerGateway).
     effect_key="scoped",
+    # The sandbox's EventBridge rule delivers payment events to this function too: the key and the validation see an
+    # EventBridge event's detail (an SQS body as it is), so a payment arriving both ways has one record.
+    envelope="auto",
     # A payment takes well under a second and the batch's closing work is a metrics flush: 0.25 s is enough. The
     # default floor (the larger of 1 s and 10 % of the timeout) left half of the soak's 2 s timeout unused, so 7 of
     # 10 records a batch were deferred and 34 valid payments reached maxReceiveCount (README, the soak).

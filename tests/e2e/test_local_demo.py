@@ -132,12 +132,37 @@ def test_redrive_of_an_outage_backlog_charges_only_the_new_payments(safe_run: tu
     assert "poison_back_in_dlq" in output, "the block is rendered"
 
 
+def _page(output: str) -> str:
+    """The page the run's output links to (exactly one link)."""
+    links = [m.group(1) for line in output.splitlines() if (m := re.fullmatch(r"page: (file://\S+)", line))]
+    assert len(links) == 1, output
+    return Path(urllib.parse.unquote(urllib.parse.urlparse(links[0]).path)).read_text(encoding="utf-8")
+
+
+def test_the_asynchronous_leg_loses_nothing_and_its_on_failure_redrive_charges_only_the_new(
+    safe_run: tuple[int, dict[str, Any], str],
+) -> None:
+    """Issue 23: a share of the payments through the sandbox's EventBridge bus, with duplicates and kills; then the
+    on-failure queue's records (and an outage backlog written as Lambda's destination records) redriven."""
+    code, report, output = safe_run
+    block = report["async"]
+
+    assert code == 0, output
+    assert block["payments"] > 0 and block["events_put"] > block["payments"], "resends are new puts"
+    assert block["invocations"] >= block["events_put"]
+    assert block["lost"] == 0 and block["double_charged"] == 0
+    redrive = block["redrive"]
+    assert redrive["charged_resent"] == 3 and redrive["charged_new_provider_calls"] == 0
+    assert redrive["new_sent"] == 3 and redrive["new_charged"] == 3
+    assert redrive["double_charged"] == 0 and redrive["on_failure_after"] == 0
+    assert "on-failure redrive" in output, "the block is rendered"
+    assert 'data-key="async"' in _page(output), "and shown on the page"
+
+
 def test_the_demo_writes_its_page_holding_the_reports_totals(safe_run: tuple[int, dict[str, Any], str]) -> None:
     # The page beside the JSON report (html_report.py), linked from the terminal output after the report.
     _, report, output = safe_run
-    links = [m.group(1) for line in output.splitlines() if (m := re.fullmatch(r"page: (file://\S+)", line))]
-    assert len(links) == 1, output
-    page = Path(urllib.parse.unquote(urllib.parse.urlparse(links[0]).path)).read_text(encoding="utf-8")
+    page = _page(output)
 
     shown = {k: int(v) for k, v in re.findall(r'data-total="([\w.]+)">(-?\d+)<', page)}
     expected = {k: v for k, v in report["total"].items() if isinstance(v, int)}

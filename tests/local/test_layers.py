@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("local AWS", ("_moto_server", "server", "deploy", "stack", "readback", "provider")),
     ("checks", ("attribution", "effects", "stores", "html_report")),
     ("pipeline", ("pipeline",)),
-    ("profiles", ("sandbox", "producer", "report", "backlog", "redrive", "remote", "demo", "stack_run")),
+    ("profiles", ("sandbox", "producer", "report", "backlog", "redrive", "remote", "async_leg", "demo", "stack_run")),
     ("command line", ("__main__", "__init__")),
 )
 LAYER_OF = {module: i for i, (_, modules) in enumerate(LAYERS) for module in modules}

@@ -26,7 +26,7 @@ Layers, bottom to top; a module imports only from its own layer and the ones bel
   ``html_report`` (the run's page);
 - pipeline: ``pipeline`` (deploy or reuse, discover, send, poll, drain: the one pipeline);
 - profiles: the chaos run for any stack (``stack_run``) and the payments demo (``demo`` with ``sandbox``,
-  ``producer``, ``report``, ``backlog``; ``remote`` and ``redrive`` for deployed stacks);
+  ``producer``, ``report``, ``backlog``, ``async_leg``, the bus leg; ``remote`` and ``redrive`` for deployed stacks);
 - command line: ``__main__``.
 """
 

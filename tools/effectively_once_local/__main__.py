@@ -105,6 +105,7 @@ def _chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosC
         seed=args.seed,
         crash_after_write=getattr(args, "crash_after_write", 0.0),
         crash_random=getattr(args, "crash_random", 0.0),
+        async_duplicate=getattr(args, "async_duplicate", 0.0),
     )
 
 
@@ -389,6 +390,11 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             "fraction of invocations killed after the handler returned, before its delete",
         ),
         ("--timeouts", 0.02, "fraction of invocations stalled past the deadline"),
+        (
+            "--async-duplicate",
+            0.10,
+            "fraction of the events through the bus that Lambda's asynchronous queue delivers twice without an error",
+        ),
     ):
         demo.add_argument(flag, type=_fraction, action=_Given, default=default, help=text)
     demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes (no chaos flag with it)")
@@ -497,6 +503,13 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         default=0.02,
         help="fraction of invocations stalled past the deadline at the first write the local AWS accepts (or effect"
         " line)",
+    )
+    chaos.add_argument(
+        "--async-duplicate",
+        type=_fraction,
+        default=0.10,
+        help="fraction of the events to an asynchronous target (an EventBridge rule's or SNS topic's function) that"
+        " Lambda's asynchronous queue delivers twice without an error",
     )
     chaos.add_argument(
         "--crash-after-write",

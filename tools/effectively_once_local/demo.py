@@ -13,7 +13,7 @@ from typing import Any
 
 from effectively_once_runtime import names
 
-from . import effects
+from . import async_leg, effects
 from .backlog import DEFAULT_BACKLOG
 from .chaos import ChaosConfig
 from .chaos_input import body_key, compile_key
@@ -24,12 +24,13 @@ from .figures import render as render_figures
 from .html_report import RunClock, conclude, read_events
 from .json_lines import read_jsonl
 from .pipeline import clear_run_dir, describe, drain, drive, local_deployment, poller_specs
-from .producer import QUEUES, Line, load_payments, plan_messages
+from .producer import QUEUES, STANDARD, Line, load_payments, route
 from .readback import read_dlq, read_dlq_messages, scan_table
 from .report import build_report, render, verdict
 from .sandbox import GATEWAY_SEAM, UNSAFE_ENV, Pipeline, discover, validity_check
 from .server import aws_env, local_endpoint, local_session
-from .stack import disable
+from .stack import disable, discover_async_targets
+from .traffic import plan
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,10 @@ def _conclude(
 ) -> int:
     """The verdicts (the payments report's and the general per-key one's), the text, the page and the JSON."""
     code, reasons = verdict(report, opts.unsafe)
+    if "async" in report:
+        found = async_leg.problems(report["async"])
+        reasons += found
+        code = max(code, 1 if found else 0)
     if not opts.unsafe:
         # The general path's verdict too (the control's duplicates are expected, and judged above).
         per_key_code, per_key_reasons = effects.verdict(report["per_key"])
@@ -193,6 +198,7 @@ def _conclude(
         + "\nper payment id (the general chaos report): "
         + effects.render(report["per_key"]).replace("\n", "\n  ")
         + "\n"
+        + (async_leg.render(report["async"]) + "\n" if "async" in report else "")
         + render_figures(figures),
         reasons=reasons,
         fail_prefix="CONTROL: " if opts.unsafe else "FAIL: ",
@@ -231,8 +237,14 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     with deployment as deployed, local_endpoint(deployed.endpoint):  # every client below talks to the local AWS
         session = local_session(deployed.endpoint)
         pipelines = _sandbox_pipelines(session, opts, log)
+        # The asynchronous leg (async_leg.py): a share of the standard queue's valid payments through the bus.
+        found = None if opts.unsafe else async_leg.target(discover_async_targets(session, opts.stack, deployed.cdk_out))
+        bus_lines = [
+            ln for ln in lines if found is not None and async_leg.chosen(ln, is_valid, async_leg.DEFAULT_SHARE)
+        ]
+        through_bus = {ln.number for ln in bus_lines}
         specs = poller_specs(
-            [p.deployed for p in pipelines.values()],
+            [p.deployed for p in pipelines.values()] + ([found] if found is not None else []),
             run_dir=opts.run_dir,
             aws_env=aws_env(deployed.endpoint),
             chaos=opts.chaos,
@@ -243,19 +255,29 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         )
         pool = PollerPool(specs)
         urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
+        fifo = dict(QUEUES)
+        if found is not None:
+            urls[found.label], fifo[found.label] = found.mapping.queue_url, False
+        bus_label = found.label if found is not None else STANDARD
         load = LoadSampler().start()
         try:
             done = drive(
                 session.client("sqs"),
                 pool,
                 urls,
-                QUEUES,
-                plan_messages(lines, opts.chaos),
+                fifo,
+                plan(
+                    lines,
+                    lambda ln: bus_label if ln.number in through_bus else route(ln.account_id),
+                    fifo,
+                    opts.chaos,
+                ),
                 clock=clock,
                 run_dir=opts.run_dir,
                 drain_timeout_seconds=opts.drain_timeout_seconds,
                 quiet=opts.quiet,
                 fresh_deploy=deployed.fresh,
+                senders={found.label: async_leg.sender(session, found)} if found is not None else None,
             )
         finally:
             load.stop()
@@ -267,6 +289,20 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
             clock.mark("outage backlog")
             report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, specs, opts)
+        if found is not None:
+            log(f"asynchronous leg: {len(bus_lines)} payments through the bus; then its on-failure redrive")
+            clock.mark("on-failure redrive")
+            report["async"] = async_leg.leg(
+                session,
+                found,
+                sent=bus_lines,
+                ledger_table=pipelines[STANDARD].ledger_table,
+                specs=specs,
+                backlog=opts.redrive_backlog or 5,
+                run_dir=opts.run_dir,
+                drain_timeout_seconds=opts.drain_timeout_seconds,
+                seed=opts.chaos.seed,
+            )
     # The runner's peak after the report and the backlog were built; the pollers' of the main run.
     figures = run_figures(
         payments=len(lines),

@@ -41,7 +41,19 @@ from effectively_once_runtime import names
 from .json_lines import read_jsonl
 
 #: Top-level report keys that are not a queue's column (the payments report's and the chaos report's blocks).
-NOT_QUEUES = ("total", "run", "verdict", "per_key", "redrive", "states", "dlq", "sends", "normalization")
+NOT_QUEUES = (
+    "total",
+    "run",
+    "verdict",
+    "per_key",
+    "redrive",
+    "states",
+    "dlq",
+    "sends",
+    "normalization",
+    "async",
+    "unkeyed",
+)
 
 #: The kinds of :class:`TimedEvent`, in the order the page shows them, with their labels.
 KINDS = {
@@ -457,6 +469,12 @@ def _states_sections(report: dict[str, Any]) -> list[str]:
     sends = report.get("sends")
     if sends:
         parts.append(f"<h2>What the producer sent</h2><pre>{_esc(json.dumps(sends, indent=2))}</pre>")
+    leg = report.get("async")
+    if leg:
+        parts.append(
+            "<h2>The asynchronous leg (EventBridge, Lambda's retries, the on-failure redrive)</h2>"
+            f'<pre data-key="async">{_esc(json.dumps(leg, indent=2))}</pre>'
+        )
     return parts
 
 
