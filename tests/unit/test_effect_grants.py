@@ -403,3 +403,26 @@ def test_imported_function_without_role_gets_a_dropped_grant_and_a_warning_namin
     )
     assert len(warnings) == 1
     assert not [r for r in Stack.of(effects).node.find_all() if isinstance(r, iam.CfnPolicy)]
+
+
+def test_the_event_consumer_grants_the_same_effect_actions() -> None:
+    """Both consumer constructs carry the grants (issue 24, item 7): IdempotentEventConsumer's, checked on its role."""
+    from effectively_once import IdempotentEventConsumer
+
+    stack = new_stack()
+    fn = user_function(stack, "Events")
+    consumer = IdempotentEventConsumer(stack, "EventConsumer", function=fn, table=IdempotencyTable(stack, "Table"))
+    outbox = dynamodb.Table(
+        stack, "Outbox", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
+    )
+    receipts = s3.Bucket(stack, "Receipts")
+
+    grants = [consumer.grant_effect_table(outbox), consumer.grant_effect_bucket(receipts, prefix="receipts/")]
+
+    assert all(isinstance(g, iam.Grant) and g.success for g in grants)
+    template = Template.from_stack(stack)
+    role = function_role(template, stack.resolve(fn.node.default_child.logical_id))
+    granted = actions_by_resource(role_statements(template, role))
+    assert sorted(granted[stack.resolve(outbox.table_arn)["Fn::GetAtt"][0]]) == PUT_GET_ITEM
+    bucket = stack.resolve(receipts.bucket_arn)["Fn::GetAtt"][0]
+    assert sorted(granted[f"{bucket}/receipts/*"]) == PUT_GET_OBJECT
