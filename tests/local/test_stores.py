@@ -146,6 +146,38 @@ def test_an_effect_is_an_executions_writes_so_one_execution_writing_two_items_is
         assert store.count() == {"o-1": 2, "o-2": 3, "o-3": 1}, "without the write log every row counts alone"
 
 
+def test_two_records_of_one_batch_whose_keys_normalise_alike_are_two_executions(tmp_path: Path) -> None:
+    """An execution is one record's pass (the writes after its in-progress put), not the invocation: an app keyed on
+    the raw id processes " O-9 " and "o-9" in one batch, and under --normalize that is one key done twice."""
+    log = EventLog(tmp_path / "chaos-q-1.jsonl")
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb.create_table(
+            TableName="outbox-2",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        session = _Session({"Outbox": ("AWS::DynamoDB::Table", "outbox-2")})
+        store = Store(session, "s", parse_effect("table:Outbox:order_id"), tmp_path, ("strip", "casefold"))
+        store.snapshot()
+        for record_id, item_id, key in (("p#r1", "confirm#r1", " O-9 "), ("p#r2", "confirm#r2", "o-9")):
+            log.write(
+                event="write", op="dynamodb.PutItem", role="idempotency_record", invocation=1, record_id=record_id
+            )
+            item = {"id": {"S": item_id}, "order_id": {"S": key}}
+            dynamodb.put_item(TableName="outbox-2", Item=item)
+            log.write(
+                event="write",
+                op="dynamodb.PutItem",
+                role="effect",
+                invocation=1,
+                items=[["outbox-2", item_identity(item, ["id"])]],
+            )
+
+        assert store.count(writers(tmp_path)) == {"o-9": 2}
+
+
 def test_a_bucket_store_reads_the_key_from_the_object_key(tmp_path: Path) -> None:
     with mock_aws():
         s3 = boto3.client("s3", region_name=REGION)

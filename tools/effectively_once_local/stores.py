@@ -46,7 +46,7 @@ from effectively_once_runtime.identity import normalizer
 
 from .chaos_input import body_key, compile_key
 from .deploy import DeployError
-from .faults import item_identity
+from .faults import IDEMPOTENCY_RECORD, item_identity
 from .json_lines import read_jsonl
 from .provider import read_calls
 from .readback import read_dlq_messages, scan_table
@@ -263,14 +263,20 @@ class Store:
 
 
 def writers(run_dir: Path) -> dict[tuple[str, str], str]:
-    """``(store name, identity)`` -> the execution that first wrote it (``<chaos log>#<invocation>``), from every
-    environment's write log (``chaos-*.jsonl``, ``faults.py``)."""
+    """``(store name, identity)`` -> the execution that first wrote it, from every environment's write log
+    (``chaos-*.jsonl``, ``faults.py``). An execution is one record's pass through its invocation: the writes after
+    the Powertools in-progress put of that record (``<chaos log>#<invocation>#<record id>``), so two records of one
+    batch whose keys normalise alike are two executions, and an effect's two writes one."""
     first: dict[tuple[str, str], tuple[float, str]] = {}
     for path in sorted(run_dir.glob("chaos-*.jsonl")):
+        current: dict[Any, str | None] = {}  # invocation -> the record its writes now belong to
         for record in read_jsonl([path]):
             if record.get("event") != "write":
                 continue
-            execution = f"{path.name}#{record.get('invocation')}"
+            invocation = record.get("invocation")
+            if record.get("role") == IDEMPOTENCY_RECORD and record.get("op") == "dynamodb.PutItem":
+                current[invocation] = record.get("record_id")
+            execution = f"{path.name}#{invocation}#{current.get(invocation)}"
             when = float(record.get("ts") or 0.0)
             for store, identity in record.get("items") or []:
                 seen = first.get((store, identity))
