@@ -132,7 +132,7 @@ def leg(
     seed: int,
 ) -> dict[str, Any]:
     """The ``async`` block (module docstring): the main run's figures, then the on-failure redrive with its
-    outage backlog."""
+    outage backlog, polled by ``specs`` (the target's pollers) without injected chaos."""
     block = _main_run(session, found, sent, _ledger(session, ledger_table), run_dir)
     rule = next(s for s in found.sources if s.kind == "eventbridge")
     ledger = _ledger(session, ledger_table)

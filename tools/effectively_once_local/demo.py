@@ -288,7 +288,9 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
             k = opts.redrive_backlog
             log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
             clock.mark("outage backlog")
-            report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, specs, opts)
+            # The queues' pollers only: the bus leg's pollers would add load (and deadline kills) for nothing.
+            queued = [(spec, n) for spec, n in specs if spec.mapping.async_config is None]
+            report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, queued, opts)
         if found is not None:
             log(f"asynchronous leg: {len(bus_lines)} payments through the bus; then its on-failure redrive")
             clock.mark("on-failure redrive")
@@ -297,7 +299,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
                 found,
                 sent=bus_lines,
                 ledger_table=pipelines[STANDARD].ledger_table,
-                specs=specs,
+                specs=[(spec, n) for spec, n in specs if spec.mapping.async_config is not None],
                 backlog=opts.redrive_backlog or 5,
                 run_dir=opts.run_dir,
                 drain_timeout_seconds=opts.drain_timeout_seconds,
