@@ -61,18 +61,6 @@ def _unkeyed_confirmation(order: dict[str, Any]) -> None:
     )
 
 
-def _attempt(order_id: str) -> int:
-    """This key's attempt number, counted in the outbox (one ``ADD`` per attempt, across environments)."""
-    answer = orders._table().update_item(
-        TableName=os.environ[orders.ENV_OUTBOX_TABLE],
-        Key={orders.OUTBOX_KEY: {"S": f"attempt#{order_id}"}},
-        UpdateExpression="ADD attempts :one",
-        ExpressionAttributeValues={":one": {"N": "1"}},
-        ReturnValues="UPDATED_NEW",
-    )
-    return int(answer["Attributes"]["attempts"]["N"])
-
-
 class TransientError(RuntimeError):
     """A failure worth a retry: a batch item failure, never the DLQ on first sight."""
 
@@ -92,14 +80,18 @@ def confirm_with_audit(order: dict[str, Any], *, idempotency_key: str) -> dict[s
 @consumer.record
 def handle(order: dict[str, Any]) -> dict[str, Any]:
     variant, order = _variant(), orders.check(order)
-    if variant == "transient" and zlib.crc32(str(order["order_id"]).encode()) % 2 and _attempt(order["order_id"]) <= 2:
+    if (
+        variant == "transient"
+        and zlib.crc32(str(order["order_id"]).encode()) % 2
+        and orders.attempt(order["order_id"]) <= 2
+    ):
         raise TransientError(f"attempt failed on purpose for {order['order_id']}")
     if variant == "undeclared":
         _unkeyed_confirmation(order)
         return {"order_id": order["order_id"]}
     if variant == "transient_after_unkeyed":
         _unkeyed_confirmation(order)
-        if _attempt(order["order_id"]) == 1:
+        if orders.attempt(order["order_id"]) == 1:
             raise TransientError(f"failure after the effect, on purpose, for {order['order_id']}")
         return {"order_id": order["order_id"]}
     if variant == "writes_twice":

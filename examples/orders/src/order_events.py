@@ -40,23 +40,11 @@ class TransientError(RuntimeError):
     """A failure worth a retry (Lambda's asynchronous retries, then the on-failure queue)."""
 
 
-def _attempt(order_id: str) -> int:
-    """This key's attempt number, counted in the outbox (one ``ADD`` per attempt, across environments)."""
-    answer = orders._table().update_item(
-        TableName=os.environ[orders.ENV_OUTBOX_TABLE],
-        Key={orders.OUTBOX_KEY: {"S": f"attempt#{order_id}"}},
-        UpdateExpression="ADD attempts :one",
-        ExpressionAttributeValues={":one": {"N": "1"}},
-        ReturnValues="UPDATED_NEW",
-    )
-    return int(answer["Attributes"]["attempts"]["N"])
-
-
 @consumer.record
 def handle(order: dict[str, Any]) -> dict[str, Any]:
     order = orders.check(order)
     key = str(order["order_id"])
-    if os.environ.get(ENV_VARIANT) == "exhaust" and zlib.crc32(key.encode()) % 2 and _attempt(key) <= 3:
+    if os.environ.get(ENV_VARIANT) == "exhaust" and zlib.crc32(key.encode()) % 2 and orders.attempt(key) <= 3:
         raise TransientError(f"attempt failed on purpose for {key}")
     return confirm_order(order)
 

@@ -75,6 +75,20 @@ def confirm(order: dict[str, Any], *, idempotency_key: str, legacy_field: str = 
     return {"order_id": str(order["order_id"]), "replayed": False}
 
 
+def attempt(order_id: str) -> int:
+    """This key's attempt number, counted in the outbox under ``attempt#<order id>`` (one ``ADD`` per attempt, across
+    environments): for the proof's variants that fail their first attempts on purpose (``gallery.py``,
+    ``order_events.py``)."""
+    answer = _table().update_item(
+        TableName=os.environ[ENV_OUTBOX_TABLE],
+        Key={OUTBOX_KEY: {"S": f"attempt#{order_id}"}},
+        UpdateExpression="ADD attempts :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+        ReturnValues="UPDATED_NEW",
+    )
+    return int(answer["Attributes"]["attempts"]["N"])
+
+
 def check(order: dict[str, Any]) -> dict[str, Any]:
     """An order needs an ``order_id``, a ``customer`` and a non-negative integer ``total`` (cents)."""
     total = order.get("total")
