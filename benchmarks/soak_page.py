@@ -34,7 +34,8 @@ DATA = BENCHMARKS / "soak-runs.json"
 PAGE = ROOT / "docs" / "demo.md"
 RUN_DIR = ROOT / ".local-aws" / "soak"
 BEGIN = sections.begin_marker("benchmarks/soak_page.py", "benchmarks/soak-runs.json", "soak runs", "make soak")
-#: The chaos's kill phases in the report's ``kills`` (``effectively_once_local.chaos``): injected, and real deadline.
+#: The chaos's kill phases in the report's ``kills`` (``effectively_once_local.chaos.fault_model``): injected, and
+#: real deadline.
 KILL_PHASES = ("after_charge", "after_complete", "timeout", "deadline")
 #: Paths whose changes leave the run as it was: a commit is "+dirty" only for changes elsewhere.
 NOT_THE_RUN = (":(exclude)docs", ":(exclude)benchmarks/soak-runs.json")

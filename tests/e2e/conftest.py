@@ -1,6 +1,6 @@
 """The end-to-end tests' one local AWS and their deploys, shared by every module of a test session.
 
-``local_aws`` (session scope) starts one moto server on loopback (``effectively_once_local.server.MotoServer``);
+``local_aws`` (session scope) starts one moto server on loopback (``effectively_once_local.aws.server.MotoServer``);
 ``local_aws.deploy(app_dir, stacks, context)`` runs ``cdk deploy`` of those stacks into it once per test session
 for the same app, stacks and context, and returns the ``cdk.out`` it deployed from (what
 ``ChaosOptions(endpoint=..., cdk_out=...)`` takes). A module that needs state no other module has touched deploys
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.deploy import deploy
-from effectively_once_local.server import MotoServer
-from effectively_once_local.stack_run import ChaosOptions
+from effectively_once_local.aws.deploy import deploy
+from effectively_once_local.aws.server import MotoServer
+from effectively_once_local.profiles.chaos_run import ChaosOptions
 
 
 class LocalAws:

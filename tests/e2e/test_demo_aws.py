@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.attribution import emf_sum
-from effectively_once_local.esm import PollerPool, PollerSpec
-from effectively_once_local.producer import generate_sample
-from effectively_once_local.sandbox import discover
-from effectively_once_local.server import aws_env
-from effectively_once_local.stack import disable
+from effectively_once_local.aws.discovery import disable
+from effectively_once_local.aws.server import aws_env
+from effectively_once_local.profiles.payments_input import generate_sample
+from effectively_once_local.profiles.payments_view import discover
+from effectively_once_local.proof.attribution import emf_sum
+from effectively_once_local.runner.mapping_runner import PollerPool, PollerSpec
 
 from .conftest import LocalAws
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.producer import generate_sample
+from effectively_once_local.profiles.payments_input import generate_sample
 
 pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]

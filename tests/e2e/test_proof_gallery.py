@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.server import local_session
-from effectively_once_local.stack_run import run_chaos
-from effectively_once_local.stores import EffectStore
+from effectively_once_local.aws.server import local_session
+from effectively_once_local.chaos.fault_model import ChaosConfig
+from effectively_once_local.profiles.chaos_run import run_chaos
+from effectively_once_local.proof.stores import EffectStore
 
 from .conftest import LocalAws
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from effectively_once_local.esm import MappingConfig
-from effectively_once_local.server import ACCOUNT, REGION
+from effectively_once_local.aws.server import ACCOUNT, REGION
+from effectively_once_local.runner.mapping_runner import MappingConfig
 
 PARTITION = "aws"  # REGION's partition: ARNs are built from it, never from a literal "arn:aws:"
 REPO = Path(__file__).resolve().parents[2]
@@ -24,9 +24,9 @@ def source_env(**overrides: str) -> dict[str, str]:
 
 
 def mapping_config(**overrides: Any) -> MappingConfig:
-    """A local event source mapping's settings (``effectively_once_local.esm.MappingConfig``) for a standard queue
-    with the sandbox's defaults (batch 10, visibility timeout 12 s, maxReceiveCount 5, 2 s function timeout), with
-    ``overrides``."""
+    """A local event source mapping's settings (``effectively_once_local.runner.mapping_runner.MappingConfig``) for a
+    standard queue with the sandbox's defaults (batch 10, visibility timeout 12 s, maxReceiveCount 5, 2 s function
+    timeout), with ``overrides``."""
     fields: dict[str, Any] = {
         "label": "standard",
         "queue_url": "http://localhost/q",

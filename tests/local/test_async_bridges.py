@@ -19,9 +19,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once_local import _moto_server, async_queue
-from effectively_once_local.deploy import DeployError
-from effectively_once_local.stack import AsyncSource, disable, discover_async_targets
+from effectively_once_local.aws import moto_patches as _moto_server
+from effectively_once_local.aws.deploy import DeployError
+from effectively_once_local.aws.discovery import AsyncSource, disable, discover_async_targets
+from effectively_once_local.runner import async_inbox as async_queue
 
 from .conftest import PARTITION, source_env
 
@@ -293,8 +294,8 @@ def test_an_sns_filter_policy_is_applied() -> None:
 
 
 def test_the_local_aws_server_bridges_eventbridge_and_sns(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The server the tooling starts (python -m effectively_once_local._moto_server, every patch applied).
-    from effectively_once_local.server import MotoServer, aws_env
+    # The server the tooling starts (python -m effectively_once_local.aws.moto_patches, every patch applied).
+    from effectively_once_local.aws.server import MotoServer, aws_env
 
     monkeypatch.delenv(async_queue.TIME_SCALE_ENV, raising=False)
     with MotoServer() as server:

@@ -16,17 +16,23 @@ from typing import Any
 import boto3
 import pytest
 
-from effectively_once_local.async_queue import (
+from effectively_once_local.aws.server import ACCOUNT, REGION, MotoServer, aws_env
+from effectively_once_local.chaos.fault_model import ChaosConfig
+from effectively_once_local.runner.async_inbox import (
     EVENT_AGE_EXCEEDED,
     EVENTBRIDGE,
     RETRIES_EXHAUSTED,
     SOURCE_ATTRIBUTE,
     inbox_name,
 )
-from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.chaos_input import compile_key
-from effectively_once_local.esm import AsyncConfig, PollerPool, PollerSpec, async_event_id, async_event_key
-from effectively_once_local.server import ACCOUNT, REGION, MotoServer, aws_env
+from effectively_once_local.runner.mapping_runner import (
+    AsyncConfig,
+    PollerPool,
+    PollerSpec,
+    async_event_id,
+    async_event_key,
+)
+from effectively_once_local.traffic.chaos_input import compile_key
 
 from .conftest import PARTITION, mapping_config
 

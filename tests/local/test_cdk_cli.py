@@ -1,4 +1,4 @@
-"""The CDK CLI the tooling deploys with (``effectively_once_local.deploy.cdk_command``): found in the app's
+"""The CDK CLI the tooling deploys with (``effectively_once_local.aws.deploy.cdk_command``): found in the app's
 ``node_modules`` (or a folder above it, or the PATH), refused when missing, older than the minimum or not 2.x (the
 deprecated ``aws-cdk@3.0.0`` build is an old one), each time in one line that tells the user to run
 ``npm install --no-save aws-cdk@<the pinned version>`` in the app's folder.
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from effectively_once_local import deploy, limits
-from effectively_once_local.deploy import DeployError, cdk_command
+from effectively_once_local.aws import deploy
+from effectively_once_local.aws.deploy import DeployError, cdk_command
+from effectively_once_local.base import tool_limits as limits
 
 from .conftest import REPO
 
@@ -163,7 +164,7 @@ def test_fails_when_version_hangs(app: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_chaos_command_reports_the_refusal_as_a_usage_error(app: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from effectively_once_local import __main__ as cli  # here: the other tests need only deploy.py
+    from effectively_once_local.cli import main as cli
 
     (app / "cdk.json").write_text('{"app": "python3 app.py"}', encoding="utf-8")
     _fake_cli(app, 'echo "3.0.0 (build abc)"')

@@ -18,11 +18,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from effectively_once_local import effects
-from effectively_once_local.chaos import DEADLINE, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.esm import EffectTap
-from effectively_once_local.report import run_log_counts
-from effectively_once_local.sandbox import ChaosGateway
+from effectively_once_local.chaos.fault_model import DEADLINE, ChaosConfig, EventLog, InvocationChaos
+from effectively_once_local.profiles.payments_report import run_log_counts
+from effectively_once_local.profiles.payments_view import ChaosGateway
+from effectively_once_local.proof import key_check as effects
+from effectively_once_local.runner.mapping_runner import EffectTap
 
 
 class _SlowKillLog(EventLog):

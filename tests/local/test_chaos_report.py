@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local import effects
-from effectively_once_local.__main__ import main
-from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.chaos_input import InputFileError, load_input, resolve_queue
-from effectively_once_local.esm import EffectTap
-from effectively_once_local.traffic import plan
+from effectively_once_local.chaos.fault_model import ChaosConfig
+from effectively_once_local.cli.main import main
+from effectively_once_local.proof import key_check as effects
+from effectively_once_local.runner.mapping_runner import EffectTap
+from effectively_once_local.traffic.chaos_input import InputFileError, load_input, resolve_queue
+from effectively_once_local.traffic.producer import plan
 
 REPO = Path(__file__).resolve().parents[2]
 

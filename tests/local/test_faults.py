@@ -1,5 +1,5 @@
-"""Faults from outside the app (``effectively_once_local.faults``): every write the local AWS accepted is seen at the
-SDK boundary, numbered with the kills by one counter, and may be a kill point; a kill's key is proved from that
+"""Faults from outside the app (``effectively_once_local.chaos.faults``): every write the local AWS accepted is seen at
+the SDK boundary, numbered with the kills by one counter, and may be a kill point; a kill's key is proved from that
 order, never from what the app declares."""
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once_local import chaos as chaos_module
-from effectively_once_local.chaos import AFTER_WRITE, RANDOM_MOMENT, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.effects import kills
-from effectively_once_local.faults import (
+from effectively_once_local.chaos import fault_model as chaos_module
+from effectively_once_local.chaos.fault_model import AFTER_WRITE, RANDOM_MOMENT, ChaosConfig, EventLog, InvocationChaos
+from effectively_once_local.chaos.faults import (
     DEAD_LETTER,
     EFFECT,
     ENV_WATCH_KEYS,
@@ -26,6 +25,7 @@ from effectively_once_local.faults import (
     record_hash_candidates,
     role,
 )
+from effectively_once_local.proof.key_check import kills
 from effectively_once_runtime import names
 
 REGION = "us-east-1"

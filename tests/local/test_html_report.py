@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local import chaos as chaos_module
-from effectively_once_local.chaos import AFTER_CHARGE, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.html_report import (
+from effectively_once_local.chaos import fault_model as chaos_module
+from effectively_once_local.chaos.fault_model import AFTER_CHARGE, ChaosConfig, EventLog, InvocationChaos
+from effectively_once_local.profiles.payments_view import ChaosGateway
+from effectively_once_local.report.page import (
     LATER,
     RunClock,
     TimedEvent,
@@ -25,7 +26,6 @@ from effectively_once_local.html_report import (
     read_events,
     write_page,
 )
-from effectively_once_local.sandbox import ChaosGateway
 from effectively_once_runtime import names
 
 T0 = 1_800_000_000.0
@@ -260,7 +260,7 @@ def test_conclude_prints_the_ok_line_when_given(tmp_path: Path) -> None:
 
 def test_each_mark_is_labelled_beside_its_own_line_even_when_marks_are_close() -> None:
     # The demo's last two marks ("report", "outage backlog") fall within a second of each other near the right edge.
-    from effectively_once_local.html_report import _chart
+    from effectively_once_local.report.page import _chart
 
     marks = [(T0 + 2, "deployed: sending"), (T0 + 2.3, "polling"), (T0 + 59, "report"), (T0 + 59.4, "outage backlog")]
     fig = _chart(_events() + [TimedEvent(T0 + 60, "delivery", "fifo")], T0, marks)

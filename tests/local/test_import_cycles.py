@@ -15,9 +15,10 @@ PACKAGE = "effectively_once_local"
 ROOT = Path(effectively_once_local.__file__).resolve().parent
 
 
-def _own_imports(name: str, tree: ast.AST, modules: set[str]) -> set[str]:
-    """The package's own modules that module ``name`` imports, anywhere in it."""
-    package = name if name == PACKAGE else name.rsplit(".", 1)[0]
+def _own_imports(name: str, tree: ast.AST, modules: set[str], packages: set[str]) -> set[str]:
+    """The package's own modules that module ``name`` imports, anywhere in it (``packages``: the names that are
+    folders, whose relative imports start from themselves)."""
+    package = name if name in packages else name.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -34,10 +35,12 @@ def _own_imports(name: str, tree: ast.AST, modules: set[str]) -> set[str]:
     return {m for m in found if m in modules and m != name}
 
 
-def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
-    """``{module: the package's modules it imports}`` for ``{module name: source}``."""
+def import_graph(sources: dict[str, str], packages: set[str] | None = None) -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}`` for ``{module name: source}``; ``packages`` names the folders
+    (:default: the top package alone)."""
     modules = set(sources)
-    return {name: _own_imports(name, ast.parse(source), modules) for name, source in sources.items()}
+    folders = packages if packages is not None else {PACKAGE}
+    return {name: _own_imports(name, ast.parse(source), modules, folders) for name, source in sources.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -63,17 +66,20 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def _package_sources() -> dict[str, str]:
-    sources = {}
-    for path in sorted(ROOT.glob("*.py")):
-        name = PACKAGE if path.stem == "__init__" else f"{PACKAGE}.{path.stem}"
-        sources[name] = path.read_text(encoding="utf-8")
-    return sources
+def _package_sources() -> tuple[dict[str, str], set[str]]:
+    sources, packages = {}, set()
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+            packages.add(".".join((PACKAGE, *parts)))
+        sources[".".join((PACKAGE, *parts))] = path.read_text(encoding="utf-8")
+    return sources, packages
 
 
 def test_effectively_once_local_has_no_import_cycle() -> None:
-    sources = _package_sources()
-    graph = import_graph(sources)
+    sources, packages = _package_sources()
+    graph = import_graph(sources, packages)
 
     assert len(sources) > 15, "the walk must see the package's modules"
     assert sum(len(edges) for edges in graph.values()) > 30, "the walk must see the package's own imports"

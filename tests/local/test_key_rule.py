@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once_local.chaos_input import InputFileError, body_key, compile_key
+from effectively_once_local.traffic.chaos_input import InputFileError, body_key, compile_key
 from effectively_once_runtime import Consumer
 from effectively_once_runtime.errors import InvalidRecord
 

@@ -1,6 +1,9 @@
-"""The tooling's layers (``effectively_once_local/__init__.py``): every module sits in one layer and imports only
-from its own layer or the ones below it (deferred imports too), and nothing below the profiles knows the payments
-sample. The import-cycle test (``test_import_cycles.py``) covers circles inside a layer."""
+"""The tooling's layers are its folders (``effectively_once_local/__init__.py``): every module sits in one layer's
+folder and imports only from its own folder or the ones below it (deferred imports too), and nothing below the
+profiles knows the payments sample. The import-cycle test (``test_import_cycles.py``) covers circles inside a layer.
+
+The package's face stands outside the layers: ``__init__.py`` (the extra's check, the entry points), ``__main__.py``
+(``python -m effectively_once_local``) and ``_moved.py`` (the old module paths, standard library only)."""
 
 from __future__ import annotations
 
@@ -11,62 +14,79 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tools" / "effectively_once_local"
 #: Bottom to top, as the package's docstring lists them.
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("limits", "json_lines", "faults", "chaos", "figures", "async_queue")),
-    ("input and traffic", ("chaos_input", "traffic")),
-    ("runner", ("esm",)),
-    ("local AWS", ("_moto_server", "server", "deploy", "stack", "readback", "provider")),
-    ("checks", ("attribution", "effects", "stores", "html_report")),
-    ("pipeline", ("pipeline",)),
-    ("profiles", ("sandbox", "producer", "report", "backlog", "redrive", "remote", "async_leg", "demo", "stack_run")),
-    ("command line", ("__main__", "__init__")),
-)
-LAYER_OF = {module: i for i, (_, modules) in enumerate(LAYERS) for module in modules}
-PROFILES = LAYER_OF["demo"]
+LAYERS: tuple[str, ...] = ("base", "chaos", "traffic", "runner", "aws", "proof", "report", "profiles", "cli")
+LAYER_OF = {folder: i for i, folder in enumerate(LAYERS)}
+FACE = ("__init__.py", "__main__.py", "_moved.py")
+PROFILES = LAYER_OF["profiles"]
 #: What only the payments profile may name.
 PAYMENTS_WORDS = ("LEDGER_TABLE_NAME", "payments.handler", "payments.gateway", "payments.model")
 
 
-def _imports(path: Path) -> set[str]:
-    """The package's own modules ``path`` imports, at the top or deferred."""
-    found: set[str] = set()
+def _dotted(path: Path) -> tuple[str, ...]:
+    """``runner/mapping_runner.py`` -> ``("runner", "mapping_runner")``; a folder's ``__init__.py`` is the folder."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _imports(path: Path, package: tuple[str, ...]) -> set[tuple[str, ...]]:
+    """The package's own modules (dotted, below the package) that ``path`` imports, at the top or deferred;
+    ``package``: the folder ``path``'s relative imports start from."""
+    found: set[tuple[str, ...]] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 1:
-                found.update(alias.name for alias in node.names)
-            elif node.module and node.module.startswith("effectively_once_local."):
-                found.add(node.module.split(".")[1])
-            elif node.module == "effectively_once_local":
-                found.update(alias.name for alias in node.names)
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = (*anchor, *(node.module.split(".") if node.module else ()))
+            elif node.module and (node.module + ".").startswith("effectively_once_local."):
+                base = tuple(node.module.split(".")[1:])
+            else:
+                continue
+            found.add(base)
+            found.update((*base, alias.name) for alias in node.names)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("effectively_once_local."))
-    return found
+            found.update(
+                tuple(a.name.split(".")[1:]) for a in node.names if a.name.startswith("effectively_once_local.")
+            )
+    return {module for module in found if module}
 
 
-def _modules() -> list[str]:
-    return sorted(p.stem for p in PACKAGE.glob("*.py"))
+def _package_of(path: Path) -> tuple[str, ...]:
+    dotted = _dotted(path)
+    return dotted if path.name == "__init__.py" else dotted[:-1]
 
 
-def test_every_module_has_a_layer() -> None:
-    assert _modules() == sorted(LAYER_OF), "place a new module in LAYERS (and the package docstring)"
+def _layered_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE)
 
 
-@pytest.mark.parametrize("module", sorted(LAYER_OF))
-def test_a_module_imports_only_its_layer_and_the_ones_below(module: str) -> None:
+def test_every_module_sits_in_a_layer_folder() -> None:
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in FACE)
+    folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
+
+    assert loose == [], "put a new module in a layer's folder"
+    assert folders == sorted(LAYERS), "place a new folder in LAYERS (and the package docstring)"
+    assert len(_layered_modules()) > 30
+
+
+@pytest.mark.parametrize("path", _layered_modules(), ids=lambda p: "/".join(_dotted(p)) or p.name)
+def test_a_module_imports_only_its_layer_and_the_ones_below(path: Path) -> None:
+    own = LAYER_OF[_dotted(path)[0]]
     upward = {
-        target: LAYERS[LAYER_OF[target]][0]
-        for target in _imports(PACKAGE / f"{module}.py")
-        if target in LAYER_OF and LAYER_OF[target] > LAYER_OF[module]
+        ".".join(target): target[0]
+        for target in _imports(path, _package_of(path))
+        if target[0] in LAYER_OF and LAYER_OF[target[0]] > own
     }
 
-    assert not upward, f"{module} ({LAYERS[LAYER_OF[module]][0]}) imports from above: {upward}"
+    assert not upward, f"{'/'.join(_dotted(path))} ({LAYERS[own]}) imports from above: {upward}"
 
 
-@pytest.mark.parametrize("module", sorted(m for m, layer in LAYER_OF.items() if layer < PROFILES))
-def test_the_generic_layers_know_nothing_of_payments(module: str) -> None:
-    text = (PACKAGE / f"{module}.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _layered_modules() if LAYER_OF[_dotted(p)[0]] < PROFILES],
+    ids=lambda p: "/".join(_dotted(p)),
+)
+def test_the_generic_layers_know_nothing_of_payments(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
@@ -76,8 +96,17 @@ def test_the_generic_layers_know_nothing_of_payments(module: str) -> None:
 
 
 def test_the_walk_sees_an_upward_import(tmp_path: Path) -> None:
-    # The check can fail: a runner module importing the pipeline is seen.
-    module = tmp_path / "esm.py"
-    module.write_text("def f():\n    from .pipeline import drive\n    from effectively_once_local import demo\n")
+    # The check can fail: a runner module importing the pipeline, relatively and absolutely, is seen.
+    module = tmp_path / "mapping_runner.py"
+    module.write_text(
+        "def f():\n    from ..profiles.pipeline import drive\n    from effectively_once_local import profiles\n"
+        "    from . import async_inbox\n"
+    )
 
-    assert _imports(module) == {"pipeline", "demo"}
+    assert _imports(module, ("runner",)) == {
+        ("profiles",),
+        ("profiles", "pipeline"),
+        ("profiles", "pipeline", "drive"),
+        ("runner",),
+        ("runner", "async_inbox"),
+    }

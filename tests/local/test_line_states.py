@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.chaos_input import InputLine
-from effectively_once_local.effects import add_states, build, dlq_contents, line_states, verdict
-from effectively_once_local.readback import DlqMessage
+from effectively_once_local.aws.readback import DlqMessage
+from effectively_once_local.proof.key_check import add_states, build, dlq_contents, line_states, verdict
+from effectively_once_local.traffic.chaos_input import InputLine
 from effectively_once_runtime import names
 
 
@@ -164,7 +164,7 @@ def test_every_key_has_a_row_with_its_state_sends_deliveries_effects_and_kills(s
 
 
 def test_an_app_normalising_keys_the_run_does_not_is_flagged() -> None:
-    from effectively_once_local.effects import normalization_hint
+    from effectively_once_local.proof.key_check import normalization_hint
 
     hint = normalization_hint({"ABC-1", " abc-2 "}, {"abc-1", "abc-2"}, ())
 

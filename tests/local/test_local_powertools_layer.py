@@ -1,5 +1,5 @@
 """The local AWS serves Powertools' public layer parameters for the installed release (the bridge in
-``effectively_once_local/_moto_server.py``), so a stack resolving its layer from SSM deploys locally; and the local
+``effectively_once_local/aws/moto_patches.py``), so a stack resolving its layer from SSM deploys locally; and the local
 runner builds no ARN on an assumed partition (issue 12, section 1)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from effectively_once_local.esm import LocalLambdaContext
-from effectively_once_local.server import REGION, MotoServer, aws_env
+from effectively_once_local.aws.server import REGION, MotoServer, aws_env
+from effectively_once_local.runner.mapping_runner import LocalLambdaContext
 
 from .conftest import mapping_config
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from effectively_once_local.backlog import DEFAULT_BACKLOG
-from effectively_once_local.chaos import ChaosConfig
-from effectively_once_local.esm import failed_ids, to_lambda_record
-from effectively_once_local.producer import (
+from effectively_once_local.aws.server import MotoServer
+from effectively_once_local.chaos.fault_model import ChaosConfig
+from effectively_once_local.profiles.backlog import DEFAULT_BACKLOG
+from effectively_once_local.profiles.payments_input import (
     FIFO,
     STANDARD,
     PaymentsFileError,
@@ -24,8 +24,8 @@ from effectively_once_local.producer import (
     plan_messages,
     route,
 )
-from effectively_once_local.report import verdict
-from effectively_once_local.server import MotoServer
+from effectively_once_local.profiles.payments_report import verdict
+from effectively_once_local.runner.mapping_runner import failed_ids, to_lambda_record
 
 from .conftest import SOURCE_PATH, mapping_config
 
@@ -246,7 +246,7 @@ def test_dlq_is_read_whole_and_left_holding_the_same_messages(fifo: bool) -> Non
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.readback import queue_depth, read_dlq
+    from effectively_once_local.aws.readback import queue_depth, read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -378,7 +378,7 @@ def test_interrupted_fifo_dlq_read_loses_no_message(operation: str, nth: int, er
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.readback import DlqReadError, read_dlq
+    from effectively_once_local.aws.readback import DlqReadError, read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -402,7 +402,7 @@ def test_fifo_dlq_read_after_an_interrupted_one_reads_every_message() -> None:
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.readback import read_dlq
+    from effectively_once_local.aws.readback import read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -420,7 +420,7 @@ def test_fifo_dlq_copies_keep_group_and_attributes() -> None:
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.readback import read_dlq
+    from effectively_once_local.aws.readback import read_dlq
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -536,8 +536,8 @@ def _call_cli(
     argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[object, str]:
     """``main(argv)`` in this process with nothing able to start: no deploy, no AWS call."""
-    from effectively_once_local import __main__ as cli
-    from effectively_once_local import demo, remote
+    from effectively_once_local.cli import main as cli
+    from effectively_once_local.profiles import demo, remote
 
     def must_not_start(*args: object, **kwargs: object) -> None:
         raise AssertionError("started although an argument is bad")
@@ -574,8 +574,8 @@ def test_fails_bad_argument_in_one_line_before_anything_starts(
 def test_default_and_valid_arguments_pass_the_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from effectively_once_local import __main__ as cli
-    from effectively_once_local import demo
+    from effectively_once_local.cli import main as cli
+    from effectively_once_local.profiles import demo
 
     started = []
     monkeypatch.chdir(REPO)
@@ -610,8 +610,8 @@ def test_default_and_valid_arguments_pass_the_checks(
 def test_flags_that_agree_with_no_chaos_and_unsafe_pass_the_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from effectively_once_local import __main__ as cli
-    from effectively_once_local import demo
+    from effectively_once_local.cli import main as cli
+    from effectively_once_local.profiles import demo
 
     started = []
     monkeypatch.chdir(REPO)
@@ -628,7 +628,7 @@ def test_flags_that_agree_with_no_chaos_and_unsafe_pass_the_checks(
 
 
 def test_every_option_of_every_subcommand_has_help_and_shows_its_default() -> None:
-    from effectively_once_local import __main__ as cli
+    from effectively_once_local.cli import main as cli
 
     _, commands = cli._parser()
 
@@ -651,7 +651,7 @@ def test_every_option_of_every_subcommand_has_help_and_shows_its_default() -> No
 
 
 def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from effectively_once_local import __main__ as cli
+    from effectively_once_local.cli import main as cli
 
     out = tmp_path / "new" / "s.jsonl"
 
@@ -686,7 +686,7 @@ def test_fifo_line_with_an_id_sqs_refuses_is_rejected_before_sending(tmp_path: P
 
 def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
     # `--run-dir .` or a run folder holding the payments file must not lose the user's files.
-    from effectively_once_local.pipeline import clear_run_dir
+    from effectively_once_local.profiles.pipeline import clear_run_dir
 
     keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
     stale = [
@@ -727,7 +727,7 @@ class _Clock:
 
 def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
     # SQS's approximate counts may read 0 before they are consistent: one zero must not end the wait.
-    from effectively_once_local.remote import wait_for_drain
+    from effectively_once_local.profiles.remote import wait_for_drain
 
     sqs, clock = _Counts([3, 0, 2, 0, 0, 0, 0, 0]), _Clock()
 
@@ -739,8 +739,8 @@ def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
 
 
 def test_report_gives_up_when_the_queues_never_drain() -> None:
-    from effectively_once_local.remote import wait_for_drain
-    from effectively_once_local.server import LocalAwsError
+    from effectively_once_local.aws.server import LocalAwsError
+    from effectively_once_local.profiles.remote import wait_for_drain
 
     clock = _Clock()
 
@@ -753,8 +753,8 @@ def test_report_gives_up_when_the_queues_never_drain() -> None:
 def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -> None:
     # PaymentsSandbox's defaults: 30 s function timeout, so a 180 s visibility timeout, and maxReceiveCount 5: a
     # poison message is received 5 times, 180 s apart, before SQS moves it to the DLQ.
-    from effectively_once_local.remote import SETTLE_SECONDS, drain_wait_seconds
-    from effectively_once_local.sandbox import Pipeline
+    from effectively_once_local.profiles.payments_view import Pipeline
+    from effectively_once_local.profiles.remote import SETTLE_SECONDS, drain_wait_seconds
 
     def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
         mapping = mapping_config(
@@ -776,7 +776,7 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
 ) -> None:
     # `chaos --app-dir examples/orders` with the default relative --run-dir: the CLI runs in the app folder, so a
     # relative --output landed under it while the runner looked under the working folder.
-    from effectively_once_local import deploy as deploy_module
+    from effectively_once_local.aws import deploy as deploy_module
 
     calls: list[tuple[list[str], Path]] = []
     monkeypatch.setattr(deploy_module, "_run", lambda cmd, cwd, env, log, what: calls.append((cmd, cwd)))
@@ -803,7 +803,7 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
 def test_real_account_commands_take_the_region_the_cdk_cli_takes(
     env: dict[str, str], region: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from effectively_once_local.deploy import aws_session
+    from effectively_once_local.aws.deploy import aws_session
 
     for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
@@ -820,7 +820,7 @@ def test_local_endpoint_leaves_the_environment_as_it_was(before: str | None, mon
     # client to a stopped server.
     import os
 
-    from effectively_once_local.server import local_endpoint
+    from effectively_once_local.aws.server import local_endpoint
 
     if before is None:
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -840,7 +840,7 @@ def test_mapping_in_provisioned_mode_with_metrics_deploys_and_is_discovered(monk
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.stack import disable, discover_mappings
+    from effectively_once_local.aws.discovery import disable, discover_mappings
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     template = {
@@ -902,9 +902,9 @@ def test_send_records_each_accepted_message_with_the_id_sqs_returned(tmp_path: P
     import boto3
     from moto import mock_aws
 
-    from effectively_once_local.chaos import EventLog
-    from effectively_once_local.producer import QUEUES, Line
-    from effectively_once_local.traffic import Outgoing, send
+    from effectively_once_local.chaos.fault_model import EventLog
+    from effectively_once_local.profiles.payments_input import QUEUES, Line
+    from effectively_once_local.traffic.producer import Outgoing, send
 
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")

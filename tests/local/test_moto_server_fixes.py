@@ -29,7 +29,7 @@ import pytest
 from moto import mock_aws
 from moto.sqs import models
 
-from effectively_once_local import _moto_server
+from effectively_once_local.aws import moto_patches as _moto_server
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -580,8 +580,8 @@ def test_message_group_scope_deduplicates_within_a_group_only(deduplication_fixe
 
 
 def test_the_local_aws_server_drops_a_resend_after_the_delete() -> None:
-    # The server the tooling starts (python -m effectively_once_local._moto_server, every patch applied).
-    from effectively_once_local.server import MotoServer, aws_env
+    # The server the tooling starts (python -m effectively_once_local.aws.moto_patches, every patch applied).
+    from effectively_once_local.aws.server import MotoServer, aws_env
 
     with MotoServer() as aws:
         env = aws_env(aws.endpoint)

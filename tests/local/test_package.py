@@ -11,11 +11,18 @@ import warnings
 import pytest
 
 import effectively_once_local
-from effectively_once_local import esm
+from effectively_once_local import _moved
+from effectively_once_local.runner import mapping_runner as esm
 
 from .conftest import REPO, source_env
 
-MODULES = sorted(p.stem for p in (REPO / "tools" / "effectively_once_local").glob("*.py") if p.stem != "__init__")
+_ROOT = REPO / "tools" / "effectively_once_local"
+#: Every module of the tooling, dotted below the package (``runner.mapping_runner``), folders' ``__init__`` included.
+MODULES = sorted(
+    ".".join(p.relative_to(_ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for p in _ROOT.rglob("*.py")
+    if p != _ROOT / "__init__.py"
+)
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +47,9 @@ def test_importing_every_module_imports_no_aws_cdk() -> None:
 
 @pytest.mark.parametrize("missing", ["moto", "aws_lambda_powertools", "matplotlib"])
 def test_fails_without_the_local_extra_in_one_line_naming_it(missing: str) -> None:
-    done = _python(f"import sys\nsys.modules[{missing!r}] = None\nimport effectively_once_local.esm\n")
+    done = _python(
+        f"import sys\nsys.modules[{missing!r}] = None\nimport effectively_once_local.runner.mapping_runner\n"
+    )
 
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
@@ -94,7 +103,60 @@ def test_old_imports_give_the_new_modules_with_a_deprecation_warning() -> None:
         from effectively_once.local.esm import MappingConfig
 
     assert MappingConfig is esm.MappingConfig
-    assert report is effectively_once_local.report
+    assert report is effectively_once_local.profiles.payments_report
     assert [w.category for w in caught if "effectively_once.local is deprecated" in str(w.message)] == [
         DeprecationWarning
     ]
+
+
+#: The old module paths that are folders now (their old module's names are read from the folder).
+_FOLDERS = sorted(old for old in _moved.MOVED if (_ROOT / old).is_dir())
+
+
+@pytest.mark.parametrize("old", sorted(set(_moved.MOVED) - set(_FOLDERS)))
+def test_an_old_module_path_gives_the_new_module_with_a_deprecation_warning(old: str) -> None:
+    done = _python(
+        "import importlib, warnings\n"
+        "import effectively_once_local\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    module = importlib.import_module('effectively_once_local.{old}')\n"
+        "print(module.__name__, module is importlib.import_module(module.__name__))\n"
+        "print([str(w.message) for w in caught if w.category is DeprecationWarning])\n"
+    )
+
+    assert done.returncode == 0, done.stderr
+    name, warned = done.stdout.splitlines()[-2:]
+    assert name == f"{_moved.new_path(old)} True"
+    assert warned == repr([_moved.message(old)])
+
+
+@pytest.mark.parametrize("old", _FOLDERS)
+def test_an_old_module_now_a_folder_gives_its_names_with_a_deprecation_warning(old: str) -> None:
+    done = _python(
+        "import importlib, warnings\n"
+        f"new = importlib.import_module({_moved.new_path(old)!r})\n"
+        "name = sorted(n for n, v in vars(new).items() if getattr(v, '__module__', None) == new.__name__)[0]\n"
+        f"folder = importlib.import_module('effectively_once_local.{old}')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    same = getattr(folder, name) is getattr(new, name)\n"
+        "print(same, [str(w.message) for w in caught if w.category is DeprecationWarning])\n"
+        "try:\n"
+        "    getattr(folder, 'no_such_name')\n"
+        "except AttributeError:\n"
+        "    print('AttributeError')\n"
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [f"True {[_moved.message(old)]!r}", "AttributeError"]
+
+
+def test_the_entry_points_the_docs_name_import_from_the_package() -> None:
+    from effectively_once_local import ChaosOptions, ProviderStandIn, run_chaos
+    from effectively_once_local.aws.provider_stand_in import ProviderStandIn as stand_in
+    from effectively_once_local.profiles import chaos_run
+
+    assert (run_chaos, ChaosOptions, ProviderStandIn) == (chaos_run.run_chaos, chaos_run.ChaosOptions, stand_in)
+    for name, module in effectively_once_local.ENTRY_POINTS.items():
+        assert getattr(effectively_once_local, name).__module__ == f"effectively_once_local.{module}"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local import chaos as chaos_module
-from effectively_once_local.chaos import DEADLINE, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.report import run_log_counts
-from effectively_once_local.sandbox import ChaosGateway
+from effectively_once_local.chaos import fault_model as chaos_module
+from effectively_once_local.chaos.fault_model import DEADLINE, ChaosConfig, EventLog, InvocationChaos
+from effectively_once_local.profiles.payments_report import run_log_counts
+from effectively_once_local.profiles.payments_view import ChaosGateway
 
 
 class _Provider:

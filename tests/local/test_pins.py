@@ -10,8 +10,8 @@ from importlib.metadata import version
 
 import pytest
 
-from effectively_once_local import _moto_server
-from effectively_once_local.server import LocalAwsError, MotoServer
+from effectively_once_local.aws import moto_patches as _moto_server
+from effectively_once_local.aws.server import LocalAwsError, MotoServer
 
 from .conftest import REPO
 

@@ -1,6 +1,6 @@
-"""The HTTP provider stand-in (``effectively_once_local.provider``): ``Idempotency-Key`` as the httpapi draft has it
-(a replay gets the stored response, another body under the key 422, a key in flight 409, no key 400), one execution
-per key under concurrency, injected faults, and the call log the effects are counted from."""
+"""The HTTP provider stand-in (``effectively_once_local.aws.provider_stand_in``): ``Idempotency-Key`` as the httpapi
+draft has it (a replay gets the stored response, another body under the key 422, a key in flight 409, no key 400), one
+execution per key under concurrency, injected faults, and the call log the effects are counted from."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.chaos import EventLog
-from effectively_once_local.provider import ProviderStandIn, executions_per_key, read_calls
+from effectively_once_local.aws.provider_stand_in import ProviderStandIn, executions_per_key, read_calls
+from effectively_once_local.chaos.fault_model import EventLog
 
 # No proxy from the environment: every request goes straight to the stand-in on 127.0.0.1.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -12,11 +12,11 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from effectively_once_local import __main__ as cli
-from effectively_once_local import redrive as redrive_module
-from effectively_once_local.esm import MappingConfig
-from effectively_once_local.redrive import Target, is_local, local_move, move_task, redrive, redrive_dedup_id
-from effectively_once_local.sandbox import Pipeline
+from effectively_once_local.cli import main as cli
+from effectively_once_local.profiles import redrive as redrive_module
+from effectively_once_local.profiles.payments_view import Pipeline
+from effectively_once_local.profiles.redrive import Target, is_local, local_move, move_task, redrive, redrive_dedup_id
+from effectively_once_local.runner.mapping_runner import MappingConfig
 
 REGION = "us-east-1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:orders-dlq"
@@ -349,7 +349,7 @@ def test_against_a_moto_server_on_loopback_the_local_move_is_used(
     from botocore.config import Config
     from moto.server import ThreadedMotoServer
 
-    from effectively_once_local.server import LOOPBACK, free_port
+    from effectively_once_local.aws.server import LOOPBACK, free_port
 
     port = free_port()
     server = ThreadedMotoServer(ip_address=LOOPBACK, port=port)
@@ -385,7 +385,7 @@ def test_local_move_of_a_fifo_message_within_its_deduplication_window_loses_noth
     # dropped, and lost with the delete.
     from moto.sqs import models
 
-    from effectively_once_local import _moto_server
+    from effectively_once_local.aws import moto_patches as _moto_server
 
     monkeypatch.setattr(models.Queue, "add_message", models.Queue.add_message)
     _moto_server.remember_deduplication_ids()

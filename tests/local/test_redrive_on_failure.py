@@ -14,16 +14,9 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from effectively_once_local import __main__ as cli
-from effectively_once_local import redrive as redrive_module
-from effectively_once_local.async_queue import (
-    REDRIVE,
-    RETRIES_EXHAUSTED,
-    SOURCE_ATTRIBUTE,
-    destination_record,
-    inbox_name,
-)
-from effectively_once_local.redrive import (
+from effectively_once_local.cli import main as cli
+from effectively_once_local.profiles import redrive as redrive_module
+from effectively_once_local.profiles.redrive import (
     OnFailureTarget,
     RedriveError,
     invoke_on_failure,
@@ -31,6 +24,13 @@ from effectively_once_local.redrive import (
     on_failure_targets,
     record_function,
     redrive,
+)
+from effectively_once_local.runner.async_inbox import (
+    REDRIVE,
+    RETRIES_EXHAUSTED,
+    SOURCE_ATTRIBUTE,
+    destination_record,
+    inbox_name,
 )
 
 REGION = "us-east-1"

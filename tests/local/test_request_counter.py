@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from effectively_once_local.esm import RequestCounter
+from effectively_once_local.runner.mapping_runner import RequestCounter
 
 
 def _counter(path: Path) -> RequestCounter:

@@ -1,4 +1,4 @@
-"""The demo's (and soak's) throughput and peak-memory figures (``effectively_once_local.figures``)."""
+"""The demo's (and soak's) throughput and peak-memory figures (``effectively_once_local.base.run_figures``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import multiprocessing as mp
 
 import pytest
 
-from effectively_once_local.figures import maxrss_mib, own_maxrss, record_peak, render, run_figures
+from effectively_once_local.base.run_figures import maxrss_mib, own_maxrss, record_peak, render, run_figures
 
 
 def test_payments_per_second_is_payments_over_the_processing_time() -> None:
@@ -56,7 +56,7 @@ def test_render_names_both_figures() -> None:
 def test_load_sampler_samples_the_load_average_between_start_and_stop() -> None:
     import time
 
-    from effectively_once_local.figures import LoadSampler
+    from effectively_once_local.base.run_figures import LoadSampler
 
     with LoadSampler(interval=0.05) as sampler:
         time.sleep(0.3)

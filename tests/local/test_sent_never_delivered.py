@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from effectively_once_local.attribution import sent_never_delivered
-from effectively_once_local.readback import DlqMessage
-from effectively_once_local.report import verdict
+from effectively_once_local.aws.readback import DlqMessage
+from effectively_once_local.profiles.payments_report import verdict
+from effectively_once_local.proof.attribution import sent_never_delivered
 from effectively_once_runtime import names
 
 

@@ -1,4 +1,4 @@
-"""Effects counted from the stores a chaos run names (``effectively_once_local.stores``): ``--effect
+"""Effects counted from the stores a chaos run names (``effectively_once_local.proof.stores``): ``--effect
 KIND:NAME:KEYPATH``, only what the run added, each key normalised as the input is."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once_local.chaos import EventLog
-from effectively_once_local.chaos_input import compile_key, load_input
-from effectively_once_local.faults import item_identity
-from effectively_once_local.stores import PROVIDER_LOG, EffectStore, Store, combine, parse_effect, writers
+from effectively_once_local.chaos.fault_model import EventLog
+from effectively_once_local.chaos.faults import item_identity
+from effectively_once_local.proof.stores import PROVIDER_LOG, EffectStore, Store, combine, parse_effect, writers
+from effectively_once_local.traffic.chaos_input import compile_key, load_input
 
 REGION = "us-east-1"
 
@@ -292,7 +292,7 @@ def test_normalize_makes_one_key_of_the_forms_of_an_id(tmp_path: Path) -> None:
 def test_the_chaos_command_refuses_a_bad_store_or_step_in_one_line(
     flag: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from effectively_once_local.__main__ import main
+    from effectively_once_local.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["chaos", "--app-dir", ".", "--stack", "S", "--input", "in.jsonl", "--key", "k", flag, value])

@@ -1,4 +1,4 @@
-"""The one producer (``effectively_once_local.traffic``): FIFO resends that test something. A resend inside the
+"""The one producer (``effectively_once_local.traffic.producer``): FIFO resends that test something. A resend inside the
 deduplication interval reuses its id and must be dropped; one after it gets a new id, as a producer retrying later
 sends, and reaches the consumer."""
 
@@ -13,10 +13,10 @@ import pytest
 from moto import mock_aws
 from moto.sqs import models
 
-from effectively_once_local import _moto_server
-from effectively_once_local.chaos import ChaosConfig, EventLog
-from effectively_once_local.chaos_input import InputLine
-from effectively_once_local.traffic import LATE_RESEND, RESEND, late_dedup_id, plan, send
+from effectively_once_local.aws import moto_patches as _moto_server
+from effectively_once_local.chaos.fault_model import ChaosConfig, EventLog
+from effectively_once_local.traffic.chaos_input import InputLine
+from effectively_once_local.traffic.producer import LATE_RESEND, RESEND, late_dedup_id, plan, send
 
 REGION = "us-east-1"
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from effectively_once_local.effects import render, unkeyed_lines
+from effectively_once_local.proof.key_check import render, unkeyed_lines
 from effectively_once_runtime import names
 from effectively_once_runtime.effects.unkeyed import marker_id
 

@@ -1,6 +1,6 @@
 """The HTTP effect adapter (issue 24, item 5): a JSON ``POST`` with an ``Idempotency-Key`` header against the
-project's provider stand-in (``effectively_once_local.provider``), counted from the stand-in's call log. Waits go
-through an injected clock, so no test sleeps but the in-flight one (a fraction of a second)."""
+project's provider stand-in (``effectively_once_local.aws.provider_stand_in``), counted from the stand-in's call log.
+Waits go through an injected clock, so no test sleeps but the in-flight one (a fraction of a second)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once_local.provider import ProviderStandIn, executions_per_key, read_calls
+from effectively_once_local.aws.provider_stand_in import ProviderStandIn, executions_per_key, read_calls
 from effectively_once_runtime import Consumer, PermanentError
 from effectively_once_runtime.effects import _context
 from effectively_once_runtime.effects.http import (

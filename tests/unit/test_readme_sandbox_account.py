@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local import __main__ as cli
-from effectively_once_local import remote
-from effectively_once_local.esm import MappingConfig
-from effectively_once_local.producer import FIFO, load_payments, plan_messages
-from effectively_once_local.sandbox import Pipeline
+from effectively_once_local.cli import main as cli
+from effectively_once_local.profiles import remote
+from effectively_once_local.profiles.payments_input import FIFO, load_payments, plan_messages
+from effectively_once_local.profiles.payments_view import Pipeline
+from effectively_once_local.runner.mapping_runner import MappingConfig
 
 from .helpers import docs_page
 

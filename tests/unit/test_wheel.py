@@ -246,7 +246,9 @@ def test_wheel_ships_py_typed_and_the_sample_handler(wheel: Path) -> None:
     assert not [n for n in names if n.startswith("effectively_once/_lambda_src/effectively_once_runtime/")]
     # The local tooling: its own top-level package, and the deprecated alias inside the library.
     assert {"effectively_once_local/__init__.py", "effectively_once_local/__main__.py"} <= set(names)
-    assert "effectively_once_local/_moto_server.py" in names
+    assert "effectively_once_local/cli/main.py" in names
+    assert "effectively_once_local/aws/moto_patches.py" in names
+    assert "effectively_once_local/runner/mapping_runner.py" in names
     assert sorted(n for n in names if n.startswith("effectively_once/local/")) == [
         "effectively_once/local/__init__.py",
         "effectively_once/local/__main__.py",

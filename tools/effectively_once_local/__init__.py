@@ -2,40 +2,63 @@
 chaos and the report. ``python -m effectively_once_local --help``.
 
 The chaos proof for any stack: ``python -m effectively_once_local chaos --app-dir DIR --stack NAME --input FILE
---key JMESPATH`` or, from pytest, ``effectively_once_local.stack_run.run_chaos(ChaosOptions(...))`` (docs: "Chaos
-proof for any stack").
+--key JMESPATH`` or, from pytest, ``effectively_once_local.run_chaos(ChaosOptions(...))`` (docs: "Chaos proof for
+any stack"). The entry points the docs name are re-exported here (:data:`ENTRY_POINTS`), loaded on first use.
 
 Its own package, shipped in the library's wheel, with its dependencies in the ``[local]`` extra only (house rule 7:
 the tooling imports the library, never the other way round). It imports the runtime (``effectively_once_runtime``)
 and the library's CDK-free modules (``effectively_once.limits``), never ``aws_cdk``: the runner loads a handler by
 path and the CDK app is deployed through the CDK CLI.
 
-Layers, bottom to top; a module imports only from its own layer and the ones below (``tests/local/test_layers.py``):
+Its layers are its folders, bottom to top; a module imports only from its own folder and the ones below
+(``tests/local/test_layers.py``):
 
-- base: ``limits``, ``json_lines`` (input files and the run's logs), ``faults`` (writes seen at the SDK boundary),
-  ``chaos`` (the fault model, the event log), ``figures``, ``async_queue`` (Lambda's asynchronous-invocation queue,
-  locally: the inbox, the retry delays, the on-failure record);
-- input and traffic: ``chaos_input`` (the chaos command's input lines), ``traffic`` (the one producer: the plan of
-  originals, duplicates and resends, the sending, the send log);
-- runner: ``esm`` (the event source mapping stand-in, one process per execution environment, chaos from outside);
-- local AWS: ``_moto_server`` and ``server`` (moto and its patches), ``deploy`` (the CDK CLI), ``stack``
-  (discovery), ``readback`` (queue depths, table scans, the DLQ reader, the attribute copy), ``provider`` (an HTTP
-  provider stand-in on 127.0.0.1 honouring ``Idempotency-Key``, its call log);
-- checks: ``attribution`` (what the platform's logs say of each message and kill), ``effects`` (the per-key check
-  and every line's state), ``stores`` (effects counted from the stores a run names),
-  ``html_report`` (the run's page);
-- pipeline: ``pipeline`` (deploy or reuse, discover, send, poll, drain: the one pipeline);
-- profiles: the chaos run for any stack (``stack_run``) and the payments demo (``demo`` with ``sandbox``,
-  ``producer``, ``report``, ``backlog``, ``async_leg``, the bus leg; ``remote`` and ``redrive`` for deployed stacks);
-- command line: ``__main__``.
+- ``base/``: the AWS limits the tooling checks, the JSON Lines reader (input files and the run's logs), a run's
+  throughput and peak memory;
+- ``chaos/``: faults from outside at the SDK boundary, the fault model and the run's event log;
+- ``traffic/``: the chaos command's input lines, the one producer (the plan of originals, duplicates and resends, the
+  sending, the send log);
+- ``runner/``: the event source mapping stand-in (one process per execution environment, chaos from outside) and
+  Lambda's asynchronous inbox;
+- ``aws/``: the local AWS (moto and its patches), the deploy (CDK CLI), discovery, read-back, the HTTP provider
+  stand-in;
+- ``proof/``: attribution (what the platform's logs say of each message and kill), the per-key check and every line's
+  state, effects counted from the stores;
+- ``report/``: the terminal summary, the JSON report, the run's page;
+- ``profiles/``: the one pipeline and what runs on it: the chaos run for any stack, the payments demo (its view,
+  input, report, backlog, asynchronous leg), the redrive and the remote commands;
+- ``cli/``: the command line.
+
+The old flat module paths (``effectively_once_local.esm``, ...) still import, with a ``DeprecationWarning`` naming the
+new path, until 0.4.0 (``_moved.py``; docs/deprecations.md).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from typing import Any
+
+from . import _moved
 
 #: The ``[local]`` extra's packages, by the module each is imported as (``flask`` comes with ``moto[server]``).
 _EXTRA_MODULES = ("moto", "flask", "boto3", "aws_lambda_powertools", "tqdm", "matplotlib")
+
+#: ``{name: the module defining it}``: the entry points the docs name, importable from the package itself.
+ENTRY_POINTS = {
+    "run_chaos": "profiles.chaos_run",
+    "ChaosOptions": "profiles.chaos_run",
+    "run_demo": "profiles.demo",
+    "DemoOptions": "profiles.demo",
+    "MotoServer": "aws.server",
+    "aws_env": "aws.server",
+    "local_session": "aws.server",
+    "local_endpoint": "aws.server",
+    "ProviderStandIn": "aws.provider_stand_in",
+    "main": "cli.main",
+}
+
+__all__ = sorted(ENTRY_POINTS)
 
 
 def _missing_modules() -> list[str]:
@@ -47,3 +70,11 @@ if _missing := _missing_modules():
         'effectively_once_local needs the [local] extra: pip install "effectively-once[local]" '
         f"(missing: {', '.join(_missing)})"
     )
+
+_moved.install()
+
+
+def __getattr__(name: str) -> Any:
+    if name in ENTRY_POINTS:
+        return getattr(importlib.import_module(f"{__name__}.{ENTRY_POINTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,11 +9,10 @@ lines and imports only, and needs the ``[local]`` extra like the tooling itself.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 import warnings
 
-import effectively_once_local
+from effectively_once_local._moved import MOVED, new_path
 
 DEPRECATION = (
     "effectively_once.local is deprecated and will be removed in 0.4.0: use effectively_once_local "
@@ -22,8 +21,8 @@ DEPRECATION = (
 
 warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
 
-# `from effectively_once.local.X import Y` finds effectively_once.local.X in sys.modules: the tooling's own module.
-# Not __main__: `python -m effectively_once.local` runs this package's own __main__.py.
-for _module in pkgutil.iter_modules(effectively_once_local.__path__):
-    if _module.name != "__main__":
-        sys.modules[f"{__name__}.{_module.name}"] = importlib.import_module(f"effectively_once_local.{_module.name}")
+# `from effectively_once.local.X import Y` finds effectively_once.local.X in sys.modules: the tooling's own module,
+# at the path it has moved to (the old flat names, as 0.3.0's deprecation promised them). Not __main__:
+# `python -m effectively_once.local` runs this package's own __main__.py.
+for _old in MOVED:
+    sys.modules[f"{__name__}.{_old}"] = importlib.import_module(new_path(_old))

@@ -6,7 +6,7 @@ import sys
 import warnings
 
 from effectively_once.local import DEPRECATION
-from effectively_once_local.__main__ import main
+from effectively_once_local.cli.main import main
 
 if __name__ == "__main__":
     warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=1)

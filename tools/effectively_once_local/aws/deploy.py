@@ -1,0 +1,159 @@
+"""Deploy the CDK app with the real CDK CLI into the local AWS (``aws/discovery.py`` reads back what was deployed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..base.tool_limits import CDK_CLI_MIN_VERSION, CDK_CLI_VERSION
+from .server import ACCOUNT, REGION, aws_env
+
+
+class DeployError(RuntimeError):
+    """``cdk bootstrap`` or ``cdk deploy`` failed (the message is one line, the full output is in the log), or the
+    app's CDK CLI is missing or too old (:func:`cdk_command`)."""
+
+
+#: What the error messages tell a user to run in the app's folder: the CLI release this tooling is tested with
+#: (``limits.CDK_CLI_VERSION``), into the folder's own ``node_modules``, without writing a package.json.
+CDK_INSTALL_LINE = f"npm install --no-save aws-cdk@{CDK_CLI_VERSION}"
+#: Seconds ``cdk --version`` may take: under 1 s on these machines; a first run after an install is slower.
+CLI_VERSION_TIMEOUT_SECONDS = 60
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+#: The version each CLI path printed: ``--version`` starts a Node process (about 1 s), so once per process is enough.
+_cli_versions: dict[str, str] = {}
+
+
+def _version(text: str) -> tuple[int, int, int] | None:
+    found = _VERSION.search(text)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def cli_version(cli: str, app_dir: Path) -> str:
+    """The first ``X.Y.Z`` that ``cli --version`` prints (``2.1148.1 (build fcf5e34)``), run once per CLI path.
+
+    :raises DeployError: the command cannot run, fails, takes over :data:`CLI_VERSION_TIMEOUT_SECONDS` or prints no
+        version; the message ends with the install line for ``app_dir``.
+    """
+    if cli in _cli_versions:
+        return _cli_versions[cli]
+    fix = f"run `{CDK_INSTALL_LINE}` in {app_dir}"
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    try:
+        done = subprocess.run(
+            [cli, "--version"],
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=CLI_VERSION_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise DeployError(
+            f"the CDK CLI {cli} did not answer `--version` within {CLI_VERSION_TIMEOUT_SECONDS}s: {fix}"
+        ) from None
+    except OSError as exc:
+        raise DeployError(f"the CDK CLI {cli} cannot run ({exc.strerror or exc}): {fix}") from None
+    output = " ".join(f"{done.stdout} {done.stderr}".split())
+    found = _VERSION.search(done.stdout) if done.returncode == 0 else None
+    if found is None:
+        said = f"exit {done.returncode}, {output[:200]!r}" if output else f"exit {done.returncode}, no output"
+        raise DeployError(f"cannot tell the version of the CDK CLI {cli} (`--version`: {said}): {fix}")
+    _cli_versions[cli] = found[0]
+    return found[0]
+
+
+def cdk_command(app_dir: Path) -> list[str]:
+    """The CDK CLI of the app's project: ``node_modules/.bin/cdk`` in ``app_dir`` or a folder above it (an app in
+    a subfolder of its repository, like ``examples/orders``), else ``cdk`` on the PATH; checked with its
+    ``--version`` (:func:`cli_version`) before it is used.
+
+    The oldest CLI it accepts is ``limits.CDK_CLI_MIN_VERSION`` (2.1148.0), from the CLI's own refusal of an older
+    one ("Cloud assembly schema version mismatch ... need at least CLI version 2.1148.0"): an older 2.x, and any
+    other major version, since the deprecated ``aws-cdk@3.0.0`` on npm is an old build, not a newer CLI.
+
+    :raises DeployError: no CLI is found; or the one found is older than the minimum or not 2.x; or its
+        ``--version`` cannot run, fails, times out or prints no version. One line; it tells the user to run
+        :data:`CDK_INSTALL_LINE` in ``app_dir`` (the CLI this tooling is tested with, ``limits.CDK_CLI_VERSION``).
+    """
+    cli = None
+    command: list[str] = []
+    for folder in (app_dir, *app_dir.resolve().parents):
+        local = folder / "node_modules" / ".bin" / "cdk"
+        if local.exists():
+            cli, command = str(local), [str(local)]
+            break
+    else:
+        cli = shutil.which("cdk")
+        command = ["cdk"]
+    if cli is None:
+        raise DeployError(
+            f"the CDK CLI is not installed in {app_dir}/node_modules, a folder above it or on the PATH: "
+            f"run `{CDK_INSTALL_LINE}` in {app_dir}"
+        )
+    found = cli_version(cli, app_dir)
+    version = _version(found)
+    minimum = _version(CDK_CLI_MIN_VERSION)
+    assert version is not None and minimum is not None  # both match _VERSION: cli_version returned a match
+    if version[0] != minimum[0] or version < minimum:
+        raise DeployError(
+            f"the CDK CLI {cli} is version {found}; this tooling needs a {minimum[0]}.x CLI from "
+            f"{CDK_CLI_MIN_VERSION} on (an older build, the deprecated aws-cdk@3.0.0 among them, fails with "
+            f'"Cloud assembly schema version mismatch"): run `{CDK_INSTALL_LINE}` in {app_dir}'
+        )
+    return command
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: str) -> None:
+    with open(log_path, "ab") as log:
+        log.write(f"\n$ {' '.join(cmd)}\n".encode())
+        log.flush()
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        reason = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith(("❌", "‣"))), "")
+        reason = reason or next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
+        raise DeployError(f"{what} failed (exit {proc.returncode}): {reason[:300]} — full output in {log_path}")
+
+
+def deploy(endpoint: str, app_dir: Path, stack: str | Sequence[str], context: dict[str, str], log_path: Path) -> None:
+    """``cdk bootstrap`` then ``cdk deploy STACK...`` against ``endpoint``, with ``-c key=value`` context values
+    (several stacks: one synth, one command).
+
+    :raises DeployError: either command failed.
+    """
+    stacks = [stack] if isinstance(stack, str) else list(stack)
+    env = {**os.environ, **aws_env(endpoint), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    # cdk.json runs `python3 app.py`: use this interpreter's environment (the project's .venv).
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cdk = cdk_command(app_dir)
+    ctx = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
+    # Synthesize into the run's own folder: the app's cdk.out stays free for a `cdk synth` at the same time. The CLI
+    # runs in app_dir and reads a relative --output from there: pass it absolute, where the caller looks for it.
+    ctx += ["--output", str((log_path.parent / "cdk.out").resolve())]
+    _run([*cdk, "bootstrap", f"aws://{ACCOUNT}/{REGION}", *ctx], app_dir, env, log_path, "cdk bootstrap")
+    _run(
+        [*cdk, "deploy", *stacks, "--require-approval", "never", "--progress", "events", *ctx],
+        app_dir,
+        env,
+        log_path,
+        f"cdk deploy {' '.join(stacks)}",
+    )
+
+
+def aws_session() -> Any:
+    """A boto3 session on the standard credential chain, for the commands that run against a real account. The
+    region comes from ``AWS_DEFAULT_REGION``, else ``AWS_REGION`` (what the CDK CLI also reads; botocore alone
+    reads only the first), else the profile."""
+    import boto3
+
+    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None
+    return boto3.session.Session(region_name=region)

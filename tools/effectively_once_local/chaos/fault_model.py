@@ -1,0 +1,224 @@
+"""Chaos for the local event source mapping runner: which invocations crash, time out or deliver duplicates.
+
+The runner injects faults from outside the handler. Any handler on ``effectively_once_runtime``: the poller reads
+the handler's stdout (``esm.EffectTap``), and on the runtime's effect line (written and flushed after the effect
+returned, before the idempotency record is completed) it kills the process there ("after the effect, before
+completion") or stalls past the deadline. A profile may name a seam of its own instead (the payments sample's
+gateway, ``sandbox.ChaosGateway``: a crash after the charge; a stall before the charge). Around the invocation: a
+crash after the handler completed, before the response reaches the event source mapping. A crash is a real
+``SIGKILL`` of the poller process, as nothing survives a killed execution environment.
+
+Attribution is exact: a kill record names its process, invocation and Lambda request id, and the key it interrupted
+is derived after the run from what that process logged before it died: the last effect line of the killed request
+in its function log (the runtime's line carries ``function_request_id``), or for the payments seam the last provider
+call of the killed invocation. Never from a variable in memory: the watchdog thread could read one while the
+handler already logged the effect of the next record, and book the kill to the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .faults import KILL_POINT_ROLES
+
+# Phases a kill can hit; the report checks provider replays against the first.
+AFTER_CHARGE = "after_charge"  # after the side effect (the payments charge), before the record is completed
+#: The same kill point for any handler on the runtime: at its effect line, before the record is completed.
+AFTER_EFFECT = "after_effect"
+AFTER_COMPLETE = "after_complete"
+TIMEOUT = "timeout"
+DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ran past its deadline
+#: From outside the app (``chaos/faults.py``): a kill right after a write the local AWS accepted (an effect of any kind,
+#: declared or not, or a send to the DLQ), and a kill at a random moment inside an invocation.
+AFTER_WRITE = "after_write"
+RANDOM_MOMENT = "random_moment"
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    """Fractions in 0..1. Per invocation, one draw picks at most one fate: ``crash_after_charge`` (a kill after the
+    side effect, before the record is completed: the payments charge, or any runtime handler's effect line),
+    ``crash_after_complete``, ``timeout`` (a stall past the deadline: at the gateway seam, else at the first write
+    the local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write
+    the local AWS accepted, each such write of the invocation in turn with even odds, ``chaos/faults.py``) and
+    ``crash_random`` (a kill at a random moment of the invocation); their sum is at most 1. ``resend`` and
+    ``concurrent_duplicates`` are per key (the producer sends those twice). ``async_duplicate`` is per event of an
+    asynchronous target (``esm.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
+    without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer
+    Guide, "Invoking a Lambda function asynchronously"); it is drawn apart from the fates and not in their sum.
+
+    :raises ValueError: a fraction outside 0..1, or fates adding up to more than 1.
+    """
+
+    resend: float = 0.0
+    concurrent_duplicates: float = 0.0
+    crash_after_charge: float = 0.0
+    crash_after_complete: float = 0.0
+    timeout: float = 0.0
+    seed: int = 7
+    crash_after_write: float = 0.0
+    crash_random: float = 0.0
+    #: :default: 0.0 (no duplicate deliveries).
+    async_duplicate: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if name != "seed" and not 0.0 <= value <= 1.0:
+                raise ValueError(f"chaos fraction {name} must be between 0 and 1, but {value!r} was given")
+        if sum(self.fates().values()) > 1.0:
+            raise ValueError(f"the per-invocation fractions {', '.join(self.fates())} must not add up to more than 1")
+
+    def fates(self) -> dict[str, float]:
+        """The per-invocation fates and their fractions, in the order one draw picks among them (the older ones first,
+        so a seed draws the same fates as before for a config without the newer ones)."""
+        return {
+            AFTER_CHARGE: self.crash_after_charge,
+            AFTER_COMPLETE: self.crash_after_complete,
+            TIMEOUT: self.timeout,
+            AFTER_WRITE: self.crash_after_write,
+            RANDOM_MOMENT: self.crash_random,
+        }
+
+    @property
+    def enabled(self) -> bool:
+        return any(v > 0 for k, v in asdict(self).items() if k != "seed")
+
+
+class EventLog:
+    """Append-only JSON Lines file, one per process, flushed per line so a SIGKILL loses nothing written. Every line
+    carries ``ts``, the wall-clock time it was written (epoch seconds, a float; the run's picture,
+    ``report/page.py``, plots it), after the record's own fields."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", buffering=1, encoding="utf-8")
+
+    def write(self, **record: Any) -> None:
+        self._fh.write(json.dumps({**record, "ts": time.time()}, separators=(",", ":")) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+
+def kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InvocationChaos:
+    """Decides each invocation's fate and carries it to the gateway wrapper."""
+
+    def __init__(self, config: ChaosConfig, log: EventLog, queue: str, *, at_effect_line: bool = False) -> None:
+        self.config = config
+        #: Inject "after the effect" kills and stalls at the runtime's effect line (any handler), not in a gateway.
+        self.at_effect_line = at_effect_line
+        self.invocation = 0
+        self.request_id: str | None = None
+        self.batch_keys: list[str] = []
+        self.log = log
+        self.queue = queue
+        self.rng = random.Random(f"{config.seed}-{os.getpid()}-{time.time_ns()}")
+        self.fate: str | None = None
+        self.deadline: float = 0.0
+        # The payment whose provider call started last in this invocation; its idempotency record may not be
+        # completed yet, so a kill now can make its redelivery a provider replay.
+        self.inflight_payment: str | None = None
+        self.stalling = False
+        #: The one counter of this environment's accepted writes and kills (``chaos/faults.py``).
+        self.seq = 0
+        self.last_write: dict[str, Any] | None = None
+        self.effect_line_key: str | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def begin(self, deadline: float, batch_keys: list[str] | None = None, request_id: str | None = None) -> None:
+        self.invocation += 1
+        self.request_id = request_id
+        self.batch_keys = list(batch_keys or [])
+        self.deadline = deadline
+        self.inflight_payment = None
+        self.stalling = False
+        self.last_write = None
+        self.effect_line_key = None
+        roll, bound = self.rng.random(), 0.0
+        self.fate = None
+        for fate, fraction in self.config.fates().items():
+            bound += fraction
+            if roll < bound:
+                self.fate = fate
+                break
+        if self.fate == RANDOM_MOMENT:
+            # A moment drawn in the invocation's time: it strikes wherever the code is then, or not at all if the
+            # invocation ends first (end() cancels it).
+            delay = self.rng.uniform(0.0, max(0.0, deadline - time.monotonic()))
+            self._timer = threading.Timer(delay, self.crash, args=(RANDOM_MOMENT,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def end(self) -> None:
+        """The invocation returned: a random-moment kill not struck yet is called off."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def crash(self, phase: str) -> None:
+        with self._lock:
+            self.log.write(
+                event="kill",
+                seq=self._next(),
+                phase=phase,
+                queue=self.queue,
+                pid=os.getpid(),
+                invocation=self.invocation,
+                request_id=self.request_id,
+                inflight_payment=self.inflight_payment,
+                batch_keys=self.batch_keys,
+                last_write=self.last_write,
+                # A stall struck at the runtime's effect line: the key of that line, read in the handler's thread.
+                effect_line_key=self.effect_line_key,
+            )
+            kill_self()
+
+    def on_write(self, write: dict[str, Any]) -> None:
+        """An accepted write (``faults.WriteWatch``): numbered and logged, then the kill or stall this invocation drew,
+        if it strikes here. Only writes in ``faults.KILL_POINT_ROLES`` are kill points."""
+        with self._lock:
+            record = {"seq": self._next(), **write, "invocation": self.invocation, "request_id": self.request_id}
+            self.log.write(event="write", pid=os.getpid(), **record)
+            self.last_write = record
+        if write.get("role") not in KILL_POINT_ROLES:
+            return
+        if self.fate == AFTER_WRITE and self.rng.random() < 0.5:
+            self.fate = None
+            self.crash(AFTER_WRITE)
+        elif self.fate == TIMEOUT and self.at_effect_line:
+            self._stall()
+
+    def _stall(self) -> None:
+        self.fate = None
+        self.stalling = True
+        # The runner's watchdog kills the process at the invocation's deadline, the record still in progress.
+        time.sleep(max(0.0, self.deadline - time.monotonic()) + 5)
+
+    def on_effect(self, key: str | None, effect: str | None) -> None:
+        """The runtime's effect line was written: the effect for ``key`` returned, its record is not completed yet.
+        The line itself is already in the function log (the tap writes it through first): that is what the report
+        books a kill by. Then the kill or stall this invocation drew, if it is to happen here."""
+        if not self.at_effect_line:
+            return
+        if self.fate == AFTER_CHARGE:
+            self.fate = None
+            self.crash(AFTER_EFFECT)
+        elif self.fate == TIMEOUT:
+            self.effect_line_key = key
+            self._stall()

@@ -1,0 +1,288 @@
+"""Faults from outside the code under test, at the SDK boundary: every write the local AWS accepted from an execution
+environment is seen, numbered and logged, and may be followed by a kill or a stall, whether or not the app declared
+it as an effect (the way Jepsen injects faults: by the platform, never by the code under test).
+
+:class:`WriteWatch` registers a botocore ``after-call`` hook on every boto3 session the process creates from then on
+(the default session, and the ones Powertools and the runtime build), like ``esm.RequestCounter``. It watches the
+writes in :data:`WRITE_OPERATIONS`: DynamoDB ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``BatchWriteItem`` and
+``TransactWriteItems``; S3 ``PutObject`` and ``CompleteMultipartUpload``; SQS ``SendMessage(Batch)``; SNS
+``Publish(Batch)``. A write is *accepted* when the service answered it with a 2xx status.
+
+Each accepted write gets a role (:func:`role`):
+
+- ``idempotency_record``: Powertools' own record writes (the in-progress put, the completion, the delete after a
+  failure) on the idempotency table (``IDEMPOTENCY_TABLE_NAME``), told apart by their id, ``<key prefix>#<hash>``.
+  Logged, never a kill point: a kill after the record's completion is "after completion".
+- ``dead_letter``: the runtime's send of a record to its DLQ (``DEAD_LETTER_QUEUE_URL``). A kill point.
+- ``effect``: any other write, declared or not. A kill point.
+
+Every accepted write and every kill goes into the environment's chaos log (``chaos-<label>-<pid>.jsonl``) with one
+counter, ``seq``, numbered per process in the order they happened, flushed per line: "a kill between a key's effect
+and its completion" is read from that order (an effect write, then the kill, and no completion write of that
+record between them), never from wall-clock times. The writes of the runner itself (receive, delete) are not in
+the list. SQL commits and HTTP calls are outside boto. SQL commits are watched by a DB-API wrapper
+(:class:`SqlCommitWatch`): ``commit()`` of ``sqlite3`` and psycopg 3 connections (``sql.commit``, role ``effect``, a
+kill point); a connection in autocommit mode never calls ``commit()``, so its statements get the random-moment kills
+only. The HTTP provider stand-in logs its own calls (``aws/provider_stand_in.py``).
+
+Each write also names what it wrote, ``items``: ``[store, identity]`` pairs in the form the effect stores read them
+back (``proof/stores.py``), so that an item found in a store is tied to the execution that wrote it, and "duplicated"
+means more than one execution's writes for a key, never one execution writing two items. DynamoDB items are
+identified by their key attributes, which the run names per table in ``EFFECTIVELY_ONCE_WATCH_KEYS``
+(``{"<table name>": ["<attribute>", ...]}``: the tables it counts effects in); S3 objects by bucket and key; SQS
+messages by queue URL and the message id the service answered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from effectively_once_runtime import names
+
+#: The writes watched, by botocore service name: the accepted ones are numbered, logged and may be kill points.
+WRITE_OPERATIONS: dict[str, frozenset[str]] = {
+    "dynamodb": frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}),
+    "s3": frozenset({"PutObject", "CompleteMultipartUpload"}),
+    "sqs": frozenset({"SendMessage", "SendMessageBatch"}),
+    "sns": frozenset({"Publish", "PublishBatch"}),
+}
+EFFECT = "effect"
+DEAD_LETTER = "dead_letter"
+IDEMPOTENCY_RECORD = "idempotency_record"
+#: The roles a kill may follow.
+KILL_POINT_ROLES = (EFFECT, DEAD_LETTER)
+#: A Powertools record id: ``<key prefix>#<hex digest>`` (md5 by default: 32 hex characters; longer digests too).
+_RECORD_ID = re.compile(r".+#([0-9a-f]{32,128})")
+
+
+def _record_id(params: dict[str, Any]) -> str | None:
+    for field in ("Item", "Key"):
+        value = (params.get(field) or {}).get("id")
+        if isinstance(value, dict) and isinstance(value.get("S"), str):
+            return str(value["S"])
+    return None
+
+
+def role(service: str, operation: str, params: dict[str, Any], env: Mapping[str, str] | None = None) -> str:
+    """The role of an accepted write (module docstring). ``env``: the function's environment.
+
+    :default: ``os.environ`` (the execution environment's).
+    """
+    environment: Mapping[str, str] = os.environ if env is None else env
+    table = environment.get(names.ENV_TABLE_NAME)
+    if service == "dynamodb" and table and params.get("TableName") == table:
+        record = _record_id(params)
+        if record is not None and _RECORD_ID.fullmatch(record):
+            return IDEMPOTENCY_RECORD
+    dlq = environment.get(names.ENV_DEAD_LETTER_QUEUE_URL)
+    if service == "sqs" and dlq and params.get("QueueUrl") == dlq:
+        return DEAD_LETTER
+    return EFFECT
+
+
+def target(service: str, params: dict[str, Any]) -> str | None:
+    """What a write wrote to: a table, a bucket (and key), a queue URL, a topic ARN."""
+    if service == "dynamodb":
+        if "TableName" in params:
+            return str(params["TableName"])
+        tables = params.get("RequestItems") or {}
+        if tables:
+            return ",".join(sorted(tables))
+        items = params.get("TransactItems") or []
+        found = {next(iter(i.values())).get("TableName") for i in items if i}
+        return ",".join(sorted(t for t in found if t)) or None
+    if service == "s3":
+        return f"{params.get('Bucket')}/{params.get('Key')}"
+    if service == "sqs":
+        return str(params.get("QueueUrl"))
+    if service == "sns":
+        return str(params.get("TopicArn") or params.get("TargetArn") or params.get("PhoneNumber"))
+    return None
+
+
+def record_hash_candidates(key: str) -> set[str]:
+    """The digests a Powertools record id of business key ``key`` may end in: md5 of the key as JSON (Powertools
+    hashes the JMESPath result with ``json.dumps(..., sort_keys=True)``) and of the bare text."""
+    return {hashlib.md5(text.encode()).hexdigest() for text in (json.dumps(key, sort_keys=True), key)}  # noqa: S324
+
+
+def record_hash(record_id: str | None) -> str | None:
+    """The digest at the end of a Powertools record id, ``None`` for anything else."""
+    match = _RECORD_ID.fullmatch(record_id or "")
+    return match.group(1) if match else None
+
+
+_PARAMS = "effectively_once_local.params"
+#: The execution environment's variable naming each effect table's key attributes (module docstring).
+ENV_WATCH_KEYS = "EFFECTIVELY_ONCE_WATCH_KEYS"
+
+
+def item_identity(item: Mapping[str, Any], attributes: list[str]) -> str:
+    """A DynamoDB item's identity as the table store reads it back: its key attributes, typed, as JSON."""
+    return json.dumps([item.get(a) for a in attributes], sort_keys=True)
+
+
+def _dynamodb_items(params: dict[str, Any], watch: Mapping[str, list[str]]) -> list[tuple[str, Any]]:
+    """(table, item or key) of every item a DynamoDB write touched."""
+    found: list[tuple[str, Any]] = []
+    if "TableName" in params:
+        found.append((str(params["TableName"]), params.get("Item") or params.get("Key") or {}))
+    for table, requests in (params.get("RequestItems") or {}).items():
+        for request in requests:
+            put, delete = request.get("PutRequest") or {}, request.get("DeleteRequest") or {}
+            found.append((table, put.get("Item") or delete.get("Key") or {}))
+    for entry in params.get("TransactItems") or []:
+        for action in ("Put", "Update", "Delete"):
+            if action in entry:
+                part = entry[action]
+                found.append((str(part.get("TableName")), part.get("Item") or part.get("Key") or {}))
+    return [(t, i) for t, i in found if t in watch]
+
+
+def written_items(service: str, params: dict[str, Any], parsed: Any, watch: Mapping[str, list[str]]) -> list[list[str]]:
+    """``[store, identity]`` of everything an accepted write wrote (module docstring); ``watch``: table -> key
+    attributes."""
+    if service == "dynamodb":
+        return [[t, item_identity(i, watch[t])] for t, i in _dynamodb_items(params, watch)]
+    if service == "s3" and params.get("Bucket") and params.get("Key"):
+        return [[str(params["Bucket"]), str(params["Key"])]]
+    if service == "sqs" and isinstance(parsed, dict):
+        url = str(params.get("QueueUrl"))
+        ids = [parsed.get("MessageId")] + [e.get("MessageId") for e in parsed.get("Successful") or []]
+        return [[url, str(i)] for i in ids if i]
+    return []
+
+
+def _watch_keys() -> dict[str, list[str]]:
+    try:
+        found = json.loads(os.environ.get(ENV_WATCH_KEYS) or "{}")
+    except ValueError:
+        return {}
+    return {str(t): [str(a) for a in attrs] for t, attrs in found.items()} if isinstance(found, dict) else {}
+
+
+def _keep_params(params: Any = None, context: Any = None, **_: Any) -> None:
+    if isinstance(context, dict):
+        context[_PARAMS] = params
+
+
+class WriteWatch:
+    """Sees every accepted write of this process (module docstring) and hands it to ``on_write(write)``, where
+    ``write`` is the logged record: ``op`` (``service.Operation``), ``target``, ``role``, ``record_id`` (Powertools'
+    record writes), ``items`` (what it wrote, :func:`written_items`). ``on_write`` logs it (with the one counter)
+    and may kill or stall the process there."""
+
+    def __init__(self, on_write: Callable[[dict[str, Any]], None]) -> None:
+        self._on_write = on_write
+        self._watch = _watch_keys()
+
+    def install(self) -> None:
+        """Register the hook on every boto3 session created from now on."""
+        import boto3.session
+
+        original = boto3.session.Session.__init__
+        hook = self._after_call
+
+        def init(session: Any, *args: Any, **kwargs: Any) -> None:
+            original(session, *args, **kwargs)
+            # after-call carries no request parameters: keep them in the request context, which both events share.
+            session.events.register("before-parameter-build", _keep_params)
+            session.events.register("after-call", hook)
+
+        boto3.session.Session.__init__ = init
+
+    def _after_call(
+        self, event_name: str, http_response: Any = None, parsed: Any = None, context: Any = None, **_: Any
+    ) -> None:
+        # event_name: after-call.<service>.<Operation>
+        service, operation = (event_name.split(".") + ["", ""])[1:3]
+        if operation not in WRITE_OPERATIONS.get(service, ()):
+            return
+        status = getattr(http_response, "status_code", None)
+        if status is None or not 200 <= int(status) < 300:
+            return
+        kept = context.get(_PARAMS) if isinstance(context, dict) else None
+        params: dict[str, Any] = kept if isinstance(kept, dict) else {}
+        self._on_write(
+            {
+                "op": f"{service}.{operation}",
+                "target": target(service, params),
+                "role": role(service, operation, params),
+                "record_id": _record_id(params) if service == "dynamodb" else None,
+                "items": written_items(service, params, parsed, self._watch),
+            }
+        )
+
+
+#: The DB-API connection classes whose ``commit()`` :class:`SqlCommitWatch` wraps: (module, class).
+SQL_CONNECTIONS = (("sqlite3", "Connection"), ("psycopg", "Connection"))
+
+
+class SqlCommitWatch:
+    """Sees every successful ``commit()`` of a DB-API connection of this process (``sqlite3`` and psycopg 3, when
+    importable) and hands ``{"op": "sql.commit", "target": <connection class>, "role": "effect", "record_id": None,
+    "items": []}`` to ``on_write``, like :class:`WriteWatch`: a commit is a kill point. ``sqlite3.connect`` is
+    wrapped to build a watched subclass (its ``Connection`` type is immutable); psycopg's class is patched in place."""
+
+    def __init__(self, on_write: Callable[[dict[str, Any]], None]) -> None:
+        self._on_write = on_write
+
+    def _committed(self, connection: Any) -> None:
+        kind = type(connection)
+        self._on_write(
+            {
+                "op": "sql.commit",
+                "target": f"{kind.__module__}.{kind.__name__}",
+                "role": EFFECT,
+                "record_id": None,
+                "items": [],
+            }
+        )
+
+    def install(self) -> list[str]:
+        """Wrap the drivers found; returns the ``module.Class`` names watched."""
+        import importlib
+
+        watched = []
+        for module_name, class_name in SQL_CONNECTIONS:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+            if module_name == "sqlite3":
+                self._wrap_sqlite(module)
+            else:
+                self._wrap_class(getattr(module, class_name))
+            watched.append(f"{module_name}.{class_name}")
+        return watched
+
+    def _wrap_sqlite(self, sqlite3: Any) -> None:
+        watch = self
+
+        class WatchedConnection(sqlite3.Connection):  # type: ignore[misc]
+            def commit(self) -> None:
+                super().commit()
+                watch._committed(self)
+
+        connect = sqlite3.connect
+
+        def watched_connect(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("factory", WatchedConnection)
+            return connect(*args, **kwargs)
+
+        sqlite3.connect = watched_connect
+
+    def _wrap_class(self, cls: Any) -> None:
+        commit, watch = cls.commit, self
+
+        def watched_commit(connection: Any, *args: Any, **kwargs: Any) -> Any:
+            result = commit(connection, *args, **kwargs)
+            watch._committed(connection)
+            return result
+
+        cls.commit = watched_commit

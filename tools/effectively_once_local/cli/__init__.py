@@ -1,0 +1,1 @@
+"""The command line, ``python -m effectively_once_local`` (:mod:`.main`)."""

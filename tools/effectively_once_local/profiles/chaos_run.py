@@ -1,0 +1,450 @@
+"""The chaos proof for any stack, the general profile of the pipeline (``profiles/pipeline.py``): deploy a CDK app to a
+local AWS, run every SQS event source mapping of one stack with the local runner under chaos, report per business key
+(``proof/key_check.py``).
+
+``python -m effectively_once_local chaos --app-dir DIR --stack NAME --input FILE --key JMESPATH`` or, from pytest,
+``run_chaos(ChaosOptions(...))``, which returns the exit code and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from effectively_once_runtime import names
+from effectively_once_runtime.events import Expression
+from effectively_once_runtime.identity import normalizer
+
+from ..aws.deploy import DeployError
+from ..aws.discovery import DeployedMapping, disable, discover_async_targets, discover_mappings
+from ..aws.provider_stand_in import URL_ENV, ProviderStandIn
+from ..aws.readback import DlqMessage, read_dlq_messages
+from ..aws.server import aws_env, local_endpoint, local_session
+from ..base.json_lines import read_jsonl
+from ..chaos.fault_model import ChaosConfig
+from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
+from ..proof.attribution import log_line_count
+from ..proof.key_check import (
+    add_states,
+    build,
+    dlq_contents,
+    effect_lines,
+    kills,
+    line_states,
+    log_lines,
+    normalization_hint,
+    render,
+    send_kinds,
+    unkeyed_lines,
+    verdict,
+)
+from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, writers
+from ..report.page import RunClock, conclude, read_events
+from ..runner.async_inbox import request_payload
+from ..runner.mapping_runner import PollerPool, PollerSpec
+from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
+from ..traffic.producer import Sender, event_sender, plan, topic_sender
+from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
+from .redrive import local_move, local_redrive_on_failure, mapping_targets
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    """One chaos run. ``key``: JMESPath over each body giving its business key. ``effect_table``: the effect's own
+    store (logical id, physical name, or a part of the logical id that names one table of the stack) and
+    ``effect_key`` its attribute holding the business key; without them, effects are the effect log lines and
+    ``effect_takes_key`` states that a replayed effect is answered from its key. ``context``: ``cdk deploy -c``
+    values (e.g. a short function timeout, so that stalls past the deadline end quickly)."""
+
+    app_dir: Path
+    stack: str
+    input: Path
+    key: str
+    effect_table: str | None = None
+    effect_key: str | None = None
+    #: The stores effects are counted in (``proof/stores.py``: ``--effect KIND:NAME:KEYPATH``). :default: none but
+    #: ``effect_table``; without any, effects are the effect log lines (a lower bound).
+    effects: tuple[EffectStore, ...] = ()
+    #: Start the HTTP provider stand-in (``aws/provider_stand_in.py``) on 127.0.0.1 for the run, its URL in each
+    #: execution environment as ``EFFECTIVELY_ONCE_PROVIDER_URL``. :default: only when an ``effects`` store is the
+    #: provider.
+    provider: bool = False
+    #: Environment variables set in every execution environment of the run, over the deployed function's own
+    #: (``--function-env``): a switch the app reads, e.g. a variant of one deploy. :default: none.
+    function_env: dict[str, str] = field(default_factory=dict)
+    #: Business identity (``--normalize``, in the order given): the steps of ``identity.normalize_key`` applied to
+    #: every key the run reads (input, stores, log lines), as ``Consumer(normalize=...)`` applies them. The chaos
+    #: command decides what one key is, never the app under test. :default: none.
+    normalize: tuple[str, ...] = ()
+    effect_takes_key: bool = False
+    concurrency: int = 2
+    chaos: ChaosConfig = ChaosConfig()
+    context: dict[str, str] = field(default_factory=dict)
+    #: After the queues drained, redrive every DLQ while it holds valid keys the app did not refuse (SQS moved them
+    #: after maxReceiveCount), for at most ``redrive_rounds`` rounds; a valid key still only in a DLQ then is
+    #: ``stranded`` and fails the run. :default: on, 3 rounds.
+    redrive: bool = True
+    redrive_rounds: int = 3
+    report_path: Path = Path("reports/chaos-report.json")
+    run_dir: Path = Path(".local-aws/chaos")
+    drain_timeout_seconds: int = 600
+    quiet: bool = False
+    #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
+    #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.
+    endpoint: str | None = None
+    cdk_out: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.effect_table is None) != (self.effect_key is None):
+            raise InputFileError("--effect-table and --effect-key go together (the table and its key attribute)")
+
+    def effect_stores(self) -> list[EffectStore]:
+        """Every store the run counts effects in: ``effects``, and ``effect_table``/``effect_key`` as a table."""
+        legacy = (
+            [EffectStore("table", self.effect_table, self.effect_key)] if self.effect_table and self.effect_key else []
+        )
+        return legacy + list(self.effects)
+
+    @property
+    def starts_provider(self) -> bool:
+        return self.provider or any(s.kind == "provider" for s in self.effects)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    mappings: list[DeployedMapping]
+    messages_sent: int
+    poller_restarts: int
+    dlq_messages: dict[str, list[DlqMessage]]  # each DLQ's messages after the redrive, by queue name
+    store_counts: dict[str, Counter[str]]  # effects per key that the run added, per named store
+    table: str | None  # the first table store's physical name (the report's effect_store)
+    redriven: set[str]  # keys the run's redrive brought back from a DLQ
+    redrive_rounds: list[dict[str, int]]
+
+
+def _event_body(event: Any) -> str:
+    """What an input line sent through an asynchronous target looks like in the event the function got: an
+    EventBridge event's ``detail``, an SNS record's ``Message``; else the event itself, as JSON."""
+    if isinstance(event, dict) and "detail-type" in event and "detail" in event:
+        return json.dumps(event["detail"])
+    records = event.get("Records") if isinstance(event, dict) else None
+    if isinstance(records, list) and records and isinstance(records[0], dict) and "Sns" in records[0]:
+        return str(records[0]["Sns"].get("Message"))
+    return json.dumps(event)
+
+
+def _unwrapped(message: DlqMessage) -> DlqMessage:
+    """An on-failure record (Lambda's destination record, ``async_queue.destination_record``) as the line it holds:
+    its ``requestPayload``'s body; any other message as it is."""
+    try:
+        event = request_payload(message.body)
+    except ValueError:
+        return message
+    return replace(message, body=_event_body(event), attributes={})
+
+
+def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
+    """Each DLQ's messages, and each asynchronous target's on-failure records unwrapped, by queue name."""
+    on_failure = {m.dlq_url for m in mappings if m.mapping.async_config is not None}
+    urls = sorted({m.dlq_url for m in mappings if m.dlq_url})
+    return {
+        url.rstrip("/").rsplit("/", 1)[-1]: [
+            _unwrapped(message) if url in on_failure else message for message in read_dlq_messages(sqs, url)
+        ]
+        for url in urls
+    }
+
+
+def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
+    """Every DLQ moved back to its source queue (``redrive.local_move``), every on-failure queue's records invoked
+    again through the function's inbox (``redrive.local_redrive_on_failure``); the messages moved."""
+    queued = [m for m in mappings if m.mapping.async_config is None]
+    moved = sum(local_move(sqs, target).moved for target in mapping_targets(sqs, queued))
+    for m in mappings:
+        if m.mapping.async_config is not None and m.dlq_url:
+            moved += local_redrive_on_failure(sqs, m.dlq_url, m.mapping.function_name).moved
+    return moved
+
+
+def _senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
+    """How input reaches each asynchronous target: its first EventBridge rule (``PutEvents`` with the rule's source
+    and detail-type on its bus), else its first SNS topic.
+
+    :raises DeployError: an asynchronous target with neither (nothing in the stack invokes it)."""
+    found: dict[str, Sender] = {}
+    for m in mappings:
+        if m.mapping.async_config is None:
+            continue
+        rule = next((s for s in m.sources if s.kind == "eventbridge" and s.source and s.detail_type), None)
+        topic = next((s for s in m.sources if s.kind == "sns" and s.topic_arn), None)
+        if rule is not None:
+            found[m.label] = event_sender(
+                session.client("events"),
+                bus_name=str(rule.bus_name),
+                source=str(rule.source),
+                detail_type=str(rule.detail_type),
+            )
+        elif topic is not None:
+            found[m.label] = topic_sender(session.client("sns"), topic_arn=str(topic.topic_arn))
+        else:
+            raise DeployError(
+                f"{m.label}: no EventBridge rule (with a plain source and detail-type) or SNS topic of the stack "
+                "invokes the function: the run cannot send it input"
+            )
+    return found
+
+
+def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]:
+    """The valid keys a DLQ holds that the app did not refuse: moved by SQS after maxReceiveCount (a message the
+    runtime moved on first sight carries its reason: the app refused it for good)."""
+    return {
+        k
+        for messages in dlq.values()
+        for m in messages
+        if m.reason() is None
+        for k in [body_key(key_path, m.body)]
+        if k
+    }
+
+
+def _redrive(
+    opts: ChaosOptions,
+    sqs: Any,
+    mappings: list[DeployedMapping],
+    specs: list[tuple[PollerSpec, int]],
+    clock: RunClock,
+    log: Callable[[str], None],
+) -> tuple[set[str], list[dict[str, int]]]:
+    """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
+    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain."""
+    key_path = compile_key(opts.key, opts.normalize)
+    calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
+    redriven: set[str] = set()
+    rounds: list[dict[str, int]] = []
+    for number in range(1, opts.redrive_rounds + 1 if opts.redrive else 1):
+        pending = _pending(_dlq_messages(sqs, mappings), key_path)
+        if not pending:
+            break
+        clock.mark(f"redrive {number}")
+        moved = _move_back(sqs, mappings)
+        log(f"redrive round {number}: {len(pending)} valid keys in the DLQs, {moved} messages moved back")
+        redriven |= pending
+        pool = PollerPool(calm)
+        pool.start()
+        try:
+            urls = [m.mapping.queue_url for m in mappings]
+            drain(pool, sqs, urls, moved, timeout_seconds=opts.drain_timeout_seconds, run_dir=opts.run_dir, quiet=True)
+        finally:
+            pool.stop()
+        rounds.append({"round": number, "valid_keys": len(pending), "moved": moved})
+    return redriven, rounds
+
+
+def _run(
+    opts: ChaosOptions, lines: list[InputLine], deployed: Deployment, log: Callable[[str], None], clock: RunClock
+) -> _Outcome:
+    """Discover, send, run until drained, read back (``profiles/pipeline.py``). Every client talks to the local AWS
+    only."""
+    with local_endpoint(deployed.endpoint):
+        session = local_session(deployed.endpoint)
+        mappings = discover_mappings(session, opts.stack, deployed.cdk_out)
+        disable(session, mappings)
+        if deployed.cdk_out is not None:
+            mappings += discover_async_targets(session, opts.stack, deployed.cdk_out)
+        senders = _senders(session, mappings)
+        for m in mappings:
+            log(describe(m))
+        labels = {m.label: m.queue_name for m in mappings}
+        routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
+        fifo = {m.label: m.fifo for m in mappings}
+        stores = [Store(session, opts.stack, spec, opts.run_dir, opts.normalize) for spec in opts.effect_stores()]
+        table = next((st.name for st in stores if st.spec.kind == "table"), None)
+        for st in stores:
+            st.snapshot()
+        with ExitStack() as scope:
+            env_overrides = dict(opts.function_env)
+            # Each effect table's key attributes: its writes name the items they wrote (faults.py, stores.writers).
+            watched = {st.name: st.key_attributes for st in stores if st.key_attributes}
+            env_overrides[ENV_WATCH_KEYS] = json.dumps(watched, sort_keys=True)
+            if opts.starts_provider:
+                provider = scope.enter_context(ProviderStandIn(log_path=opts.run_dir / PROVIDER_LOG))
+                env_overrides[URL_ENV] = provider.url
+                log(f"provider stand-in on {provider.url} ({URL_ENV})")
+            specs = poller_specs(
+                mappings,
+                run_dir=opts.run_dir,
+                aws_env=aws_env(deployed.endpoint),
+                chaos=opts.chaos,
+                concurrency=opts.concurrency,
+                key_expression=opts.key,
+                key_normalize=opts.normalize,
+                env_overrides=env_overrides,
+            )
+            pool = PollerPool(specs)
+            sqs = session.client("sqs")
+            done = drive(
+                sqs,
+                pool,
+                {m.label: m.mapping.queue_url for m in mappings},
+                fifo,
+                plan(lines, lambda line: routes[line.number], fifo, opts.chaos),
+                clock=clock,
+                run_dir=opts.run_dir,
+                drain_timeout_seconds=opts.drain_timeout_seconds,
+                quiet=opts.quiet,
+                fresh_deploy=deployed.fresh,
+                senders=senders,
+            )
+            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log)
+        dlq = _dlq_messages(sqs, mappings)
+        written = writers(opts.run_dir)
+        counts = {str(st.spec): st.count(written) for st in stores}
+        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
+
+
+def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
+    """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
+    report (also written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
+
+    :raises InputFileError: the input cannot be used or names no queue of the stack.
+    :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
+    """
+    lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
+    key_path = compile_key(opts.key, opts.normalize)
+    clear_run_dir(opts.run_dir)
+    started = time.monotonic()
+    clock = RunClock()
+    deployment = local_deployment(
+        app_dir=opts.app_dir,
+        stack=opts.stack,
+        context=dict(opts.context),
+        run_dir=opts.run_dir,
+        log=log,
+        endpoint=opts.endpoint,
+        cdk_out=opts.cdk_out,
+    )
+    with deployment as deployed:
+        outcome = _run(opts, lines, deployed, log, clock)
+    mappings, total, restarts = outcome.mappings, outcome.messages_sent, outcome.poller_restarts
+    dlq_bodies = [m.body for messages in outcome.dlq_messages.values() for m in messages]
+    table = outcome.table
+    store, per_store = combine(outcome.store_counts) if outcome.store_counts else (None, {})
+    sent = Counter(ln.key for ln in lines if ln.key is not None)
+    same = normalizer(opts.normalize)
+    log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effect_lines(opts.run_dir))
+    dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}
+    kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in kills(opts.run_dir)]
+    report = build(
+        sent=sent,
+        invalid_lines=sum(1 for ln in lines if ln.key is None),
+        messages_sent=total,
+        dlq_keys=dlq_keys,
+        dead_lettered=len(dlq_bodies),
+        log_counts=log_counts,
+        store_counts=store,
+        kill_records=kill_records,
+        effect_takes_key=opts.effect_takes_key,
+        failed_after_effect=Counter(
+            same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)))
+            for ln in log_lines(opts.run_dir, names.MSG_EFFECT_REPEATED_AFTER_FAILURE)
+        ),
+    )
+    sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
+    deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
+    add_states(
+        report,
+        line_states(
+            lines=lines,
+            effects=store if store is not None else log_counts,
+            duplicated=report["keys"]["duplicated"],
+            redriven=outcome.redriven,
+            dlq_messages=outcome.dlq_messages,
+            sent_rows=sent_rows,
+            deliveries=deliveries,
+            kill_records=kill_records,
+            key_of=lambda body: body_key(key_path, body),
+            suppressed=Counter(
+                same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)))
+                for ln in log_lines(opts.run_dir, names.MSG_DUPLICATE_SUPPRESSED)
+            ),
+        ),
+        dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)),
+    )
+    report["total"]["duplicates_suppressed"] = log_line_count(
+        sorted(opts.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
+    )
+    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
+    report["normalization"] = normalization_hint(
+        raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
+    )
+    report["sends"] = send_kinds(sent_rows, deliveries, {m.label for m in mappings if m.fifo})
+    # Un-keyed effects (delivery="at_most_once"|"at_least_once"): what the runtime's lines say was skipped or
+    # repeated, for a checker to hold against the stores of those calls.
+    report["unkeyed"] = unkeyed_lines(opts.run_dir, opts.normalize)
+    report["run"] = {
+        "stack": opts.stack,
+        "mappings": {
+            m.label: {
+                "queue": m.queue_name,
+                "function": m.mapping.function_name,
+                "handler": m.mapping.handler,
+                "fifo": m.fifo,
+                "kind": "async" if m.mapping.async_config is not None else "fifo" if m.fifo else "standard",
+                **(
+                    {
+                        "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
+                        "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
+                        "on_failure_queue": m.dlq_url,
+                        "time_scale": m.mapping.async_config.time_scale,
+                        "sources": [s.rule_name or s.topic_arn for s in m.sources],
+                    }
+                    if m.mapping.async_config is not None
+                    else {}
+                ),
+            }
+            for m in mappings
+        },
+        "key": opts.key,
+        "normalize": list(opts.normalize),
+        "effect_store": {"table": table, "key_attribute": opts.effect_key} if table and opts.effect_key else None,
+        "effect_stores": per_store,
+        "chaos": opts.chaos.__dict__,
+        "pollers_per_mapping": opts.concurrency,
+        "poller_restarts": restarts,
+        "redrive_rounds": outcome.redrive_rounds,
+        # Where faults can strike from outside the app (faults.py), and where they cannot.
+        "fault_points": {
+            "writes_watched": {service: sorted(ops) for service, ops in WRITE_OPERATIONS.items()},
+            "http": "the provider stand-in's calls are logged" if opts.starts_provider else "not watched",
+            "sql": "commit() of sqlite3 and psycopg 3 connections (a kill point); autocommit statements: "
+            "random-moment kills only",
+        },
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    code, reasons = verdict(report)
+    report["verdict"] = {"exit_code": code, "reasons": reasons}
+    t = report["total"]
+    conclude(
+        report,
+        text=render(report),
+        reasons=reasons,
+        fail_prefix="FAIL: ",
+        ok_line=(
+            f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
+            f"0 stranded, 0 vanished, {t['replayed_after_kill']} replayed after a kill"
+        )
+        if code == 0
+        else None,
+        report_path=opts.report_path,
+        events=clock.events + read_events(opts.run_dir),
+        clock=clock,
+        title=f"{opts.stack}: chaos run",
+        log=log,
+    )
+    return code, report

@@ -1,0 +1,217 @@
+"""The one pipeline every run of the local tooling goes through: a local AWS and a ``cdk deploy`` into it (or a
+local AWS where the stack is deployed already), the deployed SQS event source mappings discovered and moto's own
+switched off, one poller pool playing them, the producer's originals sent before polling starts and its resends
+while it runs, the queues drained; then the profile reads back and checks what happened.
+
+Two profiles use it: the payments demo (``profiles/demo.py``: ``make demo``, ``make soak``) and the chaos run for any
+stack (``profiles/chaos_run.py``: ``python -m effectively_once_local chaos``). Each step is a function here, so that
+neither profile has a producer, a drain loop, a deploy-or-reuse step or a progress bar of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..aws.deploy import DeployError, deploy
+from ..aws.discovery import DeployedMapping
+from ..aws.readback import queues_depth
+from ..aws.server import LocalAwsError, MotoServer
+from ..chaos.fault_model import ChaosConfig, EventLog
+from ..report.page import RunClock
+from ..runner.mapping_runner import PollerPool, PollerSpec
+from ..traffic.producer import LATE_RESEND, RESEND, L, Outgoing, Sender, send
+
+#: The files a run writes into its folder (``runner/mapping_runner.py``, ``chaos/fault_model.py``, :func:`drive`): a
+#: new run removes the previous run's, and nothing else (the folder may hold the input file, or be the working folder).
+RUN_FILES = (
+    "deliveries-*.jsonl",
+    "provider-*.jsonl",
+    "chaos-*.jsonl",
+    "function-*.log",
+    "sent-*.jsonl",
+    "standin-calls.jsonl",
+)
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for pattern in RUN_FILES:
+        for stale in run_dir.glob(pattern):
+            stale.unlink()
+
+
+def progress_bar(total: int, desc: str, quiet: bool) -> Any:
+    """A tqdm bar on stderr (``quiet``: none drawn)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="msg", disable=quiet, file=sys.stderr, mininterval=0.5, leave=True)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where a run's stack lives: the local AWS's ``endpoint``, the ``cdk_out`` the stack was deployed from, and
+    whether this run deployed it (``fresh``) or found it deployed."""
+
+    endpoint: str
+    cdk_out: Path
+    fresh: bool
+
+
+@contextmanager
+def local_deployment(
+    *,
+    app_dir: Path,
+    stack: str,
+    context: dict[str, str],
+    run_dir: Path,
+    log: Callable[[str], None],
+    endpoint: str | None = None,
+    cdk_out: Path | None = None,
+) -> Iterator[Deployment]:
+    """A fresh local AWS (moto on loopback, its log in ``run_dir/moto.log``) with ``stack`` of ``app_dir`` deployed
+    by the CDK CLI with ``-c`` ``context`` (``cdk.out`` in ``run_dir``), stopped when the block ends; or, given
+    ``endpoint``, the local AWS there, where ``stack`` was deployed from ``cdk_out`` already (tests deploy several
+    stacks at once), left running.
+
+    :raises DeployError: ``endpoint`` without ``cdk_out``, or the deploy failed.
+    :raises LocalAwsError: the local AWS did not start.
+    """
+    if endpoint is not None:
+        if cdk_out is None:
+            raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
+        yield Deployment(endpoint, cdk_out, fresh=False)
+        return
+    with MotoServer(log_path=run_dir / "moto.log") as aws:
+        log(f"local AWS (moto) on {aws.endpoint}")
+        started = time.monotonic()
+        deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log")
+        log(f"deployed {stack} with the CDK CLI in {time.monotonic() - started:.0f}s")
+        yield Deployment(aws.endpoint, run_dir / "cdk.out", fresh=True)
+
+
+def describe(mapping: DeployedMapping) -> str:
+    """One line on what the runner found for a mapping: its queue, function, handler and the settings it plays."""
+    c = mapping.mapping
+    return (
+        f"{mapping.label} ({mapping.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
+        f"visibility timeout {c.visibility_timeout_seconds}s, maxReceiveCount {c.max_receive_count}, "
+        f"function timeout {c.function_timeout_seconds}s"
+    )
+
+
+def poller_specs(
+    mappings: list[DeployedMapping],
+    *,
+    run_dir: Path,
+    aws_env: dict[str, str],
+    chaos: ChaosConfig,
+    concurrency: int,
+    handler_root: Path | None = None,
+    key_expression: str | None = None,
+    key_normalize: tuple[str, ...] = (),
+    seam: str | None = None,
+    env_overrides: dict[str, str] | None = None,
+) -> list[tuple[PollerSpec, int]]:
+    """``concurrency`` pollers per mapping. ``handler_root``: the folder the handler is imported from.
+
+    :default: each mapping's own code folder (its function's asset in the ``cdk.out``).
+    :raises DeployError: no ``handler_root`` and a mapping discovered without a ``cdk.out``.
+    """
+    specs = []
+    for m in mappings:
+        root = handler_root or m.code_dir
+        if root is None:
+            raise DeployError(f"no code folder for the function of {m.label}: discover it with the cdk.out")
+        spec = PollerSpec(
+            mapping=m.mapping,
+            run_dir=str(run_dir),
+            handler_root=str(root),
+            aws_env=aws_env,
+            chaos=chaos,
+            key_expression=key_expression,
+            key_normalize=key_normalize,
+            seam=seam,
+            env_overrides=dict(env_overrides or {}),
+        )
+        specs.append((spec, concurrency))
+    return specs
+
+
+def drain(
+    pool: PollerPool, sqs: Any, urls: list[str], total: int, *, timeout_seconds: int, run_dir: Path, quiet: bool
+) -> None:
+    """Supervise the pollers (a dead one is replaced) until the queues hold nothing twice in a row.
+
+    :raises LocalAwsError: not drained within ``timeout_seconds``.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    settled_polls = 0
+    with progress_bar(total, "processing", quiet) as bar:
+        while settled_polls < 2:
+            if time.monotonic() > deadline:
+                raise LocalAwsError(f"queues not drained after {timeout_seconds}s; see {run_dir}")
+            time.sleep(1)
+            pool.supervise()
+            remaining = queues_depth(sqs, urls)
+            bar.n = max(0, total - remaining)
+            bar.refresh()
+            settled_polls = settled_polls + 1 if remaining == 0 else 0
+
+
+@dataclass(frozen=True)
+class Drive:
+    """What :func:`drive` did: the messages it sent, and when sending started and the queues were drained
+    (``time.monotonic()``)."""
+
+    messages_sent: int
+    sending_started: float
+    drained: float
+
+
+def drive(
+    sqs: Any,
+    pool: PollerPool,
+    urls: dict[str, str],
+    fifo: dict[str, bool],
+    outgoing: dict[str, list[Outgoing[L]]],
+    *,
+    clock: RunClock,
+    run_dir: Path,
+    drain_timeout_seconds: int,
+    quiet: bool,
+    fresh_deploy: bool = True,
+    senders: dict[str, Sender] | None = None,
+) -> Drive:
+    """Send the originals, start the pollers, send the resends while they run (a producer retrying), drain, stop the
+    pollers. Every message SQS accepted is in the run's send log (``sent-<label>.jsonl``). Sending while pollers
+    run is slow on moto: every SendMessage scans the whole queue (``Queue.attributes``, docs/moto-bugs.md).
+
+    :raises SendError: SQS rejected a message. :raises LocalAwsError: not drained in time.
+    """
+    total = sum(len(v) for v in outgoing.values())
+    sent_logs = {label: EventLog(run_dir / f"sent-{label}.jsonl") for label in outgoing}
+    sending_started = time.monotonic()
+    try:
+        with progress_bar(total, "sending", quiet) as bar:
+            clock.mark("deployed: sending" if fresh_deploy else "sending")
+            for label, msgs in outgoing.items():
+                first = {label: [o for o in msgs if o.kind not in (RESEND, LATE_RESEND)]}
+                send(sqs, urls, fifo, first, clock.progress(label, bar.update), sent_logs[label].write, senders)
+            pool.start()
+            clock.mark("polling")
+            for label, msgs in outgoing.items():
+                resends = {label: [o for o in msgs if o.kind in (RESEND, LATE_RESEND)]}
+                send(sqs, urls, fifo, resends, clock.progress(label, bar.update), sent_logs[label].write, senders)
+        drain(
+            pool, sqs, list(urls.values()), total, timeout_seconds=drain_timeout_seconds, run_dir=run_dir, quiet=quiet
+        )
+        drained = time.monotonic()
+    finally:
+        pool.stop()
+    return Drive(messages_sent=total, sending_started=sending_started, drained=drained)

@@ -1,0 +1,559 @@
+"""The chaos run's report, per business key, Jepsen-style: what was sent against what was done.
+
+The business key of each sent message comes from the input (the ``--key`` JMESPath over the body), never from what
+the handler keys on: a handler keyed on the wrong thing (the SQS ``messageId``) then shows up as duplicates and
+unexpected keys.
+
+Effects per key are counted in the effect's own store when one is named (``--effect-table``/``--effect-key``: one
+item per executed effect, counted per value of the key attribute), else from the runtime's effect log lines
+(``message`` = ``effect executed``, field ``idempotency_key``) in the function logs. With a store, the log lines
+cross-check it (``cross_check``).
+
+Per key: **lost** (a valid key with no effect and not in a DLQ), **duplicated** (more than one effect), **unexpected**
+(an effect for a key never sent). A second execution of a key's effect is allowed only where a kill fell between
+that key's effect and its completion, and only when the effect takes the key (so the second execution is answered,
+not repeated): with a store, that is checked (several effect lines, one item: the conditional put keyed on the
+idempotency key answered the replay); without one, the user states it (``--effect-takes-key``). Those keys are
+reported as ``replayed_after_kill``. More effect lines than the kills on that key explain are
+``unexplained_replays``: a duplicate got past the idempotency layer (only the effect's key stopped it).
+
+Without a store, the effect log lines are a lower bound of the effects when a stall or a deadline kill happened
+(``effects_lower_bound``): the runtime writes an effect's line after the effect returned, so an effect stopped by a
+real timeout after it acted leaves no line, and a duplicate effect of that key could go unseen.
+
+Kills are attributed from the logs (chaos.py): a kill's key is the last effect line of the killed request in the
+killed process's function log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from effectively_once_runtime import names
+from effectively_once_runtime.effects.unkeyed import MARKER_INFIX
+from effectively_once_runtime.identity import normalizer
+
+from ..base.json_lines import read_jsonl
+from ..chaos.fault_model import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, DEADLINE, RANDOM_MOMENT, TIMEOUT
+from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
+
+EFFECT_MESSAGE = names.EFFECT_EXECUTED
+KILL_KINDS = (AFTER_EFFECT, AFTER_WRITE, RANDOM_MOMENT, AFTER_COMPLETE, TIMEOUT, DEADLINE)
+#: The per-key classes, in the order shown.
+COUNT_KEYS = (
+    "messages_sent",
+    "keys_sent",
+    "invalid_lines",
+    "effects",
+    "effect_log_lines",
+    "dead_lettered_keys",
+    "lost",
+    "duplicated",
+    "unexpected",
+    "replayed_after_kill",
+    "replayed_after_error",
+    "unexplained_replays",
+    "duplicates_suppressed",
+)
+
+
+def log_lines(run_dir: Path, message: str) -> list[dict[str, Any]]:
+    """Every line with ``message`` in the run's function logs, each with ``_file``, its log's name (a line cut by a
+    kill is skipped)."""
+    lines = []
+    for path in sorted(run_dir.glob("function-*.log")):
+        for doc in read_jsonl([path]):
+            if isinstance(doc, dict) and doc.get(names.FIELD_MESSAGE) == message:
+                lines.append({**doc, "_file": path.name})
+    return lines
+
+
+def effect_lines(run_dir: Path) -> list[dict[str, Any]]:
+    """Every effect line in the run's function logs (a line cut by a kill is skipped)."""
+    return log_lines(run_dir, EFFECT_MESSAGE)
+
+
+def unkeyed_lines(run_dir: Path, normalize: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The runtime's lines for un-keyed effects (``effects.unkeyed``: calls no key protects), counted from the run's
+    function logs: ``possibly_lost`` (``effect possibly lost``, ``delivery="at_most_once"``: a replay found the
+    call's claim without its completion and skipped the call) and ``repeated`` (``effect repeated``,
+    ``delivery="at_least_once"``: the call made again after an attempt that did not complete). Both are upper
+    bounds (a kill between the call and its completion counts as possibly lost though the call happened; a kill
+    between the attempt and the call counts as repeated though nothing was): a checker compares them with what
+    the store of the call shows, never the other way round.
+
+    :returns: ``{"possibly_lost": n, "repeated": n, "calls": {"<effect> <adapter> <delivery>": {"effect",
+        "adapter", "delivery", "possibly_lost", "repeated", "keys": {business key: lines}}}}``; the adapter is read
+        from the line's marker id (``<key prefix>#effect-marker#<adapter>#...``); keys normalised as the run's.
+    """
+    same = normalizer(normalize)
+    counts = {"possibly_lost": names.MSG_EFFECT_POSSIBLY_LOST, "repeated": names.MSG_EFFECT_REPEATED}
+    calls: dict[str, dict[str, Any]] = {}
+    totals = dict.fromkeys(counts, 0)
+    for what, message in counts.items():
+        for line in log_lines(run_dir, message):
+            marker = str(line.get(names.FIELD_EFFECT_MARKER) or "")
+            adapter = marker.partition(f"#{MARKER_INFIX}#")[2].partition("#")[0] or "unknown"
+            effect, delivery = str(line.get(names.FIELD_EFFECT)), str(line.get(names.FIELD_DELIVERY))
+            call = calls.setdefault(
+                f"{effect} {adapter} {delivery}",
+                {"effect": effect, "adapter": adapter, "delivery": delivery, **dict.fromkeys(counts, 0), "keys": {}},
+            )
+            call[what] += 1
+            totals[what] += 1
+            key = same(str(line.get(names.FIELD_IDEMPOTENCY_KEY)))
+            call["keys"][key] = call["keys"].get(key, 0) + 1
+    return {**totals, "calls": dict(sorted(calls.items()))}
+
+
+def _between_effect_and_completion(kill: dict[str, Any], writes: list[dict[str, Any]]) -> str | None:
+    """The key a kill interrupted between its effect and its completion, proved from the environment's write log
+    (``chaos/faults.py``: one counter numbers the writes and the kill): the last in-progress put of a Powertools record
+    before the kill, then at least one effect write (a kill point), and no later write of that record (its
+    completion, or its delete after a failure). The record's id ends in the hash of its key: matched against the
+    killed batch's keys. ``None`` when the order shows no such window."""
+    mine = [w for w in writes if w.get("request_id") == kill.get("request_id") and w["seq"] < kill.get("seq", 0)]
+    started = [
+        i for i, w in enumerate(mine) if w.get("role") == IDEMPOTENCY_RECORD and w.get("op") == "dynamodb.PutItem"
+    ]
+    if not started:
+        return None
+    record = mine[started[-1]].get("record_id")
+    after = mine[started[-1] + 1 :]
+    if any(w.get("role") == IDEMPOTENCY_RECORD and w.get("record_id") == record for w in after):
+        return None
+    if not any(w.get("role") in KILL_POINT_ROLES for w in after):
+        return None
+    digest = record_hash(record)
+    return next((k for k in kill.get("batch_keys") or [] if k and digest in record_hash_candidates(k)), None)
+
+
+def kills(run_dir: Path) -> list[dict[str, Any]]:
+    """Every kill record, each with ``key``: the key it interrupted between its effect and its completion (``None``
+    for a kill after completion, or before any effect of its request). Where the environment's writes were watched
+    (``chaos/faults.py``) the key is proved from the order of its writes and the kill; else it is the last effect line
+    of the killed request in the killed process's function log."""
+    lines = effect_lines(run_dir)
+    out = []
+    for path in sorted(run_dir.glob("chaos-*.jsonl")):
+        label = path.stem[len("chaos-") :].rsplit("-", 1)[0]
+        records = read_jsonl([path])
+        writes = [r for r in records if r.get("event") == "write" and isinstance(r.get("seq"), int)]
+        for record in records:
+            if record.get("event") != "kill":
+                continue
+            key = None
+            phase = record.get("phase")
+            watched = "seq" in record and any(w.get("request_id") == record.get("request_id") for w in writes)
+            if record.get("effect_line_key"):
+                key = record["effect_line_key"]  # a stall at the effect line: the key of that very line (exact)
+            elif phase != AFTER_EFFECT and watched:
+                key = None if phase == AFTER_COMPLETE else _between_effect_and_completion(record, writes)
+            if key is None and phase in (AFTER_EFFECT, TIMEOUT, DEADLINE):
+                # At the effect line itself (exact: the effect returned, its record is not completed); or a stall or
+                # deadline whose window the writes do not show (an effect answered from its key writes nothing the
+                # local AWS accepts): the killed request's last effect line.
+                log_name = f"function-{label}-{record.get('pid')}.log"
+                mine = [
+                    ln
+                    for ln in lines
+                    if ln["_file"] == log_name and ln.get("function_request_id") == record.get("request_id")
+                ]
+                key = mine[-1].get(names.FIELD_IDEMPOTENCY_KEY) if mine else None
+            out.append({**record, "key": key})
+    return out
+
+
+def build(
+    sent: Counter[str],
+    invalid_lines: int,
+    messages_sent: int,
+    dlq_keys: set[str],
+    dead_lettered: int,
+    log_counts: Counter[str],
+    store_counts: Counter[str] | None,
+    kill_records: list[dict[str, Any]],
+    effect_takes_key: bool,
+    failed_after_effect: Counter[str] | None = None,
+) -> dict[str, Any]:
+    """The report. ``sent``: business key -> messages sent; ``store_counts``: ``None`` when no store is named;
+    ``failed_after_effect``: per key, the runtime's ``effect repeated after failure`` lines (the record failed after
+    its effect returned, so its retry runs the effect again: a replay that no kill explains, but that line does).
+    """
+    killed: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key"))
+    failed = failed_after_effect or Counter()
+    effects = store_counts if store_counts is not None else log_counts
+    lost = sorted(k for k in sent if effects[k] == 0 and k not in dlq_keys)
+    duplicated, replayed, after_error, unexplained = [], [], [], []
+    for key in sorted(k for k in set(effects) | set(log_counts) if k in sent):  # other keys are unexpected
+        lines = log_counts[key]
+        if store_counts is not None:
+            if store_counts[key] > 1:
+                duplicated.append(key)
+                continue
+            takes_key = store_counts[key] == 1
+        else:
+            takes_key = effect_takes_key
+        if lines > 1:
+            if not takes_key:
+                duplicated.append(key)
+            elif lines - 1 <= killed[key]:
+                replayed.append(key)
+            elif lines - 1 <= killed[key] + failed[key]:
+                after_error.append(key)
+            else:
+                unexplained.append(key)
+    unexpected = sorted(k for k in set(effects) | set(log_counts) if k not in sent and (effects[k] or log_counts[k]))
+    per_kind = Counter(k.get("phase") for k in kill_records)
+    report: dict[str, Any] = {
+        "total": {
+            "messages_sent": messages_sent,
+            "keys_sent": len(sent),
+            "invalid_lines": invalid_lines,
+            "effects": sum(effects[k] for k in effects),
+            "effect_log_lines": sum(log_counts.values()),
+            "dead_lettered_keys": len(dlq_keys & set(sent)),
+            "dead_lettered": dead_lettered,
+            "lost": len(lost),
+            "duplicated": len(duplicated),
+            "unexpected": len(unexpected),
+            "replayed_after_kill": len(replayed),
+            "replayed_after_error": len(after_error),
+            "unexplained_replays": len(unexplained),
+            "kills": {**{kind: 0 for kind in KILL_KINDS}, **per_kind},
+            "kills_between_effect_and_completion": sum(killed.values()),
+        },
+        "effects_counted_from": "store" if store_counts is not None else "effect log lines",
+        # The runtime writes an effect's line after the effect returned: a real stall or deadline kill inside an
+        # effect leaves an effect that ran without its line, so without a store the counts are a lower bound then.
+        # A kill after a write or at a random moment can also stop an effect between its write and its line.
+        "effects_lower_bound": store_counts is None
+        and bool(per_kind[TIMEOUT] + per_kind[DEADLINE] + per_kind[AFTER_WRITE] + per_kind[RANDOM_MOMENT]),
+        "keys": {
+            "lost": lost,
+            "duplicated": duplicated,
+            "unexpected": unexpected[:100],
+            "replayed_after_kill": replayed,
+            "replayed_after_error": after_error,
+            "unexplained_replays": unexplained,
+        },
+        "replayed_after_kill_safe_because": (
+            "each of these keys has one item in the effect store although its effect ran more than once: the effect "
+            "takes the idempotency key (a conditional put keyed on it answered the replay), and every replay follows "
+            "a kill between that key's effect and its completion"
+            if store_counts is not None
+            else "stated with --effect-takes-key: the effect passes the idempotency key on (a provider or a "
+            "conditional write that answers a repeated key); every replay follows a kill between that key's effect "
+            "and its completion"
+        ),
+    }
+    if store_counts is not None:
+        report["cross_check"] = {
+            # An effect without its line: the process died between the effect and its log line.
+            "store_items_without_log_line": sum(max(0, store_counts[k] - log_counts[k]) for k in store_counts),
+            # A line whose key has no item: a replay answered by the key (see replayed_after_kill), or a handler whose
+            # idempotency key is not the business key.
+            "log_keys_without_store_item": sum(1 for k in log_counts if store_counts[k] == 0),
+        }
+    return report
+
+
+#: What each failing state means, in the verdict's words.
+_FAILING = {
+    "stranded": "valid keys stranded (only in a DLQ after the run's redrive, never effected)",
+    "never_delivered": "lines never delivered (SQS accepted them, the delivery log never shows them)",
+    "vanished": "lines vanished (delivered and reported done, with no effect and no DLQ copy)",
+}
+
+
+def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
+    """Exit 1 on anything lost, duplicated, unexpected or replayed without a kill to explain it, and, with the
+    per-line states (``states``), on any line stranded, never delivered or vanished."""
+    total = report["total"]
+    reasons = []
+    if "states" in report:
+        for state, words in _FAILING.items():
+            if total.get(state):
+                keys = list(report["states"]["keys"].get(state, [])) + [
+                    f"line {i['line']}" for i in report["states"]["invalid_lines"] if i["state"] == state
+                ]
+                shown = ", ".join(str(k) for k in keys[:5]) + (" ..." if len(keys) > 5 else "")
+                reasons.append(f"{total[state]} {words}: {shown}")
+    elif total["lost"]:
+        reasons.append(f"{total['lost']} keys lost (a valid key with no effect and not in a DLQ)")
+    if total["duplicated"]:
+        reasons.append(f"{total['duplicated']} keys duplicated (more than one effect for a key)")
+    if total["unexpected"]:
+        reasons.append(f"{total['unexpected']} unexpected keys (an effect for a key never sent)")
+    if total["unexplained_replays"]:
+        reasons.append(
+            f"{total['unexplained_replays']} keys whose effect ran again without a kill between their effect and "
+            "completion: a duplicate got past the idempotency layer"
+        )
+    return (1 if reasons else 0), reasons
+
+
+def render(report: dict[str, Any]) -> str:
+    total = report["total"]
+    width = max(len(k) for k in COUNT_KEYS) + 2
+    out = [f"effects counted from: {report['effects_counted_from']}"]
+    if report.get("effects_lower_bound"):
+        out.append(
+            "  a lower bound: stalls and kills may have stopped an effect after it acted and before its line;"
+            " name the effect's store (--effect KIND:NAME:KEYPATH) for an exact count"
+        )
+    out += [key.ljust(width) + str(total[key]).rjust(8) for key in COUNT_KEYS if key in total]
+    out.append("kills: " + ", ".join(f"{k}={v}" for k, v in total["kills"].items()))
+    for name in ("lost", "duplicated", "unexpected", "unexplained_replays"):
+        keys = report["keys"][name]
+        if keys:
+            out.append(f"{name}: " + ", ".join(json.dumps(k) for k in keys[:10]) + (" ..." if len(keys) > 10 else ""))
+    if total["replayed_after_kill"]:
+        out.append("replayed after a kill, safe because " + report["replayed_after_kill_safe_because"])
+    if total.get("replayed_after_error"):
+        out.append(
+            "replayed after an error: the record failed after its effect returned (the runtime's 'effect repeated "
+            "after failure' line), its retry ran the effect again, and the effect took the key"
+        )
+    if "states" in report:
+        out.append("states: " + ", ".join(f"{s}={n}" for s, n in report["states"]["counts"].items()))
+        for state in FAILING_STATES:
+            for key in report["states"]["keys"].get(state, [])[:5]:
+                out.append(f"  {state} {json.dumps(key)}: {json.dumps(report['states']['evidence'].get(key, {}))}")
+    unkeyed = report.get("unkeyed") or {}
+    if unkeyed.get("possibly_lost") or unkeyed.get("repeated"):
+        out.append(
+            f"un-keyed effects: {unkeyed['possibly_lost']} possibly lost (at_most_once), {unkeyed['repeated']} "
+            "repeated (at_least_once): "
+            + ", ".join(f"{name} {c['possibly_lost'] + c['repeated']}" for name, c in unkeyed["calls"].items())
+        )
+    if report.get("normalization"):
+        out.append("NOTE: " + report["normalization"]["hint"])
+    if "sends" in report:
+        kinds = report["sends"]["by_kind"]
+        out.append("sent: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    for queue, held in report.get("dlq", {}).items():
+        why = ", ".join(f"{w} {n}" for w, n in held["why"].items()) or "empty"
+        out.append(f"DLQ {queue}: {held['messages']} messages ({why})")
+    return "\n".join(out)
+
+
+# --- every input line ends in exactly one state ------------------------------------------------------------------
+#: Passing states: a key effected once (``effected_once``), a key effected once after the run's redrive brought it
+#: back from a DLQ (``redriven_then_effected``), a line the app refused, in a DLQ (``invalid_in_dlq``; moved by the
+#: runtime with its reason, or by SQS after maxReceiveCount). Failing states: ``stranded`` (a valid key only in a
+#: DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the delivery log never shows it),
+#: ``vanished`` (delivered and reported done, with no effect and no DLQ copy), ``duplicated``; and ``unexpected``
+#: keys (effects for keys never sent) from :func:`build`.
+PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
+FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
+
+
+def _delivered_keys(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]) -> tuple[set[Any], set[int]]:
+    """Keys and line numbers of which at least one accepted message shows in the delivery log (for an asynchronous
+    target, the event id the send log keeps shows as the delivery's ``event_id``)."""
+    delivered_ids = {d.get("message_id") for d in deliveries} | {d["event_id"] for d in deliveries if d.get("event_id")}
+    rows = [r for r in sent_rows if r.get("message_id") in delivered_ids]
+    return {r.get("key") for r in rows}, {int(r["line"]) for r in rows if isinstance(r.get("line"), int)}
+
+
+def line_states(
+    *,
+    lines: list[Any],
+    effects: Counter[str],
+    duplicated: list[str],
+    redriven: set[str],
+    dlq_messages: dict[str, list[Any]],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+    key_of: Any,
+    suppressed: Counter[str] | None = None,
+) -> dict[str, Any]:
+    """The state of every input line (the constants above), with evidence for each failing one, and a row per key
+    (``per_key``: its state, sends, deliveries, effects, duplicates suppressed, kills by kind).
+
+    ``lines``: the input (``number``, ``body``, ``key``); ``effects``: effects per key (store or log lines);
+    ``dlq_messages``: each DLQ's messages after the run's redrive (``readback.DlqMessage``), by queue name;
+    ``sent_rows``: the send log; ``deliveries``: the delivery log; ``key_of(body)``: a body's business key;
+    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines).
+    """
+    delivered, delivered_lines = _delivered_keys(sent_rows, deliveries)
+    in_dlq: dict[str, list[dict[str, Any]]] = {}
+    dlq_bodies: dict[str, dict[str, Any]] = {}
+    for queue, messages in dlq_messages.items():
+        for m in messages:
+            reason = m.reason()
+            entry = {"dlq": queue, "moved_by": "runtime" if reason else "sqs", "reason": reason}
+            dlq_bodies.setdefault(m.body, entry)
+            key = key_of(m.body)
+            if key is not None:
+                in_dlq.setdefault(key, []).append(entry)
+    states: dict[str, str] = {}
+    for key in dict.fromkeys(ln.key for ln in lines if ln.key is not None):
+        entries = in_dlq.get(key, [])
+        if key in duplicated:
+            states[key] = "duplicated"
+        elif effects[key] >= 1:
+            states[key] = "redriven_then_effected" if key in redriven else "effected_once"
+        elif entries and all(e["moved_by"] == "runtime" for e in entries):
+            states[key] = "invalid_in_dlq"  # the app refused it (a permanent error), with its reason
+        elif entries:
+            states[key] = "stranded"
+        else:
+            states[key] = "vanished" if key in delivered else "never_delivered"
+    invalid = []
+    for ln in lines:
+        if ln.key is not None:
+            continue
+        found = dlq_bodies.get(ln.body)
+        state = "invalid_in_dlq" if found else "vanished" if ln.number in delivered_lines else "never_delivered"
+        invalid.append({"line": ln.number, "state": state, **({"moved_by": found["moved_by"]} if found else {})})
+    counts = Counter(states.values()) + Counter(i["state"] for i in invalid)
+    failing = {s: sorted(k for k, v in states.items() if v == s) for s in FAILING_STATES}
+    return {
+        "counts": {s: counts.get(s, 0) for s in PASSING_STATES + FAILING_STATES},
+        "keys": {
+            **failing,
+            "redriven_then_effected": sorted(k for k, v in states.items() if v == "redriven_then_effected"),
+        },
+        "invalid_lines": invalid,
+        "per_key": _per_key(states, effects, sent_rows, deliveries, kill_records, suppressed or Counter()),
+        "evidence": {
+            key: _evidence(key, in_dlq.get(key, []), sent_rows, deliveries, kill_records)
+            for state in FAILING_STATES
+            for key in failing[state][:50]
+        },
+    }
+
+
+def _per_key(
+    states: dict[str, str],
+    effects: Counter[str],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+    suppressed: Counter[str],
+) -> dict[str, dict[str, Any]]:
+    """One row per key: its final state, messages sent and delivered, effects, duplicates suppressed, kills."""
+    ids: dict[Any, set[Any]] = {}
+    for r in sent_rows:
+        ids.setdefault(r.get("key"), set()).add(r.get("message_id"))
+    delivered = Counter(d.get("message_id") for d in deliveries)
+    kills: dict[str, Counter[str]] = {}
+    for k in kill_records:
+        if k.get("key"):
+            kills.setdefault(str(k["key"]), Counter())[str(k.get("phase"))] += 1
+    return {
+        key: {
+            "state": state,
+            "sends": len(ids.get(key, ())),
+            "deliveries": sum(delivered[i] for i in ids.get(key, ())),
+            "effects": effects[key],
+            "duplicates_suppressed": suppressed[key],
+            "kills": dict(kills.get(key, {})),
+        }
+        for key, state in states.items()
+    }
+
+
+def _evidence(
+    key: str,
+    dlq: list[dict[str, Any]],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What the logs and the DLQs say of one key: its sends, deliveries, kills (each with the write it followed) and
+    where it sits in a DLQ, and why."""
+    ids = {r.get("message_id") for r in sent_rows if r.get("key") == key}
+    mine = [d for d in deliveries if d.get("message_id") in ids]
+    return {
+        "sends": sorted(Counter(str(r.get("kind")) for r in sent_rows if r.get("key") == key).items()),
+        "deliveries": len(mine),
+        "max_receive_count": max((int(d.get("receive_count", 0)) for d in mine), default=0),
+        "kills": [
+            {"phase": k.get("phase"), "after_write": (k.get("last_write") or {}).get("op"), "seq": k.get("seq")}
+            for k in kill_records
+            if k.get("key") == key
+        ],
+        "dlq": dlq,
+    }
+
+
+def dlq_contents(dlq_messages: dict[str, list[Any]], key_of: Any) -> dict[str, Any]:
+    """Per DLQ: how many messages, why each is there (the runtime's reason's error type, or ``maxReceiveCount``
+    for one SQS moved), and the keys (``None`` for a body without one)."""
+    out: dict[str, Any] = {}
+    for queue, messages in sorted(dlq_messages.items()):
+        why: Counter[str] = Counter()
+        for m in messages:
+            reason = m.reason()
+            why[str(reason.get("error_type")) if reason else "maxReceiveCount"] += 1
+        out[queue] = {
+            "messages": len(messages),
+            "why": dict(sorted(why.items())),
+            "keys": sorted({str(k) for k in (key_of(m.body) for m in messages) if k is not None})[:100],
+        }
+    return out
+
+
+def add_states(report: dict[str, Any], states: dict[str, Any], dlq: dict[str, Any]) -> None:
+    """Put the per-line states (:func:`line_states`) and the DLQ contents (:func:`dlq_contents`) into a chaos report:
+    the ``states`` and ``dlq`` blocks, and each state's count in ``total``."""
+    report["states"] = states
+    report["dlq"] = dlq
+    report["total"].update(states["counts"])
+
+
+def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]], fifo: set[str]) -> dict[str, Any]:
+    """What the producer sent, by kind (``traffic/producer.py``: ``original``, ``concurrent_duplicate``, ``resend``,
+    ``late_resend``), and on FIFO queues the resends inside the deduplication interval that were delivered anyway:
+    SQS must drop those, so anything but 0 means the local AWS did not deduplicate (a finding about the emulator,
+    not the app)."""
+    delivered = {d.get("message_id") for d in deliveries}
+    inside = [r for r in sent_rows if r.get("queue") in fifo and r.get("kind") == "resend"]
+    return {
+        "by_kind": dict(sorted(Counter(str(r.get("kind")) for r in sent_rows).items())),
+        "fifo_resends_inside_window": len(inside),
+        "fifo_resends_after_window": sum(
+            1 for r in sent_rows if r.get("queue") in fifo and r.get("kind") == "late_resend"
+        ),
+        "fifo_resends_inside_window_delivered": sum(1 for r in inside if r.get("message_id") in delivered),
+    }
+
+
+#: The normalisations an app may apply, fewest steps first: :func:`normalization_hint` names the simplest that
+#: explains the app's keys.
+_CANDIDATE_STEPS = (
+    ("casefold",),
+    ("strip",),
+    ("nfkc",),
+    ("strip", "casefold"),
+    ("nfkc", "casefold"),
+    ("nfkc", "strip"),
+    ("nfkc", "strip", "casefold"),
+)
+
+
+def normalization_hint(sent_keys: set[str], app_keys: set[str], run_steps: tuple[str, ...]) -> dict[str, Any] | None:
+    """When the app's own keys (its effect lines' ``idempotency_key``, raw) are forms of the sent keys (raw) that
+    only a normalisation explains, and not the one the run applies: the steps that explain them. The run's verdict
+    stands on the run's business identity; this says why its keys and the app's differ. ``None`` otherwise."""
+    foreign = app_keys - sent_keys
+    if not foreign or foreign <= {normalizer(run_steps)(k) for k in sent_keys}:
+        return None
+    for steps in _CANDIDATE_STEPS:
+        same = normalizer(steps)
+        if foreign <= {same(k) for k in sent_keys}:
+            return {
+                "app_keys_not_sent": len(foreign),
+                "app_seems_to_normalize": list(steps),
+                "run_normalizes": list(run_steps),
+                "hint": "the app's Consumer normalises its keys differently from this run: give the run the same"
+                f" --normalize steps ({' '.join(f'--normalize {s}' for s in steps)}) or align the app",
+            }
+    return None

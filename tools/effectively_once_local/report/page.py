@@ -1,0 +1,545 @@
+"""A run's outputs: the terminal summary, the JSON report, and its picture, an HTML page beside it (same path,
+``.html``) that opens offline.
+
+The page is built from the report dict and the run's timed events (:class:`TimedEvent`), whatever the run: the demo's
+payments or the general ``chaos`` command. It shows over time (seconds since the run started) the messages sent,
+deliveries, charges or effects, duplicates suppressed, DLQ arrivals and kills by kind, then a per-queue table and the
+report's totals. The chart is drawn with matplotlib (Agg backend: no display) and embedded as a base64 PNG; the page
+loads nothing else.
+
+Where each series comes from (:func:`read_events`; every line is timed by its writer, wall-clock epoch seconds):
+
+- sent: the producer's batches as ``SendMessageBatch`` accepted them (:class:`RunClock`);
+- deliveries: the local event source mapping's delivery log, ``deliveries-*.jsonl`` (``ts``);
+- charges: the simulated provider's call log, ``provider-*.jsonl``, results not answered from a key (``ts``);
+- effects: the runtime's effect lines in the function logs (Powertools Logger ``timestamp``);
+- duplicates suppressed: the runtime's EMF ``DuplicatesSuppressed`` (``_aws.Timestamp``), what the report sums;
+- DLQ arrivals: the runtime's ``record dead-lettered`` line (a permanent failure sent on first sight). A message
+  SQS itself moves after ``maxReceiveCount`` receives leaves no timed trace the runner can read: SQS keeps a standard
+  queue message's enqueue time when it moves it (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html),
+  and the report's read of a FIFO DLQ replaces each message with a copy (``readback.read_dlq_messages``). The page
+  counts those in its tables, not on the chart, and says how many arrivals it timed;
+- kills: the chaos log, ``chaos-*.jsonl`` (``ts``, ``phase``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from effectively_once_runtime import names
+
+from ..base.json_lines import read_jsonl
+
+#: Top-level report keys that are not a queue's column (the payments report's and the chaos report's blocks).
+NOT_QUEUES = (
+    "total",
+    "run",
+    "verdict",
+    "per_key",
+    "redrive",
+    "states",
+    "dlq",
+    "sends",
+    "normalization",
+    "async",
+    "unkeyed",
+)
+
+#: The kinds of :class:`TimedEvent`, in the order the page shows them, with their labels.
+KINDS = {
+    "sent": "messages sent",
+    "delivery": "deliveries",
+    "charge": "charges (provider)",
+    "effect": "effects (effect lines)",
+    "duplicate_suppressed": "duplicates suppressed",
+    "dlq_arrival": "DLQ arrivals (runtime, first sight)",
+    "kill": "kills",
+}
+#: One colour and line style per cumulative series, the same in every run whatever series it has.
+_STYLES = {
+    "sent": ("tab:blue", "-"),
+    "delivery": ("tab:orange", "-"),
+    "charge": ("tab:green", "-"),
+    "effect": ("tab:red", "--"),  # dashed: in the payments demo it runs on top of the charges
+    "duplicate_suppressed": ("tab:blue", "-"),
+    "dlq_arrival": ("tab:orange", "-"),
+}
+#: One colour per kill kind (tab10 colours the cumulative lines do not use first).
+_KILL_COLOURS = ("tab:red", "tab:purple", "tab:olive", "tab:cyan", "tab:brown")
+#: Powertools Logger's default ``timestamp`` format (``%F`` is its milliseconds directive).
+_POWERTOOLS_TIME = "%Y-%m-%d %H:%M:%S,%f%z"
+
+
+@dataclass(frozen=True)
+class TimedEvent:
+    """One thing that happened in a run. ``t``: wall-clock epoch seconds; ``kind``: a key of :data:`KINDS`;
+    ``queue``: the mapping's label; ``detail``: a kill's phase; ``count``: how many (a batch, an EMF sum)."""
+
+    t: float
+    kind: str
+    queue: str
+    detail: str = ""
+    count: int = 1
+
+
+@dataclass
+class RunClock:
+    """What the run itself times: when it started (wall-clock epoch seconds), the producer's sends
+    (``progress(queue, show)`` is the progress callback for one queue's sends), the moments a run marks (``mark(text)``:
+    dashed lines, e.g. when polling starts) and when the report's figures were read (``report_taken()``: what the page
+    counts its timed events up to, beside the report's figures; later events, e.g. the outage backlog, get a column
+    of their own)."""
+
+    events: list[TimedEvent] = field(default_factory=list)
+    marks: list[tuple[float, str]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    report_at: float | None = None
+
+    def progress(self, queue: str, show: Callable[[int], Any]) -> Callable[[int], None]:
+        def sent(n: int) -> None:
+            self.events.append(TimedEvent(time.time(), "sent", queue, count=n))
+            show(n)
+
+        return sent
+
+    def mark(self, text: str) -> None:
+        self.marks.append((time.time(), text))
+
+    def report_taken(self) -> None:
+        self.report_at = time.time()
+        self.mark("report")
+
+
+def _label(path: Path, prefix: str) -> str:
+    """``<prefix>-<label>-<pid>.<ext>`` -> label (labels may hold dashes)."""
+    return path.stem[len(prefix) + 1 :].rsplit("-", 1)[0]
+
+
+def _log_time(doc: dict[str, Any]) -> float | None:
+    value = doc.get("timestamp")
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, _POWERTOOLS_TIME).timestamp()
+    except ValueError:
+        try:
+            return datetime.fromisoformat(value).timestamp()  # a Logger set to RFC 3339
+        except ValueError:
+            return None
+
+
+def _emf_count(value: Any) -> int:
+    return int(sum(value) if isinstance(value, list) else value)
+
+
+def read_events(run_dir: Path) -> list[TimedEvent]:
+    """The timed events in a run folder's logs (see the module docstring); lines without a time are skipped."""
+    out: list[TimedEvent] = []
+    for path in sorted(run_dir.glob("deliveries-*.jsonl")):
+        label = _label(path, "deliveries")
+        out += [TimedEvent(float(d["ts"]), "delivery", label) for d in read_jsonl([path]) if "ts" in d]
+    for path in sorted(run_dir.glob("provider-*.jsonl")):
+        label = _label(path, "provider")
+        out += [
+            TimedEvent(float(c["ts"]), "charge", label)
+            for c in read_jsonl([path])
+            if "ts" in c and c.get("event") == "result" and not c.get("replayed")
+        ]
+    for path in sorted(run_dir.glob("chaos-*.jsonl")):
+        label = _label(path, "chaos")
+        out += [
+            TimedEvent(float(k["ts"]), "kill", label, str(k.get("phase")))
+            for k in read_jsonl([path])
+            if "ts" in k and k.get("event") == "kill"
+        ]
+    for path in sorted(run_dir.glob("function-*.log")):
+        label = _label(path, "function")
+        for doc in read_jsonl([path]):
+            if not isinstance(doc, dict):
+                continue
+            aws = doc.get("_aws")
+            if isinstance(aws, dict) and names.METRIC_DUPLICATES_SUPPRESSED in doc and "Timestamp" in aws:
+                count = _emf_count(doc[names.METRIC_DUPLICATES_SUPPRESSED])
+                out.append(TimedEvent(aws["Timestamp"] / 1000, "duplicate_suppressed", label, count=count))
+                continue
+            kind = {names.EFFECT_EXECUTED: "effect", names.MSG_RECORD_DEAD_LETTERED: "dlq_arrival"}.get(
+                str(doc.get(names.FIELD_MESSAGE))
+            )
+            t = _log_time(doc) if kind else None
+            if kind and t is not None:
+                out.append(TimedEvent(t, kind, label))
+    return sorted(out, key=lambda e: e.t)
+
+
+# --- the chart ------------------------------------------------------------------------------------------------------
+
+
+def _cumulative(events: list[TimedEvent], started: float) -> tuple[list[float], list[int]]:
+    xs, ys, n = [0.0], [0], 0
+    for e in events:
+        n += e.count
+        xs.append(e.t - started)
+        ys.append(n)
+    return xs, ys
+
+
+def _chart(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display
+    import matplotlib.pyplot as plt
+
+    by_kind: dict[str, list[TimedEvent]] = {k: [e for e in events if e.kind == k] for k in KINDS}
+    end = max([e.t - started for e in events] + [t - started for t, _ in marks] + [1.0])
+    fig, (flow, guards, kills) = plt.subplots(
+        3, 1, figsize=(12, 10), sharex=True, height_ratios=[3, 2, 1.4], layout="constrained"
+    )
+    for ax, kinds, title in (
+        (flow, ("sent", "delivery", "charge", "effect"), "Messages through the pipeline (cumulative)"),
+        (guards, ("duplicate_suppressed", "dlq_arrival"), "The guards at work (cumulative)"),
+    ):
+        for kind in kinds:
+            if by_kind[kind]:
+                xs, ys = _cumulative(by_kind[kind], started)
+                xs.append(end)
+                ys.append(ys[-1])
+                colour, style = _STYLES[kind]
+                ax.step(
+                    xs, ys, where="post", linewidth=2, color=colour, linestyle=style, label=f"{KINDS[kind]}: {ys[-1]}"
+                )
+        ax.set_title(title, loc="left", fontsize=12)
+        ax.set_ylabel("count")
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            # Outside the axes, on the right: it never hides a curve or a mark's label.
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=10, frameon=False)
+        else:
+            ax.text(0.5, 0.5, "none in this run", transform=ax.transAxes, ha="center", va="center", color="gray")
+    phases = sorted({e.detail for e in by_kind["kill"]})
+    for i, phase in enumerate(phases):
+        xs = [e.t - started for e in by_kind["kill"] if e.detail == phase]
+        kills.scatter(xs, [i] * len(xs), marker="x", s=50, color=_KILL_COLOURS[i % len(_KILL_COLOURS)])
+    counts = Counter(e.detail for e in by_kind["kill"])
+    kills.set_yticks(range(len(phases)), [f"{p}: {counts[p]}" for p in phases])
+    kills.set_ylim(-0.7, max(len(phases), 1) - 0.3)
+    kills.set_title("Kills of the execution environment, by kind", loc="left", fontsize=12)
+    kills.grid(True, axis="x", alpha=0.3)
+    if not phases:
+        kills.text(0.5, 0.5, "no kills in this run", transform=kills.transAxes, ha="center", va="center", color="gray")
+    kills.set_xlabel("seconds since the run started")
+    kills.set_xlim(0, end * 1.02)
+    fig.draw_without_rendering()  # lays the axes out: their width in pixels decides where each label fits
+    px_per_second = flow.bbox.width / (end * 1.02)
+    # A label is its mark's name turned upright beside its own line, on the line's left unless the previous label
+    # already sits left of a line closer than a label's thickness (then on the right: the two face away).
+    thickness = 9 * fig.dpi / 72 + 8
+    previous: tuple[float, str] | None = None
+    for t, text in marks:
+        x = (t - started) * px_per_second
+        close = previous is not None and x - previous[0] < thickness
+        side = "right" if x < thickness or (close and previous is not None and previous[1] == "left") else "left"
+        for ax in (flow, guards, kills):
+            ax.axvline(t - started, color="gray", linestyle="--", linewidth=1)
+        flow.annotate(
+            text,
+            (t - started, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(2 if side == "right" else -2, -4),
+            textcoords="offset points",
+            rotation=90,
+            ha="left" if side == "right" else "right",
+            va="top",
+            fontsize=9,
+            color="dimgray",
+            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+        )
+        previous = (x, side)
+    return fig
+
+
+def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig = _chart(events, started, marks)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# --- the page -------------------------------------------------------------------------------------------------------
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1240px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
+.ok { color: #1a7f37; font-weight: bold; } .fail { color: #c62828; font-weight: bold; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 14px; }
+th, td { border: 1px solid #ccc; padding: 4px 10px; } td { text-align: right; font-variant-numeric: tabular-nums; }
+th { text-align: left; background: #f4f4f4; font-weight: 600; } thead th { text-align: right; }
+img { max-width: 100%; } .note { color: #555; font-size: 13px; }
+.row { display: flex; flex-wrap: wrap; gap: 12px 36px; align-items: flex-start; } .row h2 { margin-top: 12px; }
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _flat(total: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Scalars as they are, one level of dicts (kills by kind) as ``key.kind``."""
+    out: list[tuple[str, Any]] = []
+    for key, value in total.items():
+        if isinstance(value, dict):
+            out += [(f"{key}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, int | float | str) or value is None:
+            out.append((key, value))
+    return out
+
+
+def _totals_table(total: dict[str, Any], attr: str) -> str:
+    rows = "".join(f'<tr><th>{_esc(k)}</th><td data-{attr}="{_esc(k)}">{_esc(v)}</td></tr>' for k, v in _flat(total))
+    return f"<table>{rows}</table>"
+
+
+def _queue_table(columns: dict[str, dict[str, Any]], keys: list[str], key_labels: dict[str, str]) -> str:
+    head = "".join(f"<th>{_esc(q)}</th>" for q in columns)
+    rows = []
+    for key in keys:
+        cells = "".join(
+            f'<td data-queue="{_esc(q)}" data-key="{_esc(key)}">{_esc(col.get(key, "-"))}</td>'
+            for q, col in columns.items()
+        )
+        rows.append(f"<tr><th>{_esc(key_labels.get(key, key))}</th>{cells}</tr>")
+    return f"<table><thead><tr><th></th>{head}</tr></thead>{''.join(rows)}</table>"
+
+
+def _queue_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The report's per-queue rows: the top-level blocks its ``total`` adds up (every figure of the block is one of
+    the total's keys), e.g. the demo's ``standard`` and ``fifo``; not the chaos report's ``cross_check``."""
+    total = report.get("total") or {}
+    rows = {}
+    for key, value in report.items():
+        if key in NOT_QUEUES or not isinstance(value, dict):
+            continue
+        figures = [k for k, v in value.items() if isinstance(v, int | dict)]
+        if figures and all(k in total for k in figures):
+            rows[key] = value
+    return rows
+
+
+#: The column of the events after the report's figures were read (all queues).
+LATER = "after the report"
+
+
+def _event_columns(events: Iterable[TimedEvent], report_at: float | None) -> dict[str, dict[str, Any]]:
+    """Events per queue and kind up to ``report_at`` (all when ``None``), then one column for those after it."""
+    counts: dict[str, Counter[str]] = {}
+    later: Counter[str] = Counter()
+    for e in events:
+        if report_at is not None and e.t > report_at:
+            later[e.kind] += e.count
+        else:
+            counts.setdefault(e.queue, Counter())[e.kind] += e.count
+    columns = {q: dict(c) for q, c in sorted(counts.items())}
+    if later:
+        columns[LATER] = dict(later)
+    return columns
+
+
+def _timed_note(report: dict[str, Any], before: list[TimedEvent]) -> str:
+    """Under the timed table: where its counts come from, and why one can be lower than the report's."""
+    note = (
+        "Counted from what the run timed, each written after what it records (sent: the producer's accepted "
+        "batches; deliveries: the runner's delivery log; charges: the provider's result lines, replays left out; "
+        "effects: the effect lines; duplicates suppressed: the EMF metric; DLQ arrivals: the runtime's first-sight "
+        "sends; kills: the chaos log). The report's tables count the stores instead (ledgers, DLQs). A kill between "
+        "a provider call and its result line (or an effect and its line), e.g. a deadline kill on a loaded machine, "
+        "leaves a charge in the ledger that no line timed, so a timed count can be lower than the report's."
+    )
+    charges = (report.get("total") or {}).get("charges")
+    if isinstance(charges, int):
+        timed = sum(e.count for e in before if e.kind == "charge")
+        note += f" Here: timed charges: {timed}, the report's (ledger items): {charges}."
+    return f'<p class="note" style="max-width: 520px">{_esc(note)}</p>'
+
+
+def render_page(
+    report: dict[str, Any],
+    events: list[TimedEvent],
+    *,
+    clock: RunClock,
+    title: str,
+    headline: list[str] | None = None,
+) -> str:
+    """The page's HTML (see :func:`write_page`)."""
+    png = base64.b64encode(_chart_png(events, clock.started, clock.marks)).decode("ascii")
+    verdict = report.get("verdict") or {}
+    parts = [f"<h1>{_esc(title)}</h1>"]
+    when = datetime.fromtimestamp(clock.started).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    seconds = (report.get("run") or {}).get("seconds")
+    parts.append(f'<p class="note">started {_esc(when)}' + (f", {_esc(seconds)} s" if seconds is not None else ""))
+    if "exit_code" in verdict:
+        ok = verdict["exit_code"] == 0
+        lines = headline if headline is not None else list(verdict.get("reasons") or [])
+        parts.append(f'<p class="{"ok" if ok else "fail"}">exit code {_esc(verdict["exit_code"])}</p>')
+        parts += [f"<p>{_esc(line)}</p>" for line in lines]
+    parts.append('<h2>Over time</h2><img alt="the run over time" src="data:image/png;base64,' + png + '">')
+    before = [e for e in events if clock.report_at is None or e.t <= clock.report_at]
+    timed_dlq = sum(e.count for e in before if e.kind == "dlq_arrival")
+    dead = (report.get("total") or {}).get("dead_lettered")
+    if dead is not None:
+        parts.append(
+            f'<p class="note">DLQ arrivals timed{" up to the report" if clock.report_at else ""}: {timed_dlq} '
+            f"runtime sends on first sight; the DLQs held {_esc(dead)} messages when the report read them. A send "
+            "repeated after a kill is deduplicated by a FIFO DLQ; a message SQS moved after maxReceiveCount receives "
+            "is not timed (tables only).</p>"
+        )
+    tables = ["<div><h2>Totals (the report's)</h2>" + _totals_table(report.get("total") or {}, "total") + "</div>"]
+    queues = _queue_rows(report)
+    if queues:
+        keys = list(dict.fromkeys(k for row in queues.values() for k, v in row.items() if not isinstance(v, dict)))
+        tables.append("<div><h2>Per queue (the report's)</h2>" + _queue_table(queues, keys, {}) + "</div>")
+    per_key = (report.get("per_key") or {}).get("total")
+    if per_key:
+        tables.append("<div><h2>Per business key</h2>" + _totals_table(per_key, "per-key-total") + "</div>")
+    columns = _event_columns(events, clock.report_at)
+    if columns:
+        kinds = [k for k in KINDS if any(k in c for c in columns.values())]
+        tables.append(
+            "<div><h2>Per queue (the timed events)</h2>"
+            + _queue_table(columns, kinds, KINDS)
+            + _timed_note(report, before)
+            + "</div>"
+        )
+    parts.append('<div class="row">' + "\n".join(tables) + "</div>")
+    parts += _states_sections(report)
+    run = report.get("run")
+    if run:
+        parts.append(f"<h2>Run</h2><pre>{_esc(json.dumps(run, indent=2))}</pre>")
+    body = "\n".join(parts)
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_esc(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def _states_sections(report: dict[str, Any]) -> list[str]:
+    """The chaos report's per-line states (each failing key with its evidence), DLQ contents and sends by kind."""
+    parts: list[str] = []
+    states = report.get("states")
+    if states:
+        rows = "".join(
+            f'<tr><th>{_esc(state)}</th><td data-key="state-{_esc(state)}">{_esc(n)}</td></tr>'
+            for state, n in states["counts"].items()
+        )
+        parts.append(f"<h2>Every input line's state</h2><table>{rows}</table>")
+        failing = [
+            f"<tr><th>{_esc(state)}</th><td>{_esc(key)}</td><td><pre>{_esc(json.dumps(states['evidence'].get(key)))}"
+            "</pre></td></tr>"
+            for state, keys in states["keys"].items()
+            if state != "redriven_then_effected"
+            for key in keys[:20]
+        ]
+        failing += [
+            f"<tr><th>{_esc(i['state'])}</th><td>line {_esc(i['line'])}</td><td></td></tr>"
+            for i in states.get("invalid_lines", [])
+            if i["state"] != "invalid_in_dlq"
+        ]
+        if failing:
+            parts.append("<h2>Findings</h2><table><tr><th>state</th><th>key</th><th>evidence</th></tr>")
+            parts.append("".join(failing) + "</table>")
+    dlq = report.get("dlq")
+    if dlq:
+        rows = "".join(
+            f"<tr><th>{_esc(queue)}</th><td>{_esc(held['messages'])}</td>"
+            f"<td>{_esc(', '.join(f'{w} {n}' for w, n in held['why'].items()))}</td></tr>"
+            for queue, held in dlq.items()
+        )
+        parts.append(f"<h2>What the DLQs hold, and why</h2><table>{rows}</table>")
+    sends = report.get("sends")
+    if sends:
+        parts.append(f"<h2>What the producer sent</h2><pre>{_esc(json.dumps(sends, indent=2))}</pre>")
+    leg = report.get("async")
+    if leg:
+        parts.append(
+            "<h2>The asynchronous leg (EventBridge, Lambda's retries, the on-failure redrive)</h2>"
+            f'<pre data-key="async">{_esc(json.dumps(leg, indent=2))}</pre>'
+        )
+    return parts
+
+
+def page_path(report_path: Path) -> Path:
+    """Where the page of a JSON report goes: beside it, same name, ``.html`` (``.html`` added to a report that is
+    already named ``.html``: the page never overwrites it)."""
+    page = report_path.with_suffix(".html")
+    return page if page != report_path else report_path.with_name(report_path.name + ".html")
+
+
+def write_page(
+    path: Path,
+    report: dict[str, Any],
+    events: list[TimedEvent],
+    *,
+    clock: RunClock,
+    title: str,
+    headline: list[str] | None = None,
+) -> Path:
+    """Write the page: ``events`` over time (seconds since ``clock.started``; ``clock.marks`` as dashed lines), the
+    report's ``total`` (and ``per_key.total``), its per-queue rows, and the events per queue up to
+    ``clock.report_at``. ``headline``: lines under the exit code (default: the verdict's reasons). Returns ``path``.
+
+    :raises OSError: it cannot be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_page(report, events, clock=clock, title=title, headline=headline), encoding="utf-8")
+    return path
+
+
+def conclude(
+    report: dict[str, Any],
+    *,
+    text: str,
+    reasons: list[str],
+    fail_prefix: str,
+    ok_line: str | None,
+    report_path: Path,
+    events: list[TimedEvent],
+    clock: RunClock,
+    title: str,
+    log: Callable[[str], None] = print,
+) -> Path | None:
+    """The tail of every local run (``demo``, ``chaos``): show the report (``text``), a line per reason, the OK line,
+    then write the JSON report and its page, and print where they are. Written after they are shown: a write that
+    fails (a full disk) still leaves the result on screen. Returns the page's path, ``None`` when it could not be
+    drawn (said on screen; the JSON report stands).
+
+    :raises OSError: the JSON report cannot be written.
+    """
+    log("")
+    log(text)
+    log("")
+    for reason in reasons:
+        log(fail_prefix + reason)
+    if ok_line:
+        log(ok_line)
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    log(f"report written to {report_path}")
+    try:
+        headline = [fail_prefix + r for r in reasons] + ([ok_line] if ok_line else [])
+        page = write_page(page_path(report_path), report, events, clock=clock, title=title, headline=headline)
+    except Exception as exc:  # noqa: BLE001 - the picture is extra: the verdict and the JSON report stand
+        log(f"page not written: {type(exc).__name__}: {exc}")
+        return None
+    log(f"page: {page.resolve().as_uri()}")
+    return page
