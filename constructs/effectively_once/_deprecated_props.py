@@ -1,5 +1,5 @@
 """``PaymentProcessor``'s deprecated keywords: the props it forwarded one by one to its queue and its consumer
-before ``queue_options`` and ``consumer_options`` (deprecated in 0.3, removed in 0.4).
+before ``queue_options`` and ``consumer_options`` (deprecated in 0.3.0, removed in 0.4.0).
 
 Each old keyword still works, with a ``DeprecationWarning`` naming the option object to use instead; an old keyword
 together with the same field given in its option object is a ``ValueError`` naming both. The old keyword and an
@@ -25,7 +25,7 @@ from .observability import AlarmThresholds, AsyncInvocationOptions
 from .options import IdempotentQueueConsumerOptions, ProcessingQueueOptions, given_fields
 
 #: The release that removes the keywords.
-REMOVED_IN = "0.4"
+REMOVED_IN = "0.4.0"
 #: Frames between the warning and the code that called ``PaymentProcessor(...)``: this package's, and jsii's
 #: (its construct metaclass calls ``__init__``).
 _INTERNAL_FILES = (str(Path(__file__).parent), str(Path(jsii.__file__).parent))

@@ -162,7 +162,7 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
         (duplicate deliveries, idempotency rejections; docs/observability.md).
         :default: ``None``: the function's own ``log_group`` when it is a ``lambda.Function`` created with one
         (``log_group=...``, as ``PaymentProcessor`` does), otherwise no query definitions.
-    :param async_invocation: **deprecated** (removed in 0.4; a ``DeprecationWarning`` and the synth warning
+    :param async_invocation: **deprecated** (removed in 0.4.0; a ``DeprecationWarning`` and the synth warning
         ``effectively-once:asyncInvocationDeprecated``): use :class:`IdempotentEventConsumer`, which owns the
         function's event invoke config, its on-failure queue, expiry and alarms. Configures the function's
         asynchronous invocation path (event invoke config and a standard on-failure queue); the function must not
@@ -525,7 +525,7 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
         return _mapping_metrics.mapping_metric(self.event_source_mapping, _mapping_metrics.DROPPED_EVENT_COUNT, **props)
 
 
-#: The deprecation of ``async_invocation`` (0.3): the Python warning and the synth warning say the same.
+#: The deprecation of ``async_invocation`` (0.3.0): the Python warning and the synth warning say the same.
 ASYNC_INVOCATION_DEPRECATION = (
     f"IdempotentQueueConsumer(async_invocation=...) is deprecated and will be removed in {REMOVED_IN}: use "
     "IdempotentEventConsumer(function=..., table=..., retry_attempts=..., max_event_age=..., on_failure_queue=...) "

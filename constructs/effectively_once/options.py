@@ -95,7 +95,7 @@ class IdempotentQueueConsumerOptions:
     :param alarms: the five failure alarms. :default: ``True``.
     :param alarm_action: added to every alarm. :default: ``None``: the alarms notify no one.
     :param alarm_thresholds: :default: ``None``: ``AlarmThresholds()``.
-    :param async_invocation: **deprecated** (removed in 0.4, with a ``DeprecationWarning``): the function's
+    :param async_invocation: **deprecated** (removed in 0.4.0, with a ``DeprecationWarning``): the function's
         asynchronous invocation path (event invoke config and on-failure queue); use :class:`IdempotentEventConsumer`
         on the composed function instead. :default: ``None``: left to Lambda's defaults (2 retries, 6 hours, no
         destination).

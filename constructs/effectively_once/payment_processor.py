@@ -91,7 +91,7 @@ class PaymentProcessor(Construct):
         ``alarm_thresholds``, ``async_invocation``), each with :class:`IdempotentQueueConsumer`'s default; the
         consumer gets ``removal_policy``, ``service_name``, ``metrics_namespace`` and the log group from above.
         :default: ``None``: ``IdempotentQueueConsumerOptions()``, every field at its default.
-    :param deprecated: **deprecated** (removed in 0.4): those 17 props as keywords of their own
+    :param deprecated: **deprecated** (removed in 0.4.0): those 17 props as keywords of their own
         (``PaymentProcessor(fifo=True, batch_size=5)``). Each still works, with a ``DeprecationWarning`` naming the
         option object to pass instead; combined with its option object's other fields.
     :raises ValueError: as :class:`ProcessingQueue` and :class:`IdempotentQueueConsumer`; ``queue_options`` or

@@ -226,7 +226,7 @@ class Consumer:
         if effect_key is None:
             warnings.warn(
                 "Consumer(effect_key=None) hands effects the idempotency key itself ('business'); pass "
-                "effect_key='scoped' (the next minor version's default) or 'business' explicitly",
+                "effect_key='scoped' (the default in 0.4.0) or 'business' explicitly",
                 DeprecationWarning,
                 stacklevel=2,
             )

@@ -500,7 +500,7 @@ def test_async_invocation_on_a_queue_consumer_is_deprecated_in_python_and_at_syn
     (deprecation,) = [w for w in caught if "async_invocation" in str(w.message)]
     assert str(deprecation.message) == ASYNC_INVOCATION_DEPRECATION
     assert deprecation.filename == __file__  # the line that built the consumer
-    assert "removed in 0.4: use IdempotentEventConsumer(" in ASYNC_INVOCATION_DEPRECATION
+    assert "removed in 0.4.0: use IdempotentEventConsumer(" in ASYNC_INVOCATION_DEPRECATION
     (found,) = _warnings(stack, "/Test/Consumer")
     assert found.startswith(ASYNC_INVOCATION_DEPRECATION) and "asyncInvocationDeprecated" in found
 

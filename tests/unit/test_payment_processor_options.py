@@ -61,10 +61,11 @@ def test_deprecated_keywords_warn_naming_the_option_objects(with_keywords: Any) 
     messages = sorted(str(w.message) for w in with_keywords[1] if str(w.message).startswith("PaymentProcessor("))
 
     assert messages == [
-        "PaymentProcessor(batch_size=..., key_prefix=..., alarms=...) is deprecated and will be removed in 0.4: pass "
-        "consumer_options=IdempotentQueueConsumerOptions(batch_size=..., key_prefix=..., alarms=...) instead",
+        "PaymentProcessor(batch_size=..., key_prefix=..., alarms=...) is deprecated and will be removed in 0.4.0: "
+        "pass consumer_options=IdempotentQueueConsumerOptions(batch_size=..., key_prefix=..., alarms=...) instead",
         "PaymentProcessor(fifo=..., retention_period=..., max_receive_count=...) is deprecated and will be removed in "
-        "0.4: pass queue_options=ProcessingQueueOptions(fifo=..., retention_period=..., max_receive_count=...) instead",
+        "0.4.0: pass queue_options=ProcessingQueueOptions(fifo=..., retention_period=..., max_receive_count=...) "
+        "instead",
     ]
 
 
