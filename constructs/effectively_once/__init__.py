@@ -10,6 +10,9 @@ See the README's "Constructs" section; ``effectively_once.testing`` has snapshot
 
 The constructs are imported on first attribute access (PEP 562), so that the CDK-free dev tooling in
 ``effectively_once_local`` does not pay for importing aws-cdk-lib (seconds and ~150 MB per process).
+
+Moved modules keep their old paths until their removal, each with a ``DeprecationWarning`` naming the new one
+(``_moved_modules.MOVED``): ``effectively_once.consumer`` is ``effectively_once.queue_consumer`` (removed in 0.4.0).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _moved_modules
+
 if TYPE_CHECKING:
-    from .consumer import IdempotentQueueConsumer
     from .event_consumer import EventAlarmThresholds, IdempotentEventConsumer
     from .existing_queue import ExistingQueue
     from .idempotency_table import IdempotencyTable
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from .options import IdempotentQueueConsumerOptions, ProcessingQueueOptions
     from .payment_processor import PaymentProcessor
     from .processing_queue import ProcessingQueue
+    from .queue_consumer import IdempotentQueueConsumer
     from .runtime_layer import RuntimeLayer
 
 __all__ = [
@@ -50,13 +55,15 @@ _MODULES = {
     "ExistingQueue": ".existing_queue",
     "IdempotencyTable": ".idempotency_table",
     "IdempotentEventConsumer": ".event_consumer",
-    "IdempotentQueueConsumer": ".consumer",
+    "IdempotentQueueConsumer": ".queue_consumer",
     "IdempotentQueueConsumerOptions": ".options",
     "PaymentProcessor": ".payment_processor",
     "ProcessingQueue": ".processing_queue",
     "ProcessingQueueOptions": ".options",
     "RuntimeLayer": ".runtime_layer",
 }
+
+_moved_modules.install()
 
 
 def __getattr__(name: str) -> Any:

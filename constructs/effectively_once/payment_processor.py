@@ -19,13 +19,13 @@ from ._assets import payment_function_code
 from ._deprecated_props import DeprecatedProps, options_with_deprecated
 from ._function_checks import check_timeout
 from ._validation import acknowledge, check_int
-from .consumer import IdempotentQueueConsumer
 from .idempotency_table import IdempotencyTable
 from .observability import build_dashboard
 from .options import IdempotentQueueConsumerOptions, ProcessingQueueOptions
 from .powertools_layer import POWERTOOLS_RUNTIME
 from .powertools_layer import POWERTOOLS_VERSION as POWERTOOLS_VERSION  # re-exported: the pin, read by tests
 from .processing_queue import ProcessingQueue
+from .queue_consumer import IdempotentQueueConsumer
 from .runtime_layer import RuntimeLayer, check_architecture
 
 # The Powertools pin (release and runtime) lives in powertools_layer.py; re-exported here for existing callers.

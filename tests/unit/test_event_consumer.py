@@ -31,8 +31,8 @@ from effectively_once import (
     IdempotentQueueConsumer,
     ProcessingQueue,
 )
-from effectively_once.consumer import ASYNC_INVOCATION_DEPRECATION
 from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
+from effectively_once.queue_consumer import ASYNC_INVOCATION_DEPRECATION
 from effectively_once.testing import snapshot_template
 
 from .helpers import (
