@@ -9,26 +9,21 @@ option object's other fields combine.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import warnings
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TypedDict, TypeVar
 
-import jsii
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 
+from ._stacklevel import caller_stacklevel
 from ._validation import Described, fail, shown
 from .observability import AlarmThresholds, AsyncInvocationOptions
 from .options import IdempotentQueueConsumerOptions, ProcessingQueueOptions, given_fields
 
 #: The release that removes the keywords.
 REMOVED_IN = "0.4.0"
-#: Frames between the warning and the code that called ``PaymentProcessor(...)``: this package's, and jsii's
-#: (its construct metaclass calls ``__init__``).
-_INTERNAL_FILES = (str(Path(__file__).parent), str(Path(jsii.__file__).parent))
 
 _Options = TypeVar("_Options", ProcessingQueueOptions, IdempotentQueueConsumerOptions)
 
@@ -99,7 +94,7 @@ def _with_keywords(prop: str, cls: type[_Options], options: _Options | None, dep
         f"PaymentProcessor({listed}) is deprecated and will be removed in {REMOVED_IN}: pass "
         f"{prop}={cls.__name__}({listed}) instead",
         DeprecationWarning,
-        stacklevel=_caller_stacklevel(),
+        stacklevel=caller_stacklevel(),
     )
     return dataclasses.replace(options, **keywords)
 
@@ -110,14 +105,3 @@ def _value(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, Duration)):
         return value
     return Described(repr(value))
-
-
-def _caller_stacklevel() -> int:
-    """``warnings.warn``'s ``stacklevel`` (for a call from this function's caller) of the first frame outside this
-    package and jsii: the line that called ``PaymentProcessor(...)``, where the warning is shown and filtered."""
-    frame = sys._getframe(1)  # the frame that calls warnings.warn: stacklevel 1
-    level = 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
-        frame = frame.f_back
-        level += 1
-    return level

@@ -38,9 +38,7 @@ from ._validation import (
 )
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
-
-# _alarm: the one alarm shape of the library (observability.py), shared rather than copied.
-from .observability import AsyncInvocationOptions, _alarm, build_async_invocation, build_queries
+from .observability import AsyncInvocationOptions, build_async_invocation, build_queries, threshold_alarm
 
 #: Lambda's asynchronous-invocation metrics (namespace ``AWS/Lambda``, dimension ``FunctionName``) and the
 #: invocation metric of failed destination deliveries. Source: AWS Lambda Developer Guide, "Types of metrics for
@@ -285,7 +283,7 @@ class IdempotentEventConsumer(EffectGrants, Construct):
         made: list[cloudwatch.Alarm | None] = [None] * 5
         if alarms:
             made = [
-                _alarm(self, child, metric, threshold, 1, description, action=action)
+                threshold_alarm(self, child, metric, threshold, 1, description, action=action)
                 for child, metric, threshold, description in (
                     (
                         "OnFailureDepthAlarm",

@@ -220,7 +220,7 @@ def build_alarms(
     records); no DLQ-depth alarm (``None``) without a dead-letter queue. ``namespace`` and ``service`` locate the
     handler's EMF ``FailedRecords``."""
     specs = _alarm_specs(queue, dead_letter_queue, function, thresholds, namespace, service)
-    alarms = [_alarm(scope, *spec, action=action) for spec in specs]
+    alarms = [threshold_alarm(scope, *spec, action=action) for spec in specs]
     if dead_letter_queue is None:
         return None, alarms[0], alarms[1], alarms[2], alarms[3]
     return alarms[0], alarms[1], alarms[2], alarms[3], alarms[4]
@@ -281,7 +281,7 @@ def _alarm_specs(
     )
 
 
-def _alarm(
+def threshold_alarm(
     scope: Construct,
     id: str,
     metric: cloudwatch.Metric,
@@ -291,7 +291,19 @@ def _alarm(
     *,
     action: cloudwatch.IAlarmAction | None,
 ) -> cloudwatch.Alarm:
-    """One alarm above ``threshold`` for ``periods`` periods in a row, missing data not breaching."""
+    """The one alarm shape of the library (both consumer constructs' alarms): above ``threshold`` for ``periods``
+    periods of the metric in a row, missing data not breaching, described as ``effectively-once: <description>
+    (<scope's path>)``, with ``action`` (when given) as its alarm action.
+
+    :param scope: the construct the alarm is a child of (its construct id is ``id``).
+    :param id: the alarm's construct id (a public contract: it gives the logical id).
+    :param metric: what the alarm reads (its period and statistic are the metric's).
+    :param threshold: in the metric's unit; the alarm fires *above* it.
+    :param periods: breaching periods in a row (1 or more).
+    :param description: what a breach means.
+    :param action: added to the alarm's actions. :default: ``None``: no notification.
+    :returns: the alarm.
+    """
     alarm = metric.create_alarm(
         scope,
         id,

@@ -27,11 +27,12 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
-from ._deprecated_props import REMOVED_IN, _caller_stacklevel
+from ._deprecated_props import REMOVED_IN
 from ._effect_grants import EffectGrants
 from ._environment_size import EnvironmentSize
 from ._existing_queue_checks import resolve, warn_unknown
 from ._function_checks import check_function_timeout, check_one_consumer, check_placement
+from ._stacklevel import caller_stacklevel
 from ._validation import WARNING_ID_PREFIX, acknowledge, check_type, fail, is_unresolved, template_seconds
 from .event_consumer import check_one_event_invoke_config
 from .existing_queue import ExistingQueue
@@ -535,7 +536,7 @@ ASYNC_INVOCATION_DEPRECATION = (
 
 def _deprecate_async_invocation(consumer: IdempotentQueueConsumer) -> None:
     """A ``DeprecationWarning`` at the line that built the consumer, and the same at synth (``Annotations``)."""
-    warnings.warn(ASYNC_INVOCATION_DEPRECATION, DeprecationWarning, stacklevel=_caller_stacklevel())
+    warnings.warn(ASYNC_INVOCATION_DEPRECATION, DeprecationWarning, stacklevel=caller_stacklevel())
     Annotations.of(consumer).add_warning_v2(
         WARNING_ID_PREFIX + "asyncInvocationDeprecated", ASYNC_INVOCATION_DEPRECATION
     )

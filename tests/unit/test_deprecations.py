@@ -232,6 +232,7 @@ TRIGGERS: dict[str, Callable[[], list[Raised]]] = {
     "queue-consumer-async-invocation": _queue_consumer_async_invocation,
     "queue-consumer-options-async-invocation": _queue_consumer_options_async_invocation,
     "local-alias-package": lambda: _imported("effectively_once.local"),
+    "constructs-consumer-module": lambda: _imported("effectively_once.consumer"),
     "local-flat-module-paths": lambda: _imported("effectively_once_local.esm", "effectively_once_local.stack_run"),
     "runtime-effect-key-default": _runtime_effect_key_default,
 }
