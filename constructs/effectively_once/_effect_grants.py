@@ -1,12 +1,14 @@
 """``EffectGrants``: what the runtime's effect adapters (``effectively_once_runtime.effects``) call on the stores they
 write to, granted to a consumer construct's function, and nothing more.
 
-A mixin for any consumer construct with a ``function`` attribute (``aws_lambda.IFunction``):
-``IdempotentQueueConsumer`` inherits it. Each ``grant_effect_*`` method adds an identity-policy statement to the
-function's role (and a resource-policy statement where CDK's ``Grant.add_to_principal_or_resource`` needs one: a
-resource in another account), plus the key actions on a customer-managed KMS key when the resource has one, and
-returns the ``iam.Grant``. An AWS managed key (``alias/aws/s3``, ``alias/aws/sqs``, ``alias/aws/sns``) or an AWS
-owned key needs no grant: its key policy already allows the account's principals through the service.
+A mixin for any consumer construct with a ``function`` attribute (``aws_lambda.IFunction``): the consumers' core
+(``_consumer_core.ConsumerCore``) inherits it, so ``IdempotentQueueConsumer`` and ``IdempotentEventConsumer`` both
+offer these methods; it stays a module of its own, the core's part for the runtime's effect adapters. Each
+``grant_effect_*`` method adds an identity-policy statement to the function's role (and a resource-policy statement
+where CDK's ``Grant.add_to_principal_or_resource`` needs one: a resource in another account), plus the key actions
+on a customer-managed KMS key when the resource has one, and returns the ``iam.Grant``. An AWS managed key
+(``alias/aws/s3``, ``alias/aws/sqs``, ``alias/aws/sns``) or an AWS owned key needs no grant: its key policy already
+allows the account's principals through the service.
 
 The un-keyed adapters' markers (``delivery="at_most_once"|"at_least_once"``) live in the consumer's idempotency
 table, under their own id prefix: they need ``dynamodb:PutItem``, ``UpdateItem``, ``GetItem`` and ``DeleteItem``
@@ -105,7 +107,7 @@ NAG_PREFIX_REASON: Final = (
 class EffectGrants:
     """Grants for the runtime's effect adapters, on a consumer construct's ``function``.
 
-    Mixed into a construct (``class Consumer(EffectGrants, Construct)``) that sets ``self.function``. Warnings are
+    Mixed into a construct (``class ConsumerCore(EffectGrants, Construct)``) that sets ``self.function``. Warnings are
     added to that construct. A function imported without its role gets no grant (there is no policy to add to): each
     method then warns, naming the actions and resources to grant yourself, and returns a dropped grant
     (``grant.success`` is ``False``). A customer-managed key known only by an imported alias

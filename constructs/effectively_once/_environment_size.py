@@ -53,6 +53,16 @@ class _Size:
     unmeasured: int = 0
 
 
+def function_variables(function: lambda_.Function) -> dict[str, Any]:
+    """The environment variables set on ``function`` so far, resolved: literals as strings, references as
+    intrinsics (``{"Fn::GetAtt": [...]}``, ``{"Ref": ...}``); ``{}`` for none."""
+    # CfnFunction.environment is a Lazy that the Python binding reads as an empty struct; the L1's protected
+    # cfn_properties hands the Lazy itself to resolve.
+    cfn: Any = function.node.default_child
+    environment = Stack.of(function).resolve(cfn._cfn_properties.get("environment")) or {}
+    return dict(environment.get("variables") or {})
+
+
 @jsii.implements(IValidation)
 class EnvironmentSize:
     """Validation of ``consumer``: the environment of ``function`` (a ``lambda.Function``) fits Lambda's 4 KB."""
@@ -63,11 +73,7 @@ class EnvironmentSize:
 
     def validate(self) -> list[str]:
         stack = Stack.of(self._function)
-        # CfnFunction.environment is a Lazy that the Python binding reads as an empty struct; the L1's protected
-        # cfn_properties hands the Lazy itself to resolve.
-        cfn: Any = self._function.node.default_child
-        environment = stack.resolve(cfn._cfn_properties.get("environment")) or {}
-        measured = _Environment.of(environment.get("variables") or {}, _resource_types(stack))
+        measured = _Environment.of(function_variables(self._function), _resource_types(stack))
         prop = f"environment of function {self._function.node.path}"
         rule = (
             f"be at most {limits.LAMBDA_MAX_ENVIRONMENT_BYTES} bytes as Lambda measures it (its variables as one "

@@ -1,5 +1,6 @@
-"""The synth-time checks of ``IdempotentQueueConsumer`` on its function: the function's timeout, the stack the
-consumer is created in, and one consumer per function (docs/validation.md lists every rule with its source)."""
+"""The synth-time checks of the consumer constructs on their function: the function's timeout and one
+``IdempotentQueueConsumer`` per function, and for both consumers the stack they are created in (docs/validation.md
+lists every rule with its source)."""
 
 from __future__ import annotations
 
@@ -32,16 +33,19 @@ def check_function_timeout(function: lambda_.IFunction) -> None:
         check_timeout(f"timeout of function {function.node.path}", function.timeout)
 
 
-def check_placement(consumer: Construct, function: lambda_.IFunction) -> None:
-    """The consumer must be created in its function's stack.
+def check_placement(consumer: Construct, function: lambda_.IFunction, kind: str, advice: str) -> None:
+    """A consumer (``kind``: its class name, ``IdempotentQueueConsumer`` or ``IdempotentEventConsumer``) must be
+    created in its function's stack.
 
-    Its event source mapping (in the consumer's stack) names the function, and the grants and environment it adds to
-    the function (in the function's stack) name the queue and the table: created in the queue's stack, each stack
-    would depend on the other and ``app.synth()`` would fail with a bare ``DependencyCycle``. An imported function
-    (no resource of its own: ``lambda.Function.from_function_arn``) is not checked: nothing of it is deployed, and
-    the consumer only reads its ARN.
+    What it creates in its own stack (an event source mapping, an event invoke config) names the function, and the
+    grants and environment it adds to the function (in the function's stack) name the queue and the table: created
+    in another stack, each stack would depend on the other and ``app.synth()`` would fail with a bare
+    ``DependencyCycle``. An imported function (no resource of its own: ``lambda.Function.from_function_arn``) is not
+    checked: nothing of it is deployed, and the consumer only reads its ARN.
 
-    :raises ValueError: the function is a resource of another stack than the consumer's.
+    :param advice: what the message tells the user to do (each construct's own text).
+    :raises ValueError: the function is a resource of another stack than the consumer's (source:
+        :data:`PLACEMENT_DOC`).
     """
     if function.node.default_child is None:
         return
@@ -49,12 +53,9 @@ def check_placement(consumer: Construct, function: lambda_.IFunction) -> None:
     if function_stack is consumer_stack:
         return
     raise fail(
-        f"scope of IdempotentQueueConsumer {consumer.node.path}",
+        f"scope of {kind} {consumer.node.path}",
         Described(f"a scope in stack {consumer_stack.node.path}"),
-        f"must be in the stack of its function {function.node.path} (stack {function_stack.node.path}): create "
-        "the consumer with scope=Stack.of(function) or a construct of that stack, or its event source mapping (naming "
-        "the function) and the grants and environment it adds to the function (naming the queue and the table) make "
-        "each stack depend on the other, and app.synth() fails with a DependencyCycle",
+        f"must be in the stack of its function {function.node.path} (stack {function_stack.node.path}): {advice}",
         PLACEMENT_DOC,
     )
 

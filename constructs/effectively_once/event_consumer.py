@@ -1,6 +1,11 @@
 """``IdempotentEventConsumer``: a function invoked asynchronously (an EventBridge rule, an SNS subscription, an S3
 notification, ``Invoke(InvocationType="Event")``), with its one ``EventInvokeConfig``, an on-failure queue, and the
-idempotency settings and alarms around them."""
+idempotency settings and alarms around them.
+
+Built on the consumers' core (``_consumer_core.ConsumerCore``: the table grant, the runtime's environment, the effect
+grants, the alarms and query definitions, shared with ``IdempotentQueueConsumer``); this module keeps only its
+source: the event invoke config and its on-failure queue, the alarms' specs, and the table and key prefix the
+function shares with its other constructs."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsii
-from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -19,9 +24,10 @@ from effectively_once_runtime import names
 
 from . import limits
 from ._consumer_checks import check_idempotency_expiry, check_key_prefix
-from ._effect_grants import EffectGrants
-from ._environment_size import EnvironmentSize
+from ._consumer_core import ConsumerCore, check_table, expiry_value, per_minute
+from ._environment_size import function_variables
 from ._existing_queue_checks import resolve
+from ._function_checks import check_placement
 from ._validation import (
     Described,
     acknowledge,
@@ -38,7 +44,7 @@ from ._validation import (
 )
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
-from .observability import AsyncInvocationOptions, build_async_invocation, build_queries, threshold_alarm
+from .observability import AlarmSpec, AsyncInvocationOptions, build_async_invocation
 
 #: Lambda's asynchronous-invocation metrics (namespace ``AWS/Lambda``, dimension ``FunctionName``) and the
 #: invocation metric of failed destination deliveries. Source: AWS Lambda Developer Guide, "Types of metrics for
@@ -61,8 +67,9 @@ ERROR_HANDLING_DOC = (
 ONE_CONFIG_DOC = "AWS Lambda API Reference, PutFunctionEventInvokeConfig; CloudFormation AWS::Lambda::EventInvokeConfig"
 #: The qualifier of the config this library writes: the unpublished function.
 LATEST = "$LATEST"
-#: Period of every alarm and widget metric.
-_PERIOD = Duration.minutes(1)
+#: What the error for a construct created outside its function's stack tells the user
+#: (_function_checks.check_placement).
+PLACEMENT_ADVICE = "create it with scope=Stack.of(function), or app.synth() fails with a DependencyCycle"
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ class EventAlarmThresholds:
     destination_delivery_failures: int = 0
 
 
-class IdempotentEventConsumer(EffectGrants, Construct):
+class IdempotentEventConsumer(ConsumerCore):
     """The asynchronous invocation path of a function guarded by an ``IdempotencyTable``.
 
     For a function invoked by an EventBridge rule, an SNS subscription, an S3 notification or
@@ -204,11 +211,9 @@ class IdempotentEventConsumer(EffectGrants, Construct):
         thresholds = alarm_thresholds or EventAlarmThresholds()
         # Every check before the first resource (a prop breaking two rules names the first).
         _check_props(retry_attempts, max_event_age, on_failure_queue, idempotency_expiry, thresholds, alarms)
-        check_type(
-            "table", table, IdempotencyTable, "an IdempotencyTable (IdempotencyTable.from_table_arn imports one)"
-        )
+        check_table(table)
         check_key_prefix(key_prefix)
-        _check_placement(self, function)
+        check_placement(self, function, "IdempotentEventConsumer", PLACEMENT_ADVICE)
         _check_role(function)
         check_one_event_invoke_config(self, function)
         _check_shared_settings(function, table, key_prefix)
@@ -228,17 +233,23 @@ class IdempotentEventConsumer(EffectGrants, Construct):
         )
         self.idempotency_expiry = _idempotency_expiry(self.on_failure_queue, max_event_age, idempotency_expiry)
         self._grant()
-        self._set_environment(metrics_namespace, service_name)
+        self._set_runtime_environment(self.key_prefix, metrics_namespace, service_name, keep_longer_expiry=True)
         self._advise(idempotency_expiry)
         self.node.add_validation(_SharedSettings(self))
-        self._wire_alarms(alarms, thresholds, alarm_action)
+        (
+            self.on_failure_depth_alarm,
+            self.on_failure_age_alarm,
+            self.async_events_dropped_alarm,
+            self.async_event_age_alarm,
+            self.destination_delivery_failures_alarm,
+        ) = self._create_alarms(_alarm_specs(self, thresholds), enabled=alarms, action=alarm_action)
         self._wire_queries(log_group)
 
     # --- construction steps, in the order __init__ takes them ---------------------------------------------
     def _grant(self) -> None:
         """The table grant, and the config after the role's policy (Lambda checks the destination's permission when
         the config is written)."""
-        self.table.grant_idempotency(self.function)
+        self._grant_idempotency()
         assert self.function.role is not None  # checked: _check_role
         self.event_invoke_config.node.add_dependency(self.function.role)
         cfn_function = self.function.node.default_child
@@ -251,118 +262,40 @@ class IdempotentEventConsumer(EffectGrants, Construct):
                 "a dead-letter queue would be a second, older mechanism for the same events.",
             )
 
-    def _set_environment(self, metrics_namespace: str | None, service_name: str | None) -> None:
-        """The runtime's variables on a ``lambda.Function`` (an imported one's environment is the caller's); the
-        expiry is the longer of this consumer's and one already set."""
-        function = self.function
-        if not isinstance(function, lambda_.Function):
-            return
-        self.node.add_validation(EnvironmentSize(self, function))
-        function.add_environment(names.ENV_TABLE_NAME, self.table.table_arn)
-        current = _variables(function).get(names.ENV_EXPIRY_SECONDS)
-        if not _below(current, self.idempotency_expiry):
-            function.add_environment(names.ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
-        for name, value in (
-            (names.ENV_KEY_PREFIX, self.key_prefix),
-            (names.ENV_METRICS_NAMESPACE, metrics_namespace),
-            (names.ENV_SERVICE_NAME, service_name),
-        ):
-            if value is not None:
-                function.add_environment(name, value)
-
     def _advise(self, given_expiry: Duration | None) -> None:
         if given_expiry is not None:
             _warn_short_expiry(self, given_expiry, "idempotency_expiry")
         advise_table_location(self, self.table)
 
-    def _wire_alarms(
-        self, alarms: bool, thresholds: EventAlarmThresholds, action: cloudwatch.IAlarmAction | None
-    ) -> None:
-        """The five alarms (children ``OnFailureDepthAlarm``, ``OnFailureAgeAlarm``, ``AsyncEventsDroppedAlarm``,
-        ``AsyncEventAgeAlarm``, ``DestinationDeliveryFailuresAlarm``), or ``None`` in each with ``alarms=False``."""
-        made: list[cloudwatch.Alarm | None] = [None] * 5
-        if alarms:
-            made = [
-                threshold_alarm(self, child, metric, threshold, 1, description, action=action)
-                for child, metric, threshold, description in (
-                    (
-                        "OnFailureDepthAlarm",
-                        self.metric_on_failure_approximate_number_of_messages_visible(),
-                        thresholds.on_failure_depth,
-                        "records in the on-failure queue: events that failed every attempt or expired (redrive them)",
-                    ),
-                    (
-                        "OnFailureAgeAlarm",
-                        self.metric_on_failure_approximate_age_of_oldest_message(),
-                        thresholds.on_failure_age.to_seconds(),
-                        "an on-failure record older than the threshold (seconds) was not redriven; the queue deletes "
-                        "it at its retention",
-                    ),
-                    (
-                        "AsyncEventsDroppedAlarm",
-                        self.metric_async_events_dropped(),
-                        thresholds.async_events_dropped,
-                        "asynchronous events dropped without a successful run",
-                    ),
-                    (
-                        "AsyncEventAgeAlarm",
-                        self.metric_async_event_age(),
-                        thresholds.async_event_age.to_seconds() * 1000,
-                        "asynchronous events waited longer than the threshold (milliseconds): retries or throttling",
-                    ),
-                    (
-                        "DestinationDeliveryFailuresAlarm",
-                        self.metric_destination_delivery_failures(),
-                        thresholds.destination_delivery_failures,
-                        "failure records Lambda could not send to the on-failure queue: those events are lost",
-                    ),
-                )
-            ]
-        self.on_failure_depth_alarm: cloudwatch.Alarm | None = made[0]
-        self.on_failure_age_alarm: cloudwatch.Alarm | None = made[1]
-        self.async_events_dropped_alarm: cloudwatch.Alarm | None = made[2]
-        self.async_event_age_alarm: cloudwatch.Alarm | None = made[3]
-        self.destination_delivery_failures_alarm: cloudwatch.Alarm | None = made[4]
-
-    def _wire_queries(self, log_group: logs.ILogGroup | None) -> None:
-        queries: tuple[logs.CfnQueryDefinition | None, ...] = (None, None, None)
-        if log_group is not None:
-            queries = build_queries(self, log_group)
-        self.duplicate_deliveries_query, self.idempotency_rejections_query, self.effects_per_key_query = queries
-
     # --- metrics (named after the CloudWatch metrics) -----------------------------------------------------------
     def metric_async_events_received(self, **props: Any) -> cloudwatch.Metric:
         """``AsyncEventsReceived``: events Lambda queued for the function. ``props``: ``MetricOptions``.
         :default: sum per minute."""
-        return self.function.metric(ASYNC_EVENTS_RECEIVED, **{"statistic": "Sum", "period": _PERIOD, **props})
+        return self.function.metric(ASYNC_EVENTS_RECEIVED, **per_minute("Sum", props))
 
     def metric_async_event_age(self, **props: Any) -> cloudwatch.Metric:
         """``AsyncEventAge``: milliseconds between Lambda queuing an event and invoking the function; grows with
         retries and throttling. As above. :default: maximum per minute."""
-        return self.function.metric(ASYNC_EVENT_AGE, **{"statistic": "Maximum", "period": _PERIOD, **props})
+        return self.function.metric(ASYNC_EVENT_AGE, **per_minute("Maximum", props))
 
     def metric_async_events_dropped(self, **props: Any) -> cloudwatch.Metric:
         """``AsyncEventsDropped``: events dropped without a successful run (after the last retry, or expired).
         As above. :default: sum per minute."""
-        return self.function.metric(ASYNC_EVENTS_DROPPED, **{"statistic": "Sum", "period": _PERIOD, **props})
+        return self.function.metric(ASYNC_EVENTS_DROPPED, **per_minute("Sum", props))
 
     def metric_destination_delivery_failures(self, **props: Any) -> cloudwatch.Metric:
         """``DestinationDeliveryFailures``: records Lambda could not send to the on-failure queue. As above.
         :default: sum per minute."""
-        return self.function.metric(DESTINATION_DELIVERY_FAILURES, **{"statistic": "Sum", "period": _PERIOD, **props})
+        return self.function.metric(DESTINATION_DELIVERY_FAILURES, **per_minute("Sum", props))
 
     def metric_on_failure_approximate_number_of_messages_visible(self, **props: Any) -> cloudwatch.Metric:
         """``ApproximateNumberOfMessagesVisible`` of the on-failure queue. As above. :default: maximum per minute."""
-        return self.on_failure_queue.metric_approximate_number_of_messages_visible(
-            **{"statistic": "Maximum", "period": _PERIOD, **props}
-        )
+        return self.on_failure_queue.metric_approximate_number_of_messages_visible(**per_minute("Maximum", props))
 
     def metric_on_failure_approximate_age_of_oldest_message(self, **props: Any) -> cloudwatch.Metric:
         """``ApproximateAgeOfOldestMessage`` of the on-failure queue, in seconds. As above.
         :default: maximum per minute."""
-        return self.on_failure_queue.metric_approximate_age_of_oldest_message(
-            **{"statistic": "Maximum", "period": _PERIOD, **props}
-        )
+        return self.on_failure_queue.metric_approximate_age_of_oldest_message(**per_minute("Maximum", props))
 
     def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
         """Graphs for a dashboard (``dashboard.add_widgets(*consumer.dashboard_widgets())``), one row of four:
@@ -426,6 +359,49 @@ def check_one_event_invoke_config(scope: Construct, function: lambda_.IFunction)
         raise ValueError(second_config_message(function, configs))
 
 
+def _alarm_specs(consumer: IdempotentEventConsumer, thresholds: EventAlarmThresholds) -> tuple[AlarmSpec, ...]:
+    """The five alarms, in order (children ``OnFailureDepthAlarm``, ``OnFailureAgeAlarm``, ``AsyncEventsDroppedAlarm``,
+    ``AsyncEventAgeAlarm``, ``DestinationDeliveryFailuresAlarm``), each over one 1-minute period."""
+    return (
+        (
+            "OnFailureDepthAlarm",
+            consumer.metric_on_failure_approximate_number_of_messages_visible(),
+            thresholds.on_failure_depth,
+            1,
+            "records in the on-failure queue: events that failed every attempt or expired (redrive them)",
+        ),
+        (
+            "OnFailureAgeAlarm",
+            consumer.metric_on_failure_approximate_age_of_oldest_message(),
+            thresholds.on_failure_age.to_seconds(),
+            1,
+            "an on-failure record older than the threshold (seconds) was not redriven; the queue deletes "
+            "it at its retention",
+        ),
+        (
+            "AsyncEventsDroppedAlarm",
+            consumer.metric_async_events_dropped(),
+            thresholds.async_events_dropped,
+            1,
+            "asynchronous events dropped without a successful run",
+        ),
+        (
+            "AsyncEventAgeAlarm",
+            consumer.metric_async_event_age(),
+            thresholds.async_event_age.to_seconds() * 1000,
+            1,
+            "asynchronous events waited longer than the threshold (milliseconds): retries or throttling",
+        ),
+        (
+            "DestinationDeliveryFailuresAlarm",
+            consumer.metric_destination_delivery_failures(),
+            thresholds.destination_delivery_failures,
+            1,
+            "failure records Lambda could not send to the on-failure queue: those events are lost",
+        ),
+    )
+
+
 # --- checks ---------------------------------------------------------------------------------------------------------
 def _check_props(
     retry_attempts: int,
@@ -480,20 +456,6 @@ def _check_props(
             raise fail(f"alarm_thresholds.{prop}", age, "must be 1 second or more", source)
 
 
-def _check_placement(consumer: Construct, function: lambda_.IFunction) -> None:
-    """A function resource must be in this construct's stack: its config names the function, and the grants and
-    environment added to the function name the queue and the table (two stacks would depend on each other)."""
-    if function.node.default_child is None or Stack.of(function) is Stack.of(consumer):
-        return
-    raise fail(
-        f"scope of IdempotentEventConsumer {consumer.node.path}",
-        Described(f"a scope in stack {Stack.of(consumer).node.path}"),
-        f"must be in the stack of its function {function.node.path} (stack {Stack.of(function).node.path}): create "
-        "it with scope=Stack.of(function), or app.synth() fails with a DependencyCycle",
-        "AWS CDK Developer Guide, Stacks (cross-stack references and stack dependencies)",
-    )
-
-
 def _check_role(function: lambda_.IFunction) -> None:
     """The destination is granted on the function's role: an imported function must come with it."""
     if function.role is None:
@@ -507,19 +469,11 @@ def _check_role(function: lambda_.IFunction) -> None:
         )
 
 
-def _variables(function: lambda_.Function) -> dict[str, Any]:
-    """The function's environment variables so far, resolved (literals as strings, references as intrinsics)."""
-    # CfnFunction.environment is a Lazy that the Python binding reads as an empty struct (_environment_size.py).
-    cfn: Any = function.node.default_child
-    environment = Stack.of(function).resolve(cfn._cfn_properties.get("environment")) or {}
-    return dict(environment.get("variables") or {})
-
-
 def _conflict(function: lambda_.IFunction, table: IdempotencyTable, key_prefix: str | None) -> str | None:
     """Why the table or key prefix already on ``function`` is not this consumer's (the runtime reads one of each)."""
     if not isinstance(function, lambda_.Function):
         return None
-    variables = _variables(function)
+    variables = function_variables(function)
     stack = Stack.of(function)
     for variable, value, wanted in (
         (names.ENV_TABLE_NAME, variables.get(names.ENV_TABLE_NAME), stack.resolve(table.table_arn)),
@@ -542,12 +496,6 @@ def _check_shared_settings(function: lambda_.IFunction, table: IdempotencyTable,
         raise ValueError(problem)
 
 
-def _below(current: Any, expiry: Duration) -> bool:
-    """Whether ``expiry`` is below the literal expiry ``current`` already on the function (kept then)."""
-    needed = seconds(expiry)
-    return isinstance(current, str) and current.isdigit() and needed is not None and needed < int(current)
-
-
 def _idempotency_expiry(queue: sqs.IQueue, max_event_age: Duration, given: Duration | None) -> Duration:
     """As given, else the redrive horizon: the queue's retention plus ``max_event_age`` (the maxima when unknown)."""
     return given or _redrive_horizon(queue, max_event_age)
@@ -561,13 +509,6 @@ def _redrive_horizon(queue: sqs.IQueue, max_event_age: Duration) -> Duration:
         (limits.SQS_MAX_RETENTION_SECONDS if retention is None else retention)
         + (limits.ASYNC_MAX_MAX_EVENT_AGE_SECONDS if age is None else age)
     )
-
-
-def _expiry_value(expiry: Duration) -> str:
-    """``IDEMPOTENCY_EXPIRY_SECONDS``: whole seconds, or a deploy-time token itself."""
-    if is_unresolved(expiry):
-        return Token.as_string(template_seconds("idempotency_expiry", expiry))
-    return str(int(expiry.to_seconds()))
 
 
 def _warn_short_expiry(consumer: IdempotentEventConsumer, expiry: Duration, prop: str) -> None:
@@ -607,9 +548,9 @@ class _SharedSettings:
         if conflict is not None:
             errors.append(conflict)
         if isinstance(function, lambda_.Function):
-            current = _variables(function).get(names.ENV_EXPIRY_SECONDS)
+            current = function_variables(function).get(names.ENV_EXPIRY_SECONDS)
             # Another construct's value (this consumer's own was checked at construction).
-            if isinstance(current, str) and current.isdigit() and current != _expiry_value(consumer.idempotency_expiry):
+            if isinstance(current, str) and current.isdigit() and current != expiry_value(consumer.idempotency_expiry):
                 prop = f"{names.ENV_EXPIRY_SECONDS} of function {function.node.path} (set by another construct)"
                 _warn_short_expiry(consumer, Duration.seconds(int(current)), prop)
         return errors

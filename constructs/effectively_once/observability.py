@@ -1,7 +1,9 @@
 """Observability builders shared by the constructs: alarms, Logs Insights query definitions, dashboard, and the
 asynchronous-invocation path (event invoke config + on-failure queue).
 
-The builders are called by :class:`IdempotentQueueConsumer` (alarms, queries, async path) and
+The builders are called by the consumers' core (``_consumer_core.ConsumerCore``: the one alarm shape
+:func:`threshold_alarm` and the query definitions, for both consumers), :class:`IdempotentQueueConsumer` (its alarm
+specs, the deprecated async path), :class:`IdempotentEventConsumer` (the event invoke config) and
 :class:`PaymentProcessor` (dashboard); the option types are public (``AlarmThresholds``,
 ``AsyncInvocationOptions``).
 
@@ -91,18 +93,18 @@ DEFAULT_METRICS_NAMESPACE = names.DEFAULT_METRICS_NAMESPACE
 DEFAULT_SERVICE_NAME = names.DEFAULT_SERVICE_NAME
 #: The failed-records alarm needs this many breaching 1-minute periods in a row: longer than one poison message's
 #: receives can keep the count up (docs/observability.md, "Alarms").
-FAILED_RECORDS_EVALUATION_PERIODS = 5
+FAILED_RECORDS_EVALUATIONPERIODS = 5
 
-#: Period of every alarm and dashboard metric.
-_PERIOD = Duration.minutes(1)
+#: Period of every alarm and dashboard metric of the library (both consumers').
+PERIOD = Duration.minutes(1)
 
 
 def _errors(function: lambda_.IFunction) -> cloudwatch.Metric:
-    return function.metric_errors(period=_PERIOD, statistic=cloudwatch.Stats.SUM)
+    return function.metric_errors(period=PERIOD, statistic=cloudwatch.Stats.SUM)
 
 
 def _throttles(function: lambda_.IFunction) -> cloudwatch.Metric:
-    return function.metric_throttles(period=_PERIOD, statistic=cloudwatch.Stats.SUM)
+    return function.metric_throttles(period=PERIOD, statistic=cloudwatch.Stats.SUM)
 
 
 @dataclass(frozen=True)
@@ -200,64 +202,45 @@ def emf_metric(name: str, *, namespace: str, service: str) -> cloudwatch.Metric:
         metric_name=name,
         dimensions_map={EMF_SERVICE_DIMENSION: service},
         statistic=cloudwatch.Stats.SUM,
-        period=_PERIOD,
+        period=PERIOD,
     )
 
 
-def build_alarms(
-    scope: Construct,
+#: One alarm: (construct id, metric, threshold, evaluation periods, what it means), as :func:`threshold_alarm` takes
+#: them after its scope.
+AlarmSpec = tuple[str, cloudwatch.Metric, float, int, str]
+
+
+def queue_alarm_specs(
     *,
     queue: sqs.IQueue,
     dead_letter_queue: sqs.IQueue | None,
     function: lambda_.IFunction,
     thresholds: AlarmThresholds,
-    action: cloudwatch.IAlarmAction | None,
     namespace: str = DEFAULT_METRICS_NAMESPACE,
     service: str = DEFAULT_SERVICE_NAME,
-) -> tuple[cloudwatch.Alarm | None, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
-    """The five failure alarms (children ``DlqDepthAlarm``, ``OldestMessageAgeAlarm``, ``ErrorsAlarm``,
-    ``ThrottlesAlarm``, ``FailedRecordsAlarm``): (dlq depth, oldest message age, errors, throttles, failed
-    records); no DLQ-depth alarm (``None``) without a dead-letter queue. ``namespace`` and ``service`` locate the
-    handler's EMF ``FailedRecords``."""
-    specs = _alarm_specs(queue, dead_letter_queue, function, thresholds, namespace, service)
-    alarms = [threshold_alarm(scope, *spec, action=action) for spec in specs]
-    if dead_letter_queue is None:
-        return None, alarms[0], alarms[1], alarms[2], alarms[3]
-    return alarms[0], alarms[1], alarms[2], alarms[3], alarms[4]
-
-
-#: One alarm: (construct id, metric, threshold, evaluation periods, what it means).
-_AlarmSpec = tuple[str, cloudwatch.Metric, float, int, str]
-
-
-def _alarm_specs(
-    queue: sqs.IQueue,
-    dead_letter_queue: sqs.IQueue | None,
-    function: lambda_.IFunction,
-    thresholds: AlarmThresholds,
-    namespace: str,
-    service: str,
-) -> tuple[_AlarmSpec, ...]:
-    """The alarms :func:`build_alarms` creates, in order; no DLQ-depth alarm without a dead-letter queue."""
+) -> tuple[AlarmSpec | None, AlarmSpec, AlarmSpec, AlarmSpec, AlarmSpec]:
+    """``IdempotentQueueConsumer``'s five failure alarms (children ``DlqDepthAlarm``, ``OldestMessageAgeAlarm``,
+    ``ErrorsAlarm``, ``ThrottlesAlarm``, ``FailedRecordsAlarm``), in that order: ``None`` for the DLQ-depth alarm
+    without a dead-letter queue. ``namespace`` and ``service`` locate the handler's EMF ``FailedRecords``
+    (:default: the runtime's defaults ``EffectivelyOnce`` and ``payments``)."""
     maximum = cloudwatch.Stats.MAXIMUM
-    dlq_depth: tuple[_AlarmSpec, ...] = (
-        ()
+    dlq_depth: AlarmSpec | None = (
+        None
         if dead_letter_queue is None
         else (
-            (
-                "DlqDepthAlarm",
-                dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum),
-                thresholds.dlq_depth,
-                1,
-                "messages in the dead-letter queue: payments that failed max_receive_count times",
-            ),
+            "DlqDepthAlarm",
+            dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic=maximum),
+            thresholds.dlq_depth,
+            1,
+            "messages in the dead-letter queue: payments that failed max_receive_count times",
         )
     )
     return (
-        *dlq_depth,
+        dlq_depth,
         (
             "OldestMessageAgeAlarm",
-            queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum),
+            queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic=maximum),
             thresholds.oldest_message_age.to_seconds(),
             1,
             "the oldest message in the source queue is older than the threshold (seconds): backlog not drained",
@@ -275,8 +258,8 @@ def _alarm_specs(
             "FailedRecordsAlarm",
             emf_metric(FAILED_RECORDS_METRIC, namespace=namespace, service=service),
             thresholds.failed_records,
-            FAILED_RECORDS_EVALUATION_PERIODS,
-            f"records failing batch after batch for {FAILED_RECORDS_EVALUATION_PERIODS} minutes: a systemic outage",
+            FAILED_RECORDS_EVALUATIONPERIODS,
+            f"records failing batch after batch for {FAILED_RECORDS_EVALUATIONPERIODS} minutes: a systemic outage",
         ),
     )
 
@@ -396,13 +379,13 @@ def build_dashboard(
     and dropped events (``_mapping_metrics.DASHBOARD_EVENT_COUNTS``, sum per minute)."""
     emf = [emf_metric(name, namespace=namespace, service=service) for name in metric_names]
     maximum = cloudwatch.Stats.MAXIMUM
-    depth = queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)
+    depth = queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic=maximum)
     dlq_depth = (
         []
         if dead_letter_queue is None
-        else [dead_letter_queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic=maximum)]
+        else [dead_letter_queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic=maximum)]
     )
-    oldest = queue.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic=maximum)
+    oldest = queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic=maximum)
     dashboard = cloudwatch.Dashboard(scope, "Dashboard")
     dashboard.add_widgets(
         cloudwatch.GraphWidget(title="Payments (EMF, sum per minute)", left=emf, width=24),
@@ -422,7 +405,7 @@ def build_dashboard(
             cloudwatch.GraphWidget(
                 title="Event source mapping: polled, invoked, failed, deleted, dropped events (sum per minute)",
                 left=[
-                    _mapping_metrics.mapping_metric(event_source_mapping, name, period=_PERIOD)
+                    _mapping_metrics.mapping_metric(event_source_mapping, name, period=PERIOD)
                     for name in _mapping_metrics.DASHBOARD_EVENT_COUNTS
                 ],
                 width=24,

@@ -1,12 +1,16 @@
 """``IdempotentQueueConsumer``: wires a ``ProcessingQueue`` (or an ``ExistingQueue``) to a function guarded by an
-``IdempotencyTable``."""
+``IdempotencyTable``.
+
+Built on the consumers' core (``_consumer_core.ConsumerCore``: the table grant, the runtime's environment, the effect
+grants, the alarms and query definitions, shared with ``IdempotentEventConsumer``); this module keeps only its
+source: the event source mapping, the queue's consume grant and visibility timeout, and the dead-letter send."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
-from aws_cdk import Annotations, Duration, RemovalPolicy, Token
+from aws_cdk import Annotations, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -27,13 +31,12 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
+from ._consumer_core import ConsumerCore, check_table
 from ._deprecated_props import REMOVED_IN
-from ._effect_grants import EffectGrants
-from ._environment_size import EnvironmentSize
 from ._existing_queue_checks import resolve, warn_unknown
 from ._function_checks import check_function_timeout, check_one_consumer, check_placement
 from ._stacklevel import caller_stacklevel
-from ._validation import WARNING_ID_PREFIX, acknowledge, check_type, fail, is_unresolved, template_seconds
+from ._validation import WARNING_ID_PREFIX, acknowledge, check_type, fail, is_unresolved
 from .event_consumer import check_one_event_invoke_config
 from .existing_queue import ExistingQueue
 from .idempotency_table import IdempotencyTable, advise_table_location
@@ -42,11 +45,10 @@ from .observability import (
     DEFAULT_SERVICE_NAME,
     AlarmThresholds,
     AsyncInvocationOptions,
-    build_alarms,
     build_async_invocation,
-    build_queries,
     check_alarm_thresholds,
     check_async_invocation,
+    queue_alarm_specs,
 )
 from .processing_queue import ProcessingQueue
 
@@ -64,9 +66,15 @@ ENV_DEAD_LETTER_QUEUE_URL = names.ENV_DEAD_LETTER_QUEUE_URL
 #: GetQueueUrl; Encrypt and ReEncrypt* on the key), which the runtime never calls: it has the URL.
 DEAD_LETTER_SEND_ACTIONS = ("sqs:SendMessage",)
 DEAD_LETTER_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+#: What the error for a consumer created outside its function's stack tells the user (_function_checks.check_placement).
+PLACEMENT_ADVICE = (
+    "create the consumer with scope=Stack.of(function) or a construct of that stack, or its event source mapping "
+    "(naming the function) and the grants and environment it adds to the function (naming the queue and the table) "
+    "make each stack depend on the other, and app.synth() fails with a DependencyCycle"
+)
 
 
-class IdempotentQueueConsumer(EffectGrants, Construct):
+class IdempotentQueueConsumer(ConsumerCore):
     """One SQS event source mapping with partial batch responses, and the access and settings around it.
 
     What it does:
@@ -295,7 +303,8 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
         self._advise(source, max_batching_window, idempotency_expiry, max_concurrency, provisioned_poller_config)
         self._set_environment(dead_letter_target, key_prefix, metrics_namespace, service_name)
         self._wire_alarms(alarms, thresholds, alarm_action, metrics_namespace, service_name)
-        self._wire_queries(log_group)
+        self.log_group = log_group if log_group is not None else _own_log_group(function)
+        self._wire_queries(self.log_group)
         self._wire_async_invocation(async_invocation, removal_policy)
 
     # --- construction steps, in the order __init__ takes them ---------------------------------------------
@@ -309,10 +318,8 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
         """The queue, function, table and key prefix checks; returns the source (an ``ExistingQueue``'s facts
         completed by :func:`resolve`)."""
         check_type("queue", queue, (ProcessingQueue, ExistingQueue), "a ProcessingQueue or an ExistingQueue")
-        check_type(
-            "table", table, IdempotencyTable, "an IdempotencyTable (IdempotencyTable.from_table_arn imports one)"
-        )
-        check_placement(self, function)
+        check_table(table)
+        check_placement(self, function, "IdempotentQueueConsumer", PLACEMENT_ADVICE)
         check_one_consumer(self, function, IdempotentQueueConsumer)
         check_function_timeout(function)
         check_key_prefix(key_prefix)
@@ -377,7 +384,7 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
             return
         # The mapping's poller uses the function's role: it must be able to read before the mapping starts.
         self.queue.grant_consume_messages(function).apply_before(self.event_source_mapping)
-        self.table.grant_idempotency(function)
+        self._grant_idempotency()
         if dead_letter_target is not None:
             _grant_dead_letter_send(function, dead_letter_target).apply_before(self.event_source_mapping)
 
@@ -418,22 +425,10 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
         metrics_namespace: str | None,
         service_name: str | None,
     ) -> None:
-        """The runtime's variables on a ``lambda.Function`` (an imported one's environment is the caller's)."""
-        function = self.function
-        if not isinstance(function, lambda_.Function):
-            return
-        # At synth, so the variables added to the function after this consumer count as well.
-        self.node.add_validation(EnvironmentSize(self, function))
-        function.add_environment(ENV_TABLE_NAME, self.table.table_arn)
-        function.add_environment(ENV_EXPIRY_SECONDS, _expiry_value(self.idempotency_expiry))
-        for name, value in (
-            (ENV_KEY_PREFIX, key_prefix),
-            (ENV_METRICS_NAMESPACE, metrics_namespace),
-            (ENV_SERVICE_NAME, service_name),
-        ):
-            if value is not None:
-                function.add_environment(name, value)
-        if dead_letter_target is not None:
+        """The runtime's variables (the core's), and ``DEAD_LETTER_QUEUE_URL`` while permanent failures go to the DLQ
+        on first sight; an imported function's environment is the caller's."""
+        function = self._set_runtime_environment(key_prefix, metrics_namespace, service_name, keep_longer_expiry=False)
+        if function is not None and dead_letter_target is not None:
             function.add_environment(ENV_DEAD_LETTER_QUEUE_URL, dead_letter_target.queue_url)
 
     def _wire_alarms(
@@ -444,45 +439,23 @@ class IdempotentQueueConsumer(EffectGrants, Construct):
         metrics_namespace: str | None,
         service_name: str | None,
     ) -> None:
-        """The five failure alarms (:func:`build_alarms`), or ``None`` in each attribute with ``alarms=False``."""
-        self.dlq_depth_alarm: cloudwatch.Alarm | None = None
-        self.oldest_message_age_alarm: cloudwatch.Alarm | None = None
-        self.errors_alarm: cloudwatch.Alarm | None = None
-        self.throttles_alarm: cloudwatch.Alarm | None = None
-        self.failed_records_alarm: cloudwatch.Alarm | None = None
-        if not alarms:
-            return
+        """The five failure alarms (:func:`queue_alarm_specs`), or ``None`` in each attribute with ``alarms=False``
+        (and in ``dlq_depth_alarm`` without a dead-letter queue)."""
+        specs = queue_alarm_specs(
+            queue=self.queue,
+            dead_letter_queue=self.dead_letter_queue,
+            function=self.function,
+            thresholds=thresholds,
+            namespace=metrics_namespace or DEFAULT_METRICS_NAMESPACE,
+            service=service_name or DEFAULT_SERVICE_NAME,
+        )
         (
             self.dlq_depth_alarm,
             self.oldest_message_age_alarm,
             self.errors_alarm,
             self.throttles_alarm,
             self.failed_records_alarm,
-        ) = build_alarms(
-            self,
-            queue=self.queue,
-            dead_letter_queue=self.dead_letter_queue,
-            function=self.function,
-            thresholds=thresholds,
-            action=alarm_action,
-            namespace=metrics_namespace or DEFAULT_METRICS_NAMESPACE,
-            service=service_name or DEFAULT_SERVICE_NAME,
-        )
-
-    def _wire_queries(self, log_group: logs.ILogGroup | None) -> None:
-        """The Logs Insights query definitions on ``log_group``, by default the function's own (when it has one)."""
-        if log_group is None and isinstance(self.function, lambda_.Function):
-            log_group = _own_log_group(self.function)
-        self.log_group = log_group
-        self.duplicate_deliveries_query: logs.CfnQueryDefinition | None = None
-        self.idempotency_rejections_query: logs.CfnQueryDefinition | None = None
-        self.effects_per_key_query: logs.CfnQueryDefinition | None = None
-        if log_group is not None:
-            (
-                self.duplicate_deliveries_query,
-                self.idempotency_rejections_query,
-                self.effects_per_key_query,
-            ) = build_queries(self, log_group)
+        ) = self._create_alarms(specs, enabled=alarms, action=alarm_action)
 
     def _wire_async_invocation(self, options: AsyncInvocationOptions | None, removal_policy: RemovalPolicy) -> None:
         """The asynchronous invocation path (event invoke config and on-failure queue), with ``async_invocation``."""
@@ -596,16 +569,11 @@ def _idempotency_expiry(source: ProcessingQueue | ExistingQueue, given: Duration
     return given or source.retention_period or Duration.seconds(limits.SQS_MAX_RETENTION_SECONDS)
 
 
-def _expiry_value(expiry: Duration) -> str:
-    """``IDEMPOTENCY_EXPIRY_SECONDS``: whole seconds, or for a deploy-time token the token itself (a Number
-    parameter's ``Ref`` is a string in CloudFormation, so it is a valid environment value)."""
-    if is_unresolved(expiry):
-        return Token.as_string(template_seconds("idempotency_expiry", expiry))
-    return str(int(expiry.to_seconds()))
-
-
-def _own_log_group(function: lambda_.Function) -> logs.ILogGroup | None:
-    """The log group the function was created with (``log_group=``), not the implicit ``/aws/lambda/<name>``."""
+def _own_log_group(function: lambda_.IFunction) -> logs.ILogGroup | None:
+    """The log group a ``lambda.Function`` was created with (``log_group=``), not the implicit
+    ``/aws/lambda/<name>``; ``None`` for an imported function or one without."""
+    if not isinstance(function, lambda_.Function):
+        return None
     # Function.log_group would create a LogRetention resource for the implicit group; read the prop instead.
     config = function.node.default_child
     logging = getattr(config, "logging_config", None)
