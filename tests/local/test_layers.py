@@ -3,7 +3,8 @@ folder and imports only from its own folder or the ones below it (deferred impor
 profiles knows the payments sample. The import-cycle test (``test_import_cycles.py``) covers circles inside a layer.
 
 The package's face stands outside the layers: ``__init__.py`` (the extra's check, the entry points), ``__main__.py``
-(``python -m effectively_once_local``) and ``_moved.py`` (the old module paths, standard library only)."""
+(``python -m effectively_once_local``) and ``_moved.py`` (the old module paths: the standard library and the
+library's CDK-free moved-module finder)."""
 
 from __future__ import annotations
 

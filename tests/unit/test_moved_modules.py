@@ -56,7 +56,7 @@ def test_a_moved_module_leaves_no_file_under_its_old_name() -> None:
 
 
 def test_other_names_are_left_to_the_other_finders() -> None:
-    finder = _moved_modules._MovedModuleFinder()
+    finder = _moved_modules.MovedModuleFinder(_moved_modules.MOVED, _moved_modules.REMOVED_IN)
 
     assert finder.find_spec("effectively_once.queue_consumer", None) is None
     assert finder.find_spec("effectively_once_runtime.consumer", None) is None

@@ -2,22 +2,23 @@
 
 ``import effectively_once_local.esm`` (any old path in :data:`MOVED`) gives the very module at its new path
 (``effectively_once_local.runner.mapping_runner``: one module, not a copy, so ``mock.patch`` on the old path patches
-the new one) with a ``DeprecationWarning`` naming the new path: a ``sys.modules`` alias, made by the finder the
-package installs on import (:func:`install`). Three old paths are now folders of their own (``chaos``, ``traffic``,
-``report``): the old module's names are still read from them, with the same warning (:func:`old_attribute`).
+the new one) with a ``DeprecationWarning`` naming the new path: a ``sys.modules`` alias, made by the library's
+moved-module finder (``effectively_once._moved_modules``, the one the library uses for its own old paths), which the
+package installs on import with this table (:func:`install`). Three old paths are now folders of their own
+(``chaos``, ``traffic``, ``report``): the old module's names are still read from them, with the same warning
+(:func:`old_attribute`).
 The deprecation table (docs/deprecations.md) lists them; ``effectively_once.local.*`` maps through this table too.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import importlib.util
-import sys
 import warnings
-from types import ModuleType
 from typing import Any, Final
+
+from effectively_once._moved_modules import deprecation
+from effectively_once._moved_modules import install as install_finder
 
 PACKAGE: Final = "effectively_once_local"
 #: The release that removes the old paths.
@@ -64,34 +65,18 @@ def new_path(old: str) -> str:
 
 def message(old: str) -> str:
     """The deprecation warning's text for the old module path ``old``."""
-    return f"{PACKAGE}.{old} is deprecated and will be removed in {REMOVED_IN}: import {new_path(old)} instead"
+    return deprecation(f"{PACKAGE}.{old}", new_path(old), REMOVED_IN)
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds the old module paths that no longer exist as files, and loads each as its new module."""
-
-    def find_spec(
-        self, fullname: str, path: Any = None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        package, _, old = fullname.rpartition(".")
-        if package != PACKAGE or old not in MOVED:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return None
-
-    def exec_module(self, module: ModuleType) -> None:
-        old = module.__name__.rpartition(".")[2]
-        warnings.warn(message(old), DeprecationWarning, stacklevel=2)
-        # The import system returns what sys.modules holds after exec_module: the new module itself.
-        sys.modules[module.__name__] = importlib.import_module(new_path(old))
+#: The finder's table: ``{old dotted path: new dotted path}``. The three old paths that are folders now never reach
+#: it (the finder is last, the package's own folder is found first; :func:`old_attribute` serves their names).
+_ALIASES: Final = {f"{PACKAGE}.{old}": new_path(old) for old in MOVED}
 
 
 def install() -> None:
-    """Put the finder last on ``sys.meta_path`` (once): the package's own folders are found first."""
-    if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedFinder())
+    """Put the library's moved-module finder for :data:`MOVED` last on ``sys.meta_path`` (once): the package's own
+    folders are found first."""
+    install_finder(_ALIASES, REMOVED_IN)
 
 
 def old_attribute(old: str, name: str) -> Any:
