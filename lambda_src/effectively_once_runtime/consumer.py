@@ -170,8 +170,8 @@ class Consumer:
         (``<key prefix>#<effect name>#<key>``, printable ASCII of at most 128 characters, see ``effect_keys``) or
         ``"business"`` (the idempotency key itself). Switching an existing consumer to ``"scoped"`` changes the
         keys its provider sees: the provider must answer both forms for keys written before the switch.
-        :default: ``None``: ``"business"`` with a ``DeprecationWarning`` (the default becomes ``"scoped"`` in the
-        next minor version).
+        :default: ``None``: ``"business"`` with a ``DeprecationWarning`` (the default becomes ``"scoped"`` in
+        0.4.0; docs/deprecations.md).
     :param deadline_margin: the least time, in seconds, an SQS batch must have left to start its next record; it
         needs more when its recent records were slower (``sqs_batch.py``). :default: ``None``: the larger of 1 s and
         10 % of the timeout.
