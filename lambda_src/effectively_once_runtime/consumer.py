@@ -73,7 +73,7 @@ from .body import SHOWN_CHARS, json_safe
 from .dead_letter import DeadLetterQueue, is_permanent
 from .effects import _context as effect_context
 from .errors import InvalidRecord, PermanentError
-from .settings import RuntimeSettings, check_key_prefix
+from .settings import RuntimeSettings, parse_key_prefix
 from .sqs_batch import SqsBatch, remaining_ms
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -219,7 +219,7 @@ class Consumer:
         namespace: str | None = None,
     ) -> None:
         self.key = key
-        self.key_prefix = check_key_prefix("key_prefix", key_prefix)
+        self.key_prefix = parse_key_prefix("key_prefix", key_prefix)
         self.validate = validate
         self.envelope = events.check_envelope(envelope)
         self.permanent = _check_permanent(permanent)

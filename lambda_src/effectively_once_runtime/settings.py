@@ -56,8 +56,9 @@ def table_region(name: str, table: str) -> str | None:
     return match.group("region")
 
 
-def check_key_prefix(name: str, raw: str) -> str:
-    """``raw`` if it is a usable key prefix. Every stored key starts with it: a stray space or newline would orphan
+def parse_key_prefix(name: str, raw: str) -> str:
+    """``raw`` if it is a usable key prefix (``name`` is the variable or parameter it came from, for the message).
+    Every stored key starts with it: a stray space or newline would orphan
     every record silently, and a prefix too long for a DynamoDB partition key would fail every record's first write.
 
     :raises ValueError: empty, or not printable characters without whitespace; longer than
@@ -109,7 +110,7 @@ class RuntimeSettings:
         prefix = env.get(names.ENV_KEY_PREFIX) or default_key_prefix
         return cls(
             table_name=table,
-            key_prefix=check_key_prefix(names.ENV_KEY_PREFIX, prefix),
+            key_prefix=parse_key_prefix(names.ENV_KEY_PREFIX, prefix),
             expiry_seconds=expiry,
             dead_letter_queue_url=env.get(names.ENV_DEAD_LETTER_QUEUE_URL) or None,
         )

@@ -33,7 +33,7 @@ from typing import Any, TypeVar, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import effect_keys, names
-from ..settings import check_key_prefix
+from ..settings import parse_key_prefix
 from ._context import EffectCall, adapter_key, current
 
 R = TypeVar("R")
@@ -85,7 +85,7 @@ class MarkerTable:
     expiry_seconds: int = names.DEFAULT_EXPIRY_SECONDS
 
     def __post_init__(self) -> None:
-        check_key_prefix("key_prefix", self.key_prefix)
+        parse_key_prefix("key_prefix", self.key_prefix)
         if not isinstance(self.expiry_seconds, int) or self.expiry_seconds <= 0:
             raise ValueError(f"expiry_seconds must be a positive integer, but {self.expiry_seconds!r} was given")
 
