@@ -17,8 +17,8 @@ lambda_handler = consumer.handler     # SQS (standard/FIFO) and direct invocatio
 ```
 
 Imports Powertools, boto3 and the standard library only, never aws-cdk-lib. ``names`` (the names shared with the
-constructs), ``errors``, ``body`` and ``settings`` need only the standard library; Powertools is imported when
-``Consumer`` is first used (PEP 562), so ``import effectively_once_runtime.names`` works without it.
+constructs), ``errors``, ``body``, ``settings`` and ``deadline`` need only the standard library; Powertools is
+imported when ``Consumer`` is first used (PEP 562), so ``import effectively_once_runtime.names`` works without it.
 """
 
 from __future__ import annotations

@@ -61,6 +61,18 @@ def is_permanent(error: BaseException, declared: tuple[type[BaseException], ...]
     return False
 
 
+def check_permanent(permanent: Any) -> tuple[type[BaseException], ...]:
+    """``permanent`` (``Consumer(permanent=...)``: an exception type, or a tuple or list of them) as a tuple.
+
+    :raises TypeError: it holds something that is not an exception type.
+    """
+    types = tuple(permanent) if isinstance(permanent, (tuple, list)) else (permanent,)
+    for item in types:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise TypeError(f"permanent must be a tuple of exception types, but {item!r} was given")
+    return types
+
+
 def queue_region(url: str) -> str | None:
     """The Region in an SQS queue URL; ``None`` for another host (a local endpoint: the client's Region applies).
 

@@ -1,5 +1,6 @@
-"""One SQS batch through a ``Consumer``: Powertools' batch processor, the deadline check before each record, and one
-log line for every record that does not succeed.
+"""The SQS record path: one batch through Powertools' batch processor, the deadline check before each record, each
+record through the consumer's ``RecordExecution`` (a permanent failure to the dead-letter queue on first sight), and
+one log line for every record that does not succeed.
 
 - **Processor.** A standard queue uses ``BatchProcessor``; a FIFO queue (event source ARN ending in ``.fifo``) uses
   ``SqsFifoPartialProcessor(skip_group_on_error=True)``, so a failure holds back only its own message group. A batch
@@ -8,9 +9,9 @@ log line for every record that does not succeed.
   last ``RECENT_RECORDS`` records of this execution environment plus the batch's closing work
   (``CLOSING_WORK_MS``: the response and the metrics flush), and never less than the floor (``deadline_margin``,
   default the larger of 1 s and 10 % of the invocation's remaining time at its start, which stands for the function
-  timeout). The window, not the slowest record ever seen, so that one outlier (a pause on a loaded host) does not
-  make every later batch stop after its first record. A record that does not fit is
-  not started: it and every record after it (on FIFO too, whatever its group) are returned as batch item failures,
+  timeout): ``deadline.py`` holds the rule. The window, not the slowest record ever seen, so that one outlier (a pause
+  on a loaded host) does not make every later batch stop after its first record. A record that does not fit is not
+  started: it and every record after it (on FIFO too, whatever its group) are returned as batch item failures,
   so SQS delivers them again after the visibility timeout. That costs a receive each (``ApproximateReceiveCount``
   goes up, towards ``maxReceiveCount``), but a record cut by the timeout costs the same receive *and* loses the
   deletes of every record already done in the batch. Deferred records are counted in ``RecordsDeferred`` with one
@@ -19,6 +20,9 @@ log line for every record that does not succeed.
   highest first; a FIFO batch keeps each message group's order and puts the groups with the highest receive count
   first (SQS orders messages within a group only). The first record always starts, so a record that was deferred or
   returned by a killed batch is not deferred again behind fresher ones until ``maxReceiveCount`` moves it.
+- **Permanent failures** (``dead_letter.is_permanent``) are sent to the dead-letter queue with their reason and
+  reported done, so a FIFO group goes on behind them; when the queue is not set or the send fails, the record is a
+  batch item failure (``dead letter failed``): nothing is lost.
 - **Failures.** Every other record in ``batchItemFailures`` gets one WARNING line ``record failed`` (``message_id``,
   ``idempotency_key``, ``error_type``, ``reason``); a FIFO record that Powertools skipped behind a failure of its
   group names that group and the message that failed (``message_group_id``, ``blocked_by_message_id``).
@@ -27,11 +31,11 @@ log line for every record that does not succeed.
 
 from __future__ import annotations
 
+import os
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
@@ -42,19 +46,31 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from . import names
+from . import events, names
+from .body import SHOWN_CHARS
+from .dead_letter import DeadLetterQueue
+from .deadline import (
+    CLOSING_WORK_MS,
+    DEADLINE_MARGIN_SHARE,
+    MIN_DEADLINE_MARGIN_SECONDS,
+    RECENT_RECORDS,
+    Deadline,
+    RecentRecords,
+    remaining_ms,
+)
+from .execution import RecordExecution
 
-if TYPE_CHECKING:
-    from .consumer import Consumer
-
-#: The floor's least value and its share of the timeout (``Consumer(deadline_margin=None)``).
-MIN_DEADLINE_MARGIN_SECONDS = 1.0
-DEADLINE_MARGIN_SHARE = 0.10
-#: How many of this execution environment's latest records the slowest is taken from.
-RECENT_RECORDS = 20
-#: What the batch needs after its last record (building the response, flushing the EMF metrics), in milliseconds.
-CLOSING_WORK_MS = 100.0
-_RECORD_KEYS = (names.FIELD_MESSAGE_ID, names.FIELD_RECEIVE_COUNT, names.FIELD_IDEMPOTENCY_KEY)
+# Re-exported from ``deadline.py``, their one home, for the code that imported them from here.
+__all__ = [
+    "CLOSING_WORK_MS",
+    "DEADLINE_MARGIN_SHARE",
+    "MIN_DEADLINE_MARGIN_SECONDS",
+    "RECENT_RECORDS",
+    "RecordDeferred",
+    "SqsBatch",
+    "prioritised",
+    "remaining_ms",
+]
 
 
 class RecordDeferred(Exception):
@@ -79,18 +95,11 @@ def prioritised(records: list[dict[str, Any]], *, fifo: bool) -> list[dict[str, 
     return sorted(records, key=lambda record: -rank[(record.get("attributes") or {}).get("MessageGroupId")])
 
 
-def remaining_ms(context: Any) -> int | None:
-    """The invocation's remaining time in milliseconds; ``None`` without a Lambda context."""
-    get = getattr(context, "get_remaining_time_in_millis", None)
-    return int(get()) if callable(get) else None
-
-
 @dataclass
 class _Batch:
     """What one batch has seen: records started, deferred and failed (logged), and each FIFO group's first failure."""
 
-    context: Any
-    margin_ms: float
+    deadline: Deadline
     started: int = 0
     deferring: bool = False
     remaining_at_stop: int | None = None
@@ -101,87 +110,82 @@ class _Batch:
 
 
 class SqsBatch:
-    """Runs SQS batches through ``consumer``: ``handle(event, context)`` is the consumer's SQS path.
+    """Runs SQS batches through ``execution``: ``handle(event, context)`` is the consumer's SQS path.
 
-    :param consumer: the ``Consumer`` whose record path (``consumer.process_sqs_record``) each record takes.
-    :param deadline_margin: the floor, in seconds, of the time a record needs to be started.
-        :default: ``None``: the larger of 1 s and 10 % of the invocation's time at its start.
+    :param execution: the consumer's record execution (its ``deadline`` is the current invocation's).
+    :param envelope: what the key and the record function see of a record's body (``events.payload``).
+    :param dead_letter: the dead-letter queue of the execution environment's state, or ``None`` without one.
     """
 
-    def __init__(self, consumer: Consumer, *, deadline_margin: float | None = None) -> None:
-        self.consumer = consumer
-        self.deadline_margin = deadline_margin
-        #: How long this execution environment's latest records took, in milliseconds (the newest last).
-        self.recent_ms: deque[float] = deque(maxlen=RECENT_RECORDS)
+    def __init__(
+        self,
+        execution: RecordExecution,
+        *,
+        envelope: str | None = None,
+        dead_letter: Callable[[], DeadLetterQueue | None] = lambda: None,
+    ) -> None:
+        self.execution = execution
+        self.envelope = envelope
+        self._dead_letter_queue = dead_letter
+        self.recent = RecentRecords()
         self._batch: _Batch | None = None
+
+    @property
+    def recent_ms(self) -> Any:
+        """How long this execution environment's latest records took, in milliseconds (the newest last)."""
+        return self.recent.durations
 
     @property
     def slowest_ms(self) -> float:
         """The slowest of the latest ``RECENT_RECORDS`` records, in milliseconds (0 before the first)."""
-        return max(self.recent_ms, default=0.0)
-
-    def margin_ms(self, context: Any) -> float:
-        """The floor in milliseconds for an invocation with ``context``."""
-        if self.deadline_margin is not None:
-            return self.deadline_margin * 1000
-        at_start = remaining_ms(context) or 0
-        return max(MIN_DEADLINE_MARGIN_SECONDS * 1000, DEADLINE_MARGIN_SHARE * at_start)
+        return self.recent.slowest_ms
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """One batch: ``{"batchItemFailures": [{"itemIdentifier": <messageId>}, ...]}``."""
         fifo = str(event["Records"][0].get("eventSourceARN", "")).endswith(".fifo")
         records = prioritised(event["Records"], fifo=fifo)
-        processor: BatchProcessor
-        if fifo:
-            processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-            # Its constructor (Powertools 3.37) takes no such argument, but BasePartialBatchProcessor._clean reads
-            # the attribute when the batch ends, so setting it here is honoured.
-            processor.raise_on_entire_batch_failure = False
-        else:
-            processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        self._batch = batch = _Batch(context=context, margin_ms=self.margin_ms(context))
-        logger = self.consumer.logger
+        self._batch = batch = _Batch(deadline=self.execution.deadline)
         try:
             response = dict(
                 process_partial_response(
                     event={**event, "Records": records},
                     record_handler=self._record,
-                    processor=processor,
+                    processor=_processor(fifo),
                     context=context,
                 )
             )
             failed = [f["itemIdentifier"] for f in response.get("batchItemFailures") or []]  # type: ignore[attr-defined]
-            deferred = self._account(batch, records, failed)
-            metrics = self.consumer.metrics
-            metrics.add_metric(name=names.METRIC_FAILED_RECORDS, unit=MetricUnit.Count, value=len(failed) - deferred)
-            if deferred:
-                metrics.add_metric(name=names.METRIC_RECORDS_DEFERRED, unit=MetricUnit.Count, value=deferred)
-                logger.info(
-                    names.MSG_RECORDS_DEFERRED,
-                    extra={
-                        names.FIELD_DEFERRED: deferred,
-                        names.FIELD_REMAINING_MS: batch.remaining_at_stop,
-                        names.FIELD_NEEDED_MS: None if batch.needed_at_stop is None else round(batch.needed_at_stop),
-                    },
-                )
+            self._report(batch, len(failed), self._account(batch, records, failed))
             return response
         finally:
             self._batch = None
-            logger.remove_keys(list(_RECORD_KEYS))
-            logger.set_correlation_id(None)
+            self.execution.clear_record_keys()
+
+    def _report(self, batch: _Batch, failed: int, deferred: int) -> None:
+        """``FailedRecords`` (the deferred left out), and ``RecordsDeferred`` with its line when some were."""
+        metrics = self.execution.metrics
+        metrics.add_metric(name=names.METRIC_FAILED_RECORDS, unit=MetricUnit.Count, value=failed - deferred)
+        if deferred:
+            metrics.add_metric(name=names.METRIC_RECORDS_DEFERRED, unit=MetricUnit.Count, value=deferred)
+            self.execution.logger.info(
+                names.MSG_RECORDS_DEFERRED,
+                extra={
+                    names.FIELD_DEFERRED: deferred,
+                    names.FIELD_REMAINING_MS: batch.remaining_at_stop,
+                    names.FIELD_NEEDED_MS: None if batch.needed_at_stop is None else round(batch.needed_at_stop),
+                },
+            )
 
     def _should_defer(self, batch: _Batch) -> bool:
         if batch.deferring:
             return True
         if batch.started == 0:
             return False  # the first record always starts: a batch always makes progress
-        left = remaining_ms(batch.context)
-        if left is None:
+        short = batch.deadline.shortfall(self.recent)
+        if short is None:
             return False
-        needed = max(batch.margin_ms, self.slowest_ms + CLOSING_WORK_MS)
-        if left >= needed:
-            return False
-        batch.deferring, batch.remaining_at_stop, batch.needed_at_stop = True, left, needed
+        batch.deferring = True
+        batch.remaining_at_stop, batch.needed_at_stop = short
         return True
 
     def _record(self, record: SQSRecord, lambda_context: Any = None) -> Any:
@@ -197,15 +201,66 @@ class SqsBatch:
         batch.started += 1
         started = time.monotonic()
         try:
-            return self.consumer.process_sqs_record(record, lambda_context)
+            return self.process_record(record, lambda_context)
         except Exception as error:
             batch.logged.add(record.message_id)
             if group:
                 batch.blockers.setdefault(group, record.message_id)
-            self.consumer.log_failure(error)
+            self.execution.log_failure(error)
             raise
         finally:
-            self.recent_ms.append((time.monotonic() - started) * 1000)
+            self.recent.add(started)
+
+    # --- one record -------------------------------------------------------------------------------------------------
+
+    def process_record(self, record: SQSRecord, lambda_context: Any = None) -> Any:
+        """One SQS record: parsed, unwrapped, processed; a permanent failure is sent to the dead-letter queue and
+        reported done (``None``) when it can be.
+
+        :raises Exception: a transient failure, or a permanent one that could not be dead-lettered.
+        """
+        try:
+            return self.execution.process_delivery(
+                events.SQS,
+                record.raw_event,
+                self.envelope,
+                **{
+                    names.FIELD_MESSAGE_ID: record.message_id,
+                    names.FIELD_RECEIVE_COUNT: int(record.attributes.approximate_receive_count),
+                },
+            )
+        except Exception as error:
+            if not self.execution.is_permanent(error) or not self._dead_letter(record, error, lambda_context):
+                raise
+            # Done: the batch processor counts it a success, so a FIFO group goes on behind it.
+            return None
+
+    def _dead_letter(self, record: SQSRecord, error: Exception, lambda_context: Any) -> bool:
+        """Send ``record`` to the dead-letter queue; whether it was sent (a failure is logged, never raised)."""
+        dead_letter = self._dead_letter_queue()
+        if dead_letter is None:
+            return False
+        logger = self.execution.logger
+        function_name = getattr(lambda_context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+        try:
+            copy_id = dead_letter.send(record, error, function_name)
+        except Exception as send_error:  # noqa: BLE001 - any failure keeps the record in the queue: nothing is lost
+            logger.warning(
+                names.MSG_DEAD_LETTER_FAILED,
+                extra={
+                    names.FIELD_ERROR_TYPE: type(error).__name__,
+                    names.FIELD_REASON: f"{type(send_error).__name__}: {send_error}"[: SHOWN_CHARS * 5],
+                },
+            )
+            return False
+        self.execution.metrics.add_metric(name=names.METRIC_DEAD_LETTERED, unit=MetricUnit.Count, value=1)
+        logger.warning(
+            names.MSG_RECORD_DEAD_LETTERED,
+            extra={names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_DEAD_LETTER_MESSAGE_ID: copy_id},
+        )
+        return True
+
+    # --- the batch's end --------------------------------------------------------------------------------------------
 
     def _account(self, batch: _Batch, records: list[dict[str, Any]], failed: list[str]) -> int:
         """Log the failures no record call logged (FIFO records skipped behind a failure); the deferred count."""
@@ -230,7 +285,7 @@ class SqsBatch:
         return deferred
 
     def _log_skipped(self, message_id: str, group: str | None, blocker: str | None) -> None:
-        log: Callable[..., None] = self.consumer.logger.warning
+        log: Callable[..., None] = self.execution.logger.warning
         log(
             names.MSG_RECORD_FAILED,
             extra={
@@ -242,3 +297,15 @@ class SqsBatch:
                 names.FIELD_BLOCKED_BY: blocker,
             },
         )
+
+
+def _processor(fifo: bool) -> BatchProcessor:
+    """``SqsFifoPartialProcessor(skip_group_on_error=True)`` for a FIFO queue, else ``BatchProcessor``; neither
+    raises when every record failed."""
+    if not fifo:
+        return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    # Its constructor (Powertools 3.37) takes no such argument, but BasePartialBatchProcessor._clean reads
+    # the attribute when the batch ends, so setting it here is honoured.
+    processor.raise_on_entire_batch_failure = False
+    return processor

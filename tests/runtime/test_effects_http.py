@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -324,7 +323,7 @@ def test_name_gives_each_call_its_own_key(provider: ProviderStandIn, clock: Fake
 def test_fails_when_one_effect_calls_it_twice_with_one_name(
     provider: ProviderStandIn, clock: FakeClock, log: Path
 ) -> None:
-    with _context.running(_context.EffectCall(None, "r", "charge", "k")):
+    with _context.running(_context.EffectCall("charge", "k", record_key="r")):
         _post(provider, clock, idempotency_key="k", name="a")
         with pytest.raises(ValueError, match="called twice in effect 'charge' with name='a'"):
             _post(provider, clock, idempotency_key="k", name="a")
@@ -431,18 +430,31 @@ def test_fails_on_a_payload_json_cannot_carry(recorder: Any) -> None:
 # --- inside a Consumer's effect ------------------------------------------------------------------------------------
 
 
-def test_inside_an_effect_the_invocation_time_bounds_the_retries(
+def test_inside_an_effect_the_context_deadline_bounds_the_retries(
     provider: ProviderStandIn, clock: FakeClock, log: Path
 ) -> None:
-    consumer = SimpleNamespace(_context=FakeLambdaContext(remaining_ms=3000))  # no deadline_margin: max(1 s, 10 %)
+    call = _context.EffectCall("charge", "k", record_key="r", deadline=time.monotonic() + 2.0)
     provider.fail_next(100, 503)
 
-    with _context.running(_context.EffectCall(consumer, "r", "charge", "k")), pytest.raises(HttpTransientError):
+    with _context.running(call), pytest.raises(HttpTransientError):
         _post(provider, clock, idempotency_key="k", deadline=60.0, max_attempts=100)
 
     assert clock.waits, "it retried"
-    assert sum(clock.waits) <= 3.0 - 1.0 - MIN_ATTEMPT_SECONDS
+    assert sum(clock.waits) <= 2.0 - MIN_ATTEMPT_SECONDS
     assert len(read_calls(log)) == len(clock.waits) + 1
+
+
+def test_fails_to_bound_the_retries_when_the_context_lacks_the_deadline(
+    provider: ProviderStandIn, clock: FakeClock
+) -> None:
+    """The control of the test above: the same call with no deadline in its context keeps retrying past 2 s, so the
+    bound there comes through ``EffectCall.deadline`` and nothing else."""
+    provider.fail_next(100, 503)
+
+    with _context.running(_context.EffectCall("charge", "k", record_key="r")), pytest.raises(HttpTransientError):
+        _post(provider, clock, idempotency_key="k", deadline=5.0, max_attempts=100)
+
+    assert sum(clock.waits) > 2.0
 
 
 @pytest.fixture

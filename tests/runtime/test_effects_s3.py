@@ -48,7 +48,7 @@ def _put(client: Any, body: bytes, **options: Any) -> s3.S3Object:
 
 
 def _in_effect() -> Any:
-    return _context.running(_context.EffectCall(consumer=None, record_key="order-1", effect="receipt", effect_key=KEY))
+    return _context.running(_context.EffectCall(record_key="order-1", effect="receipt", effect_key=KEY))
 
 
 def test_moto_answers_412_to_a_conditional_put_on_an_existing_key(client: Any) -> None:

@@ -246,7 +246,7 @@ def test_name_gives_each_call_its_own_row(db: Db) -> None:
 
 
 def test_fails_the_same_name_twice_in_one_effect(db: Db) -> None:
-    with running(EffectCall(consumer=None, record_key="o-1", effect="confirm", effect_key=KEY)):
+    with running(EffectCall(record_key="o-1", effect="confirm", effect_key=KEY)):
         insert(db.conn)
         with pytest.raises(ValueError, match="called twice in effect 'confirm'"):
             insert(db.conn)

@@ -3,6 +3,7 @@ effect keys, one persistence layer per consumer, a log line for every failed rec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -658,9 +659,10 @@ def test_a_key_search_error_is_that_records_invalid_record_logged_with_the_expre
     orders: Orders, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     consumer = _rebuild(orders, effect_key="scoped")
-    consumer._key_path = __import__("effectively_once_runtime.events").events.compile_expression(
+    key_path = __import__("effectively_once_runtime.events").events.compile_expression(
         "key", "powertools_json(order.id)"
     )
+    consumer._execution.rules = dataclasses.replace(consumer._execution.rules, key_path=key_path)
     bad = sqs_record(order("not json"))
     good = sqs_record(order('"o-2"'))
 

@@ -4,7 +4,9 @@ standard library only: an adapter takes the caller's client or connection, never
 
 Each adapter is called inside a declared effect (``@consumer.effect``) with the key the effect was handed
 (``idempotency_key=``), and returns the same result on a replay. One effect calling the same adapter twice gives each
-call a ``name=`` (``_context.adapter_key``). See ``docs/effects.md`` for each adapter's window and trade-off.
+call a ``name=`` (``_context.adapter_key``). Inside a declared effect an adapter reads the runtime's per-call context
+(``current()``: an ``EffectCall`` with the effect's name and keys, the deadline, the marker table, the logger and the
+metrics), never the ``Consumer``. See ``docs/effects.md`` for each adapter's window and trade-off.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._context import EffectCall, adapter_key, current
+from ._context import EffectCall, MarkerTable, adapter_key, current, running
 
 # public name -> submodule (imported on first use, so one adapter's import never costs another's)
 _LAZY: dict[str, str] = {
@@ -22,13 +24,11 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("put_object", "S3Object", "S3ContentMismatch", "S3WriteConflict"), "s3"),
     **dict.fromkeys(("insert_once", "SqlRow", "SqlRowMismatch", "SqlRowMissing"), "sql"),
     **dict.fromkeys(("post_json", "HttpResult", "HttpTransientError", "HttpPermanentError"), "http"),
-    **dict.fromkeys(
-        ("unkeyed", "MarkerTable", "MarkerUnavailable", "rejected_by_aws", "AT_MOST_ONCE", "AT_LEAST_ONCE"), "unkeyed"
-    ),
+    **dict.fromkeys(("unkeyed", "MarkerUnavailable", "rejected_by_aws", "AT_MOST_ONCE", "AT_LEAST_ONCE"), "unkeyed"),
     **dict.fromkeys(("send_fifo", "publish_fifo", "send_message", "publish", "MessageRejected"), "messaging"),
 }
 
-__all__ = ["EffectCall", "adapter_key", "current", *_LAZY]
+__all__ = ["EffectCall", "MarkerTable", "adapter_key", "current", "running", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,6 @@
 """HTTP APIs: a JSON ``POST`` with an ``Idempotency-Key`` header, retried within the remaining time. No third-party
-import of its own: ``http.client`` for the request, ``sqs_batch`` for the invocation's remaining time.
+import of its own: ``http.client`` for the request; the invocation's deadline comes with the per-call context
+(``EffectCall.deadline``).
 
 The header is the one of the IETF httpapi working group's Internet-Draft "The Idempotency-Key HTTP Header Field"
 (draft-ietf-httpapi-idempotency-key-header-07, section numbers as in -07:
@@ -35,7 +36,6 @@ from urllib.parse import urlsplit
 
 from .. import effect_keys
 from ..errors import PermanentError
-from ..sqs_batch import DEADLINE_MARGIN_SHARE, MIN_DEADLINE_MARGIN_SECONDS, remaining_ms
 from ._context import adapter_key, current
 
 ADAPTER = "http.post_json"
@@ -155,9 +155,9 @@ def post_json(
         :default: ``DEFAULT_TIMEOUT_SECONDS`` (10).
     :param deadline: seconds from now the attempts and waits may take. Inside a declared effect run by a Lambda
         invocation, the invocation's remaining time less the consumer's deadline margin (``deadline_margin=``, by
-        default the larger of 1 s and 10 % of it) bounds them too. A retry is made only when its wait leaves
-        ``MIN_ATTEMPT_SECONDS`` for it. :default: ``None``: that remaining time, or ``DEFAULT_DEADLINE_SECONDS`` (30)
-        outside an invocation.
+        default the larger of 1 s and 10 % of the time at the invocation's start) bounds them too: the per-call
+        context's ``EffectCall.deadline``. A retry is made only when its wait leaves ``MIN_ATTEMPT_SECONDS`` for it.
+        :default: ``None``: that remaining time, or ``DEFAULT_DEADLINE_SECONDS`` (30) outside an invocation.
     :param max_attempts: requests in all, the first included. :default: ``DEFAULT_MAX_ATTEMPTS`` (5).
     :param sleep: waits between attempts (tests pass a recorder). :default: ``time.sleep``.
     :param clock: monotonic seconds the deadline is measured on. :default: ``time.monotonic``.
@@ -436,22 +436,10 @@ def _seconds_allowed(deadline: float | None) -> float:
 
 
 def _invocation_seconds_left() -> float | None:
-    """Inside a declared effect run by a Lambda invocation: its remaining time less the consumer's deadline margin
-    (``Consumer(deadline_margin=...)``); ``None`` elsewhere."""
+    """Inside a declared effect run by a Lambda invocation: the seconds left before its deadline
+    (``EffectCall.deadline``: the invocation's end less the consumer's deadline margin); ``None`` elsewhere."""
     call = current()
-    consumer = call.consumer if call is not None else None
-    context = getattr(consumer, "_context", None)
-    left_ms = remaining_ms(context)
-    if left_ms is None:
-        return None
-    batch = getattr(consumer, "_batch", None)
-    margin = getattr(batch, "margin_ms", None)
-    margin_ms = (
-        margin(context)
-        if callable(margin)
-        else max(MIN_DEADLINE_MARGIN_SECONDS * 1000, DEADLINE_MARGIN_SHARE * left_ms)
-    )
-    return (left_ms - float(margin_ms)) / 1000
+    return call.seconds_left() if call is not None else None
 
 
 class _Budget:

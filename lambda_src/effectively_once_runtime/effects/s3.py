@@ -155,15 +155,20 @@ def put_object(
         raise ValueError(f"{ADAPTER}: metadata must not name {HASH_METADATA!r}: the adapter writes it")
     key = _checked_key(prefix + adapter_key(ADAPTER, idempotency_key, name))
     digest = hashlib.sha256(body).hexdigest()
-    request: dict[str, Any] = {
-        "Bucket": bucket,
-        "Key": key,
-        "Body": body,
-        "IfNoneMatch": "*",
-        "Metadata": {**extra, HASH_METADATA: digest},
-    }
+    request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
+    request["Metadata"] = {**extra, HASH_METADATA: digest}
     if content_type is not None:
         request["ContentType"] = content_type
+    return _put_once(client, request, digest)
+
+
+def _put_once(client: Any, request: dict[str, Any], digest: str) -> S3Object:
+    """``PutObject`` with ``IfNoneMatch="*"``: the new object, or the one already stored with the same body; a 409
+    (another write under way) is retried after ``CONFLICT_RETRY_DELAYS_SECONDS``.
+
+    :raises S3ContentMismatch: the key holds another body. :raises S3WriteConflict: every attempt answered 409.
+    """
+    bucket, key = request["Bucket"], request["Key"]
     for delay in (*CONFLICT_RETRY_DELAYS_SECONDS, None):
         try:
             written = client.put_object(**request)

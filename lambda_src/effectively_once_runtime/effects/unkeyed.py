@@ -33,8 +33,8 @@ from typing import Any, TypeVar, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import effect_keys, names
-from ..settings import parse_key_prefix
 from ._context import EffectCall, adapter_key, current
+from ._context import MarkerTable as MarkerTable  # re-exported: its public home is this module
 
 R = TypeVar("R")
 
@@ -66,33 +66,9 @@ class MarkerUnavailable(Exception):
 
 
 @dataclass(frozen=True)
-class MarkerTable:
-    """Where markers go outside a ``Consumer`` (inside one, the consumer's idempotency table is used).
-
-    :param table_name: a DynamoDB table with a string partition key ``id`` and the TTL attribute ``expiration``
-        (an ``IdempotencyTable``), by name or ARN.
-    :param key_prefix: the prefix of every marker id (the rules of ``IDEMPOTENCY_KEY_PREFIX``).
-    :param client: a boto3 DynamoDB client. :default: ``None``: one built in the Region of ``table_name`` (an ARN) or
-        the default Region, and shared.
-    :param expiry_seconds: how long a marker answers replays, in seconds. :default: ``names.DEFAULT_EXPIRY_SECONDS``
-        (3600).
-    :raises ValueError: ``key_prefix`` breaks the key prefix rules; ``expiry_seconds`` is not a positive integer.
-    """
-
-    table_name: str
-    key_prefix: str
-    client: Any = None
-    expiry_seconds: int = names.DEFAULT_EXPIRY_SECONDS
-
-    def __post_init__(self) -> None:
-        parse_key_prefix("key_prefix", self.key_prefix)
-        if not isinstance(self.expiry_seconds, int) or self.expiry_seconds <= 0:
-            raise ValueError(f"expiry_seconds must be a positive integer, but {self.expiry_seconds!r} was given")
-
-
-@dataclass(frozen=True)
 class _Table:
-    """The resolved marker table: client, name, key layout (Powertools' attribute names), prefix and expiry."""
+    """The resolved marker table (a ``MarkerTable`` with its client built): client, name, key layout (Powertools'
+    attribute names), prefix and expiry."""
 
     name: str
     client: Any
@@ -349,11 +325,11 @@ class _Marked:
 
     def _count(self, message: str, metric: str, **extra: Any) -> None:
         _warn(self.effect, message, {**self.fields, **extra})
-        consumer = getattr(self.effect, "consumer", None)
-        if consumer is not None:
+        metrics = self.effect.metrics if self.effect is not None else None
+        if metrics is not None:
             from aws_lambda_powertools.metrics import MetricUnit
 
-            consumer.metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------
@@ -372,12 +348,12 @@ def _fields(effect: EffectCall | None, adapter: str, key: str, marker: str, deli
 def _warn(effect: EffectCall | None, message: str, fields: dict[str, Any]) -> None:
     """A WARNING line through the consumer's Logger (flushed: a kill right after must not lose it), else the
     module's standard ``logging`` logger (``effectively_once_runtime.effects.unkeyed``)."""
-    consumer = getattr(effect, "consumer", None)
-    if consumer is None:
+    logger = effect.logger if effect is not None else None
+    if logger is None:
         _LOG.warning(message, extra=fields)
         return
-    consumer.logger.warning(message, extra=fields)
-    consumer.logger.registered_handler.flush()
+    logger.warning(message, extra=fields)
+    logger.registered_handler.flush()
 
 
 def _status(item: dict[str, Any]) -> str | None:
@@ -408,34 +384,22 @@ def _check_key_size(table: _Table, marker: str) -> None:
 
 
 def _resolve(effect: EffectCall | None, markers: MarkerTable | None) -> _Table:
-    """The explicit ``markers``, else the declaring consumer's idempotency table (its persistence layer's client and
-    key layout when it is Powertools' DynamoDB layer)."""
-    if markers is not None:
-        client = markers.client or _shared_client(markers.table_name)
-        return _Table(markers.table_name, client, markers.key_prefix, markers.expiry_seconds)
-    consumer = getattr(effect, "consumer", None)
-    if consumer is None:
+    """The explicit ``markers``, else the declaring consumer's idempotency table (``EffectCall.markers``)."""
+    table = markers if markers is not None else effect.markers if effect is not None else None
+    if table is None:
         raise ValueError(
             "an un-keyed effect outside a Consumer's declared effect needs markers=MarkerTable(table_name=..., "
             "key_prefix=...)"
         )
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-    state = consumer.state
-    settings, store = state.settings, state.persistence_store
-    if isinstance(store, DynamoDBPersistenceLayer):
-        return _Table(
-            store.table_name,
-            store.client,
-            settings.key_prefix,
-            settings.expiry_seconds,
-            key_attr=store.key_attr,
-            expiry_attr=store.expiry_attr,
-            sort_key_attr=store.sort_key_attr,
-            static_pk_value=store.static_pk_value,
-        )
     return _Table(
-        settings.table_name, _shared_client(settings.table_name), settings.key_prefix, settings.expiry_seconds
+        table.table_name,
+        table.client or _shared_client(table.table_name),
+        table.key_prefix,
+        table.expiry_seconds,
+        key_attr=table.key_attr,
+        expiry_attr=table.expiry_attr,
+        sort_key_attr=table.sort_key_attr,
+        static_pk_value=table.static_pk_value,
     )
 
 

@@ -1,0 +1,288 @@
+"""One record's execution: the payload through the idempotency layer, the record function, its declared effects,
+and the completion of the record (``RecordExecution``; ``Consumer`` holds one).
+
+- ``process`` keys the payload (``record_keys``, ``normalize``), runs the idempotent record function (the
+  ``ConsumerState``'s), and logs ``record processed`` after the record was completed. A result too large for the
+  record is stored as ``names.RESULT_NOT_STORED``.
+- A declared effect runs inside ``run_effect``: called with its effect key, handed the per-call context
+  (``effects._context.EffectCall``: names, keys, the deadline, the marker table, logger and metrics), logged
+  ``effect executed`` once it returned.
+- A completion that Powertools could not save is retried with backoff within the invocation's usable time
+  (``deadline.Deadline``), then logged ``completion failed`` and raised.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyKeyError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyValidationError,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
+from . import effect_keys, events, identity, names
+from .body import SHOWN_CHARS, json_safe
+from .dead_letter import is_permanent
+from .deadline import Deadline
+from .effects._context import EffectCall, running
+from .errors import InvalidRecord, PermanentError
+from .record_keys import key_text
+from .state import ConsumerState
+
+R = TypeVar("R")
+RecordFunction = Callable[[dict[str, Any]], Any]
+
+#: The log keys of one record, removed when it is done.
+RECORD_KEYS = (names.FIELD_MESSAGE_ID, names.FIELD_RECEIVE_COUNT, names.FIELD_IDEMPOTENCY_KEY)
+#: Completion retries: the first delay, the factor and the longest delay (seconds), and the most attempts.
+_COMPLETION_FIRST_DELAY, _COMPLETION_BACKOFF, _COMPLETION_MAX_DELAY, _COMPLETION_ATTEMPTS = 0.1, 2.0, 2.0, 5
+#: Outside an invocation nothing limits the completion retries.
+NO_DEADLINE = Deadline(None, 0.0)
+
+
+@dataclass
+class _Run:
+    """One record's pass through the idempotency layer: its key, the effects that returned, and whether the record
+    function returned (set by the runtime itself, so "after the record function" never rests on an error's text)."""
+
+    key: Any
+    effects: list[str] = field(default_factory=list)
+    returned: bool = False
+    stored: Any = None
+    result: Any = None
+    oversized: bool = False
+
+
+@dataclass(frozen=True)
+class KeyRules:
+    """How a payload is keyed: ``key`` (its text, for messages) and its compiled expression, the ``validate``
+    expression or ``None``, the ``normalize`` steps, the ``effect_key`` mode and the ``permanent`` exception types."""
+
+    key: str
+    key_path: events.Expression
+    validate_path: events.Expression | None
+    normalize: tuple[str, ...]
+    effect_key: str
+    permanent: tuple[type[BaseException], ...]
+
+
+class RecordExecution:
+    """Runs one record at a time through the idempotency layer of ``state()`` (see the module docstring).
+
+    :param rules: how a payload is keyed.
+    :param logger: the consumer's Logger. :param metrics: the consumer's Metrics.
+    :param state: the execution environment's state, built on first use.
+    """
+
+    def __init__(self, rules: KeyRules, logger: Logger, metrics: Metrics, state: Callable[[], ConsumerState]) -> None:
+        self.rules, self.logger, self.metrics, self._state = rules, logger, metrics, state
+        self.record_function: RecordFunction | None = None
+        #: The record being processed: what each effect is called with and what it records.
+        self.run: _Run | None = None
+        #: The current invocation's deadline (set by ``dispatch``).
+        self.deadline = NO_DEADLINE
+
+    # --- effects ----------------------------------------------------------------------------------------------------
+
+    def effect_key_for(self, effect: str, key: Any) -> Any:
+        """The key the effect named ``effect`` is called with for the idempotency key ``key`` (``None`` stays
+        ``None``: a record processed unguarded has no key)."""
+        if key is None or self.rules.effect_key == effect_keys.BUSINESS:
+            return key
+        return effect_keys.scoped(self._state().settings.key_prefix, effect, key)
+
+    def run_effect(self, effect: str, function: Callable[..., R], args: Sequence[Any], kwargs: dict[str, Any]) -> R:
+        """Call the declared effect ``function`` with its effect key, inside its ``EffectCall``; log and count it.
+
+        :raises RuntimeError: no record is being processed.
+        """
+        current = self.run
+        if current is None:
+            raise RuntimeError(f"effect {effect!r} was called outside the Consumer's record function")
+        key = current.key
+        passed = self.effect_key_for(effect, key)
+        markers = self._state().markers
+        call = EffectCall(effect, passed, key, self.deadline.monotonic(), markers, self.logger, self.metrics)
+        with running(call):
+            result = function(*args, idempotency_key=passed, **kwargs)
+        current.effects.append(effect)
+        self.logger.info(
+            names.EFFECT_EXECUTED,
+            extra={names.FIELD_IDEMPOTENCY_KEY: key, names.FIELD_EFFECT: effect, names.FIELD_EFFECT_KEY: passed},
+        )
+        self.logger.registered_handler.flush()
+        self.metrics.add_metric(name=names.METRIC_EFFECTS_EXECUTED, unit=MetricUnit.Count, value=1)
+        return result
+
+    # --- one record -------------------------------------------------------------------------------------------------
+
+    def process_delivery(self, kind: str, item: Any, envelope: str | None, **log_keys: Any) -> Any:
+        """One delivered document of trigger ``kind``: its log keys set (``message_id``, ``receive_count``), the
+        payload unwrapped (``events.payload``; bad input logged ``invalid record`` and raised), then ``process``."""
+        self.logger.set_correlation_id(None)
+        self.logger.append_keys(**{**dict.fromkeys(RECORD_KEYS), **log_keys})
+        try:
+            payload = events.payload(kind, item, envelope)
+        except InvalidRecord as error:
+            self.invalid(str(error))
+            raise
+        return self.process(payload)
+
+    def process(self, body: Any) -> Any:
+        """One payload, through the idempotency layer (the path of every record and direct invocation).
+
+        :raises PermanentError: bad input (``InvalidRecord``: not an object, no key, a key expression that failed)
+            or the record function's own.
+        :raises IdempotencyAlreadyInProgressError: the key is being processed elsewhere.
+        :raises IdempotencyValidationError: the key was stored with another payload (``validate``).
+        :raises IdempotencyPersistenceLayerError: the record could not be completed after retries.
+        """
+        if self.record_function is None:
+            raise RuntimeError("no record function: declare one with @consumer.record")
+        state = self._state()
+        try:
+            return self._process(state, body)
+        except Exception as error:
+            if isinstance(error, (IdempotencyAlreadyInProgressError, IdempotencyValidationError)):
+                # The idempotency-rejections query (docs/observability.md) lists these lines.
+                self.logger.warning(
+                    names.MSG_IDEMPOTENCY_REJECTED, extra={names.FIELD_IDEMPOTENCY_ERROR: type(error).__name__}
+                )
+            elif self.is_permanent(error):
+                self.invalid(str(error) if isinstance(error, PermanentError) else f"{type(error).__name__}: {error}")
+            raise
+
+    def _process(self, state: ConsumerState, body: Any) -> Any:
+        key = self._key(body)
+        self.logger.set_correlation_id(key)
+        self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key})
+        self.run = run = _Run(key)
+        try:
+            result = state.process(record=body)
+        except IdempotencyKeyError as exc:
+            raise InvalidRecord(f"no idempotency key: {self.rules.key!r} found nothing in the body") from exc
+        except IdempotencyPersistenceLayerError as exc:
+            if not run.returned:
+                raise
+            self._complete(state, body, run, exc)
+        finally:
+            self.run = None
+        if run.returned:
+            self.logger.info(names.MSG_RECORD_PROCESSED)
+            return run.result
+        return result
+
+    def _key(self, body: Any) -> str | None:
+        """The payload's idempotency key as text (normalised); ``validate`` searched too.
+
+        :raises InvalidRecord: ``body`` is not an object.
+        """
+        if not isinstance(body, dict):
+            raise InvalidRecord(f"body must be a JSON object, got {type(body).__name__}")
+        rules = self.rules
+        key = key_text(identity.normalize_key(rules.key_path.search(body), rules.normalize))
+        if rules.validate_path is not None:
+            # Searched here first: an error inside Powertools' own search would come out raw (transient).
+            rules.validate_path.search(body)
+        return key
+
+    def run_record_function(self, record: dict[str, Any]) -> Any:
+        """The record function as Powertools runs it (once per key): its result made JSON-ready and storable."""
+        assert self.record_function is not None and self.run is not None
+        run = self.run
+        try:
+            result = json_safe(self.record_function(record))
+        except Exception as error:
+            if run.effects:
+                self.logger.warning(
+                    names.MSG_EFFECT_REPEATED_AFTER_FAILURE,
+                    extra={names.FIELD_EFFECTS: list(run.effects), names.FIELD_ERROR_TYPE: type(error).__name__},
+                )
+            raise
+        run.returned, run.result, run.stored = True, result, self._storable(result)
+        return run.stored
+
+    def _storable(self, result: Any) -> Any:
+        """``result``, or the not-stored marker when the record could not hold it (DynamoDB's item size limit)."""
+        size = len(json.dumps(result, sort_keys=True, default=str).encode())
+        room = names.DYNAMODB_MAX_ITEM_BYTES - names.IDEMPOTENCY_RECORD_OVERHEAD_BYTES
+        room -= len(self._state().settings.key_prefix.encode()) + 33  # the stored key: <prefix>#<32 hex>
+        if size <= room:
+            return result
+        assert self.run is not None
+        self.run.oversized = True
+        self.logger.warning(
+            names.MSG_RESULT_NOT_STORED,
+            extra={names.FIELD_REASON: f"the result is {size} bytes of JSON; the idempotency record holds {room}"},
+        )
+        return {names.RESULT_NOT_STORED_FIELD: names.RESULT_NOT_STORED, "bytes": size}
+
+    def _complete(self, state: ConsumerState, body: dict[str, Any], run: _Run, error: Exception) -> None:
+        """Complete the record after Powertools' own save failed: retried with backoff within the invocation's
+        usable time (its remaining time less the deadline margin); raises ``error`` when every attempt failed."""
+        delay, attempts, last = _COMPLETION_FIRST_DELAY, 1, error.__cause__ or error
+        while attempts < _COMPLETION_ATTEMPTS:
+            if not self.deadline.allows_wait(delay):
+                break
+            time.sleep(delay)
+            attempts += 1
+            try:
+                state.persistence_store.save_success(data=body, result=run.stored)
+                return
+            except Exception as again:  # noqa: BLE001 - every failure is retried, then reported below
+                last = again
+            delay = min(delay * _COMPLETION_BACKOFF, _COMPLETION_MAX_DELAY)
+        self.metrics.add_metric(name=names.METRIC_COMPLETION_FAILURES, unit=MetricUnit.Count, value=1)
+        self.logger.warning(
+            names.MSG_COMPLETION_FAILED,
+            extra={
+                names.FIELD_ERROR_TYPE: type(last).__name__,
+                names.FIELD_REASON: f"{last}"[: SHOWN_CHARS * 5],
+                names.FIELD_ATTEMPTS: attempts,
+                names.FIELD_EFFECTS: list(run.effects),
+            },
+        )
+        raise error
+
+    # --- outcomes ---------------------------------------------------------------------------------------------------
+
+    def on_duplicate(self, response: Any, idempotent_data: DataRecord) -> Any:
+        """Powertools' response hook: a duplicate answered from the record is counted and logged."""
+        self.metrics.add_metric(name=names.METRIC_DUPLICATES_SUPPRESSED, unit=MetricUnit.Count, value=1)
+        self.logger.info(names.MSG_DUPLICATE_SUPPRESSED, extra={names.FIELD_IDEMPOTENCY_STATUS: idempotent_data.status})
+        return response
+
+    def invalid(self, reason: str) -> None:
+        """The ``invalid record`` line and count of bad input."""
+        self.metrics.add_metric(name=names.METRIC_INVALID_RECORDS, unit=MetricUnit.Count, value=1)
+        self.logger.warning(names.MSG_INVALID_RECORD, extra={names.FIELD_REASON: reason[: SHOWN_CHARS * 5]})
+
+    def is_permanent(self, error: BaseException) -> bool:
+        """Whether ``error`` makes its record a permanent failure: the runtime's own (``dead_letter.is_permanent``)
+        or one declared ``permanent=``, raised or found in its ``__cause__`` chain."""
+        return is_permanent(error, self.rules.permanent)
+
+    def log_failure(self, error: BaseException, **extra: Any) -> None:
+        """The ``record failed`` line of a record (or a direct invocation) that did not succeed."""
+        self.logger.warning(
+            names.MSG_RECORD_FAILED,
+            extra={
+                names.FIELD_ERROR_TYPE: type(error).__name__,
+                names.FIELD_REASON: f"{error}"[: SHOWN_CHARS * 5],
+                **extra,
+            },
+        )
+
+    def clear_record_keys(self) -> None:
+        """Remove the record's log keys and correlation id (after a batch or an invocation)."""
+        self.logger.remove_keys(list(RECORD_KEYS))
+        self.logger.set_correlation_id(None)

@@ -1,0 +1,153 @@
+"""One execution environment's state (``ConsumerState``), built on first use: the settings read from the
+environment, the persistence layer and Powertools' idempotency config around the record function, the dead-letter
+queue and the marker table un-keyed effects use.
+
+Powertools configures a persistence layer once (its key JMESPath is fixed by the first ``configure``), so a layer
+shared by two consumers would key the second on the first's key, silently: each layer serves one owner
+(``own``, ``release``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+from botocore.config import Config
+
+from .dead_letter import DeadLetterQueue
+from .effects._context import MarkerTable
+from .settings import RuntimeSettings
+
+#: Builds the persistence layer from the settings: ``(table_name=..., boto_config=...)`` like
+#: ``DynamoDBPersistenceLayer`` (the default) or a subclass of it.
+PersistenceLayerFactory = Callable[..., BasePersistenceLayer]
+
+#: Which owner a persistence layer serves, and that owner's key prefix.
+_LAYER_OWNERS: weakref.WeakKeyDictionary[BasePersistenceLayer, tuple[object, str]] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class ConsumerState:
+    """One execution environment's state, built on first use (cold start): settings, persistence layer,
+    idempotency config, the idempotent record function, the dead-letter queue (``None`` without
+    ``DEAD_LETTER_QUEUE_URL``; its SQS client is built on its first send) and the marker table of un-keyed effects
+    (the idempotency table, with the layer's client and key layout when it is Powertools' DynamoDB layer)."""
+
+    settings: RuntimeSettings
+    persistence_store: BasePersistenceLayer
+    config: IdempotencyConfig
+    process: Callable[..., Any]
+    dead_letter: DeadLetterQueue | None = None
+    markers: MarkerTable | None = None
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """What a ``Consumer`` builds its state from.
+
+    :ivar key_prefix: the prefix when ``IDEMPOTENCY_KEY_PREFIX`` is unset or empty.
+    :ivar powertools_key: the key JMESPath Powertools searches and hashes.
+    :ivar validate: the payload validation JMESPath, or ``None``.
+    :ivar raise_on_no_idempotency_key: Powertools' switch of the same name.
+    :ivar functions: the JMESPath functions of both expressions.
+    :ivar persistence_layer: builds the layer when none is given.
+    """
+
+    key_prefix: str
+    powertools_key: str
+    validate: str | None
+    raise_on_no_idempotency_key: bool
+    functions: Any
+    persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer
+
+
+def build_state(
+    spec: StateSpec,
+    owner: object,
+    record_function: Callable[..., Any],
+    on_duplicate: Callable[..., Any],
+    *,
+    persistence_store: BasePersistenceLayer | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ConsumerState:
+    """The state for ``owner``: ``record_function`` made idempotent, ``on_duplicate`` as Powertools' response hook.
+
+    :raises ValueError: the environment is incomplete or malformed (``RuntimeSettings.from_env``),
+        ``DEAD_LETTER_QUEUE_URL`` is not a queue URL, or the persistence layer already serves another owner.
+    """
+    settings = RuntimeSettings.from_env(default_key_prefix=spec.key_prefix, env=env)
+    url = settings.dead_letter_queue_url
+    dead_letter = DeadLetterQueue(url) if url else None
+    if persistence_store is None:
+        # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
+        # takes as TableName): a request goes to the client's own Region, so build the client in the table's.
+        region = settings.table_region
+        persistence_store = spec.persistence_layer(
+            table_name=settings.table_name, boto_config=Config(region_name=region) if region else None
+        )
+    own(persistence_store, owner, settings.key_prefix)
+    config = IdempotencyConfig(
+        event_key_jmespath=spec.powertools_key,
+        payload_validation_jmespath=spec.validate or "",
+        raise_on_no_idempotency_key=spec.raise_on_no_idempotency_key,
+        expires_after_seconds=settings.expiry_seconds,
+        # The functions the key was checked against at construction (and Powertools' own default), plus the
+        # normalising one when ``normalize`` is on.
+        jmespath_options={"custom_functions": spec.functions},
+        response_hook=on_duplicate,
+    )
+    process = idempotent_function(
+        data_keyword_argument="record",
+        persistence_store=persistence_store,
+        config=config,
+        key_prefix=settings.key_prefix,
+    )(record_function)
+    markers = marker_table(settings, persistence_store)
+    return ConsumerState(settings, persistence_store, config, process, dead_letter, markers)
+
+
+def marker_table(settings: RuntimeSettings, store: BasePersistenceLayer) -> MarkerTable:
+    """The idempotency table as the marker table: the layer's table, client and key layout when it is Powertools'
+    DynamoDB layer, else the table of the settings (its client built on first use)."""
+    if isinstance(store, DynamoDBPersistenceLayer):
+        return MarkerTable(
+            store.table_name,
+            settings.key_prefix,
+            store.client,
+            settings.expiry_seconds,
+            key_attr=store.key_attr,
+            expiry_attr=store.expiry_attr,
+            sort_key_attr=store.sort_key_attr,
+            static_pk_value=store.static_pk_value,
+        )
+    return MarkerTable(settings.table_name, settings.key_prefix, None, settings.expiry_seconds)
+
+
+def own(store: BasePersistenceLayer, owner: object, prefix: str) -> None:
+    """Make ``owner`` (with the key prefix ``prefix``) the one owner of ``store``.
+
+    :raises ValueError: another owner has it (the message names both key prefixes).
+    """
+    held = _LAYER_OWNERS.get(store)
+    if held is not None and held[0] is not owner:
+        raise ValueError(
+            f"persistence layer {type(store).__name__} already serves the Consumer with key prefix {held[1]!r}; "
+            f"the Consumer with key prefix {prefix!r} needs its own (Powertools configures a layer once: a "
+            "shared one keys every consumer on the first one's key)"
+        )
+    _LAYER_OWNERS[store] = (owner, prefix)
+
+
+def release(store: BasePersistenceLayer, owner: object) -> None:
+    """Free ``store`` when ``owner`` has it."""
+    held = _LAYER_OWNERS.get(store)
+    if held is not None and held[0] is owner:
+        del _LAYER_OWNERS[store]
