@@ -1,5 +1,6 @@
 """No function or method in the ``effectively_once`` package is longer than 60 lines (STYLE.md house rule 8: a
-longer one does several things; compose it of small steps, each named after what it does).
+longer one does several things; compose it of small steps, each named after what it does), and no module is longer
+than 600 lines (issue 29: a module that size holds more than one job).
 
 The rule, as measured here: a function's length is its whole span in the source, from its ``def`` line (decorators
 not included) to its last line, as Python's AST gives it (``end_lineno - lineno + 1``). Its signature, docstring,
@@ -18,6 +19,7 @@ from .helpers import REPO
 ROOT = REPO / "constructs" / "effectively_once"
 EXCLUDED = ROOT / "local"
 MAX_LINES = 60
+MAX_MODULE_LINES = 600
 
 
 def function_lengths(source: str) -> dict[str, int]:
@@ -52,6 +54,12 @@ def test_no_function_is_longer_than_60_lines() -> None:
     }
 
     assert offenders == {}, f"functions over {MAX_LINES} lines (name: lines): {offenders}"
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    sizes = {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines()) for path in _modules()}
+
+    assert {path: lines for path, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
 
 
 def test_length_counts_the_docstring_and_nested_functions() -> None:
