@@ -404,7 +404,8 @@ def test_discovery_reads_the_template_creates_the_subscription_and_the_sources_d
         QueueName=_physical("EventsOnFailureQueue", "AWS::SQS::Queue").split("/")[-1]
     )
     assert target.label == target.mapping.label and target.label.startswith("async-Pay")
-    assert (target.fifo, target.mapping_uuid, target.dlq_url) == (False, "", on_failure_url["QueueUrl"])
+    assert (target.fifo, target.mapping_uuid, target.dlq_url) == (False, "", None)  # its on-failure queue is not a DLQ
+    assert target.on_failure_url == target.failure_queue_url == on_failure_url["QueueUrl"]
     config = target.mapping.async_config
     assert config is not None
     assert (config.function_arn, config.max_retry_attempts, config.max_event_age_seconds) == (
@@ -412,7 +413,7 @@ def test_discovery_reads_the_template_creates_the_subscription_and_the_sources_d
         1,
         120,
     )
-    assert (config.on_failure_queue_url, config.time_scale) == (target.dlq_url, async_queue.DEFAULT_TIME_SCALE)
+    assert (config.on_failure_queue_url, config.time_scale) == (target.on_failure_url, async_queue.DEFAULT_TIME_SCALE)
     mapping = target.mapping
     assert target.queue_name == async_queue.inbox_name(function["FunctionName"])
     assert mapping.queue_url.endswith(f"/{target.queue_name}") and mapping.queue_arn.endswith(f":{target.queue_name}")
@@ -490,7 +491,7 @@ def test_a_config_without_settings_has_lambdas_defaults(tmp_path: Path) -> None:
     assert target.mapping.async_config is not None
     config = target.mapping.async_config
     assert (config.max_retry_attempts, config.max_event_age_seconds, config.on_failure_queue_url) == (2, 21600, None)
-    assert (target.dlq_url, target.sources, target.mapping.visibility_timeout_seconds) == (None, (), 8)
+    assert (target.on_failure_url, target.sources, target.mapping.visibility_timeout_seconds) == (None, (), 8)
 
 
 @pytest.mark.usefixtures("with_bridges")

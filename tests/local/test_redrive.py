@@ -4,6 +4,7 @@ lost."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -12,9 +13,9 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from effectively_once_local.aws.discovery import DeadLetterQueue, DeployedMapping
 from effectively_once_local.cli import main as cli
 from effectively_once_local.profiles import redrive as redrive_module
-from effectively_once_local.profiles.payments_view import Pipeline
 from effectively_once_local.profiles.redrive import Target, is_local, local_move, move_task, redrive, redrive_dedup_id
 from effectively_once_local.runner.mapping_runner import MappingConfig
 
@@ -269,7 +270,7 @@ def test_an_interrupted_delete_leaves_a_duplicate_never_a_loss() -> None:
 
 
 # --- the command: discovery, path, output ----------------------------------------------------------------
-def _pipeline(target: Target) -> Pipeline:
+def _mapping(target: Target) -> DeployedMapping:
     mapping = MappingConfig(
         label=target.label,
         queue_url=target.source_url,
@@ -284,7 +285,15 @@ def _pipeline(target: Target) -> Pipeline:
         function_env={},
         handler="h.h",
     )
-    return Pipeline(mapping=mapping, mapping_uuid="u", dlq_url=target.dlq_url, idempotency_table="", ledger_table="")
+    name = target.source_arn.split(":")[5]
+    return DeployedMapping(target.label, name, name.endswith(".fifo"), mapping, "u", target.dlq_url, None)
+
+
+def _found(*targets: Target) -> Any:
+    """A stand-in for the stack's one discovery (``discovery.StackDiscovery``): its mappings and their DLQs."""
+    mappings = tuple(_mapping(t) for t in targets)
+    dlqs = tuple(DeadLetterQueue(t.dlq_url, t.dlq_arn, m) for t, m in zip(targets, mappings, strict=True))
+    return SimpleNamespace(stack="PaymentsSandbox", mappings=mappings, dlqs=dlqs)
 
 
 def test_redrive_moves_every_dead_letter_queue_of_the_stack_locally(
@@ -296,9 +305,8 @@ def test_redrive_moves_every_dead_letter_queue_of_the_stack_locally(
         queues = {fifo: _queues(sqs, fifo) for fifo in (False, True)}
         sqs.send_message(QueueUrl=queues[False].dlq_url, MessageBody="s")
         sqs.send_message(QueueUrl=queues[True].dlq_url, MessageBody="f", MessageGroupId="g", MessageDeduplicationId="d")
-        monkeypatch.setattr(
-            redrive_module, "discover", lambda s, stack: {t.label: _pipeline(t) for t in queues.values()}
-        )
+        found = _found(*queues.values())
+        monkeypatch.setattr(redrive_module, "discover", lambda s, stack, cdk_out=None: found)
         monkeypatch.setattr(redrive_module, "is_local", lambda client: True)  # moto in process answers on amazonaws.com
 
         assert redrive("PaymentsSandbox", None, None, session=session) == 0
@@ -365,7 +373,7 @@ def test_against_a_moto_server_on_loopback_the_local_move_is_used(
             sqs.send_message(
                 QueueUrl=target.dlq_url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=f"d{i}"
             )
-        monkeypatch.setattr(redrive_module, "discover", lambda s, stack: {"fifo": _pipeline(target)})
+        monkeypatch.setattr(redrive_module, "discover", lambda s, stack, cdk_out=None: _found(target))
 
         assert redrive("PaymentsSandbox", None, None, session=session) == 0
 

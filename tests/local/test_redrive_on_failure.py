@@ -14,6 +14,8 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from effectively_once_local.aws.deploy import DeployError
+from effectively_once_local.aws.discovery import StackDiscovery, discover
 from effectively_once_local.cli import main as cli
 from effectively_once_local.profiles import redrive as redrive_module
 from effectively_once_local.profiles.redrive import (
@@ -252,8 +254,95 @@ def test_the_on_failure_queues_are_found_from_the_template_or_from_lambda(tmp_pa
             FunctionName=function, DestinationConfig={"OnFailure": {"Destination": arn["QueueArn"]}}
         )
         assert on_failure_targets(session, "S") == expected
-        with pytest.raises(RedriveError, match="no synthesized template"):
+        with pytest.raises(DeployError, match="no synthesized template"):
             on_failure_targets(session, "S", tmp_path / "elsewhere")
+
+
+#: TEMPLATE with an SQS event source mapping of PayFn too, whose source queue names a DLQ.
+MAPPED_TEMPLATE: dict[str, Any] = {
+    "Resources": {
+        **TEMPLATE["Resources"],
+        "PayFn": {**TEMPLATE["Resources"]["PayFn"], "Metadata": {"aws:asset:path": "asset.pay"}},
+        "Dlq": {"Type": "AWS::SQS::Queue"},
+        "Source": {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": ["Dlq", "Arn"]}, "maxReceiveCount": 3}
+            },
+        },
+        "Mapping": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "EventSourceArn": {"Fn::GetAtt": ["Source", "Arn"]},
+                "FunctionName": {"Ref": "PayFn"},
+                "BatchSize": 5,
+            },
+        },
+    }
+}
+
+
+def _mapped(session: Any, tmp_path: Path) -> dict[str, str]:
+    """The stack ``S`` of MAPPED_TEMPLATE and its template in ``tmp_path``: the queues' URLs by logical id."""
+    session.client("cloudformation").create_stack(StackName="S", TemplateBody=json.dumps(MAPPED_TEMPLATE))
+    (tmp_path / "S.template.json").write_text(json.dumps(MAPPED_TEMPLATE), encoding="utf-8")
+    (tmp_path / "asset.pay").mkdir()
+    resources = session.client("cloudformation").list_stack_resources(StackName="S")["StackResourceSummaries"]
+    sqs = session.client("sqs")
+    return {
+        r["LogicalResourceId"]: sqs.get_queue_url(QueueName=r["PhysicalResourceId"].split("/")[-1])["QueueUrl"]
+        for r in resources
+        if r["ResourceType"] == "AWS::SQS::Queue"
+    }
+
+
+@pytest.mark.filterwarnings("ignore:Tried to parse AWS")
+def test_one_discovery_names_the_dlq_and_the_on_failure_queue_each_under_its_own_name(tmp_path: Path) -> None:
+    with mock_aws():
+        session = boto3.session.Session(region_name=REGION)
+        urls = _mapped(session, tmp_path)
+        found = discover(session, "S", tmp_path)
+
+        [mapping] = found.mappings
+        assert (mapping.label, mapping.dlq_url, mapping.on_failure_url) == ("Source", urls["Dlq"], None)
+        assert mapping.failure_queue_url == urls["Dlq"]
+        assert (mapping.mapping.batch_size, mapping.mapping.max_receive_count) == (5, 3)
+        assert mapping.code_dir == tmp_path / "asset.pay"
+        [dlq] = found.dlqs
+        assert (dlq.url, dlq.source) == (urls["Dlq"], mapping)
+        [on_failure] = found.on_failure_queues
+        assert (on_failure.url, on_failure.function_id) == (urls["OnFailureQueue"], "PayFn")
+        assert on_failure.url not in {d.url for d in found.dlqs}
+        # Without a cdk.out the same mapping and DLQ are found; the on-failure queue from Lambda (moto kept none).
+        bare = discover(session, "S")
+        assert [d.url for d in bare.dlqs] == [urls["Dlq"]] and bare.on_failure_queues == ()
+
+
+@pytest.mark.filterwarnings("ignore:Tried to parse AWS")
+@pytest.mark.parametrize("on_failure", [False, True])
+def test_the_command_discovers_the_stack_once_for_either_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], on_failure: bool
+) -> None:
+    with mock_aws():
+        session = boto3.session.Session(region_name=REGION)
+        urls = _mapped(session, tmp_path)
+        calls: list[StackDiscovery] = []
+
+        def counted(*args: Any) -> StackDiscovery:
+            calls.append(discover(*args))
+            return calls[-1]
+
+        monkeypatch.setattr(redrive_module, "discover", counted)
+        monkeypatch.setattr(redrive_module, "is_local", lambda client: True)  # moto in process answers on amazonaws.com
+
+        cdk_out = tmp_path if on_failure else None
+        assert redrive("S", None, None, session=session, on_failure=on_failure, cdk_out=cdk_out) == 0
+
+        assert len(calls) == 1
+        queue = urls["OnFailureQueue"] if on_failure else urls["Dlq"]
+        arn = session.client("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]
+        label = "on-failure PayFn: re-invoking the records of" if on_failure else "standard: redriving"
+        assert capsys.readouterr().out.splitlines()[0].startswith(f"{label} {arn['QueueArn']}")
 
 
 class _Session:

@@ -100,7 +100,7 @@ def _main_run(
 ) -> dict[str, Any]:
     deliveries = [d for d in read_jsonl(sorted(run_dir.glob(f"deliveries-{found.label}-*.jsonl"))) if d.get("invoked")]
     kills = [k for k in read_jsonl(sorted(run_dir.glob(f"chaos-{found.label}-*.jsonl"))) if k.get("event") == "kill"]
-    records = read_dlq_messages(session.client("sqs"), str(found.dlq_url)) if found.dlq_url else []
+    records = read_dlq_messages(session.client("sqs"), str(found.on_failure_url)) if found.on_failure_url else []
     conditions = Counter(json.loads(m.body).get("requestContext", {}).get("condition") for m in records)
     in_records = {
         str((json.loads(m.body).get("requestPayload") or {}).get("detail", {}).get("payment_id")) for m in records
@@ -119,6 +119,35 @@ def _main_run(
     }
 
 
+def _outage_backlog(
+    sqs: Any, found: DeployedMapping, sent: list[Line], ledger: Counter[str], backlog: int
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The outage backlog written into the target's on-failure queue as Lambda's destination records: up to
+    ``backlog`` payments the run charged once, and ``backlog`` new ones the ledger has not seen; ``(the charged
+    payment ids, the new payments)``."""
+    rule = next(s for s in found.sources if s.kind == "eventbridge")
+    charged = sorted(p for p in {str(ln.payment_id) for ln in sent} if ledger[p] == 1)[:backlog]
+    by_id = {str(ln.payment_id): json.loads(ln.body) for ln in sent}
+    template = next(iter(by_id.values()), {"account_id": "acct-000", "currency": "EUR"})
+    new = [
+        {**template, "payment_id": f"async-backlog-{n:04d}", "amount": 1000 + n}
+        for n in range(1, backlog + 1)
+        if ledger[f"async-backlog-{n:04d}"] == 0
+    ]
+    assert found.on_failure_url and found.mapping.async_config is not None
+    for detail in [by_id[p] for p in charged] + new:
+        record = destination_record(
+            _event(detail, str(rule.source), str(rule.detail_type)),
+            function_arn=found.mapping.async_config.function_arn,
+            condition=RETRIES_EXHAUSTED,
+            approximate_invoke_count=3,
+            error_type="TimeoutError",
+            error_message="an outage: the provider timed out on every attempt",
+        )
+        sqs.send_message(QueueUrl=found.on_failure_url, MessageBody=json.dumps(record))
+    return charged, new
+
+
 def leg(
     session: Any,
     found: DeployedMapping,
@@ -134,34 +163,15 @@ def leg(
     """The ``async`` block (module docstring): the main run's figures, then the on-failure redrive with its
     outage backlog, polled by ``specs`` (the target's pollers) without injected chaos."""
     block = _main_run(session, found, sent, _ledger(session, ledger_table), run_dir)
-    rule = next(s for s in found.sources if s.kind == "eventbridge")
-    ledger = _ledger(session, ledger_table)
-    charged = sorted(p for p in {str(ln.payment_id) for ln in sent} if ledger[p] == 1)[:backlog]
-    by_id = {str(ln.payment_id): json.loads(ln.body) for ln in sent}
-    template = next(iter(by_id.values()), {"account_id": "acct-000", "currency": "EUR"})
-    new = [
-        {**template, "payment_id": f"async-backlog-{n:04d}", "amount": 1000 + n}
-        for n in range(1, backlog + 1)
-        if ledger[f"async-backlog-{n:04d}"] == 0
-    ]
     sqs = session.client("sqs")
-    assert found.dlq_url and found.mapping.async_config is not None
-    for detail in [by_id[p] for p in charged] + new:
-        record = destination_record(
-            _event(detail, str(rule.source), str(rule.detail_type)),
-            function_arn=found.mapping.async_config.function_arn,
-            condition=RETRIES_EXHAUSTED,
-            approximate_invoke_count=3,
-            error_type="TimeoutError",
-            error_message="an outage: the provider timed out on every attempt",
-        )
-        sqs.send_message(QueueUrl=found.dlq_url, MessageBody=json.dumps(record))
+    assert found.on_failure_url and found.mapping.async_config is not None
+    charged, new = _outage_backlog(sqs, found, sent, _ledger(session, ledger_table), backlog)
     calls_before = _provider_calls(run_dir)
     calm = [(replace(spec, chaos=ChaosConfig(seed=seed)), n) for spec, n in specs]
     pool = PollerPool(calm)
     pool.start()
     try:
-        outcome = local_redrive_on_failure(sqs, found.dlq_url, found.mapping.function_name)
+        outcome = local_redrive_on_failure(sqs, found.on_failure_url, found.mapping.function_name)
         drain(
             pool,
             sqs,
@@ -183,7 +193,7 @@ def leg(
         "new_sent": len(new_ids),
         "new_charged": sum(1 for p in new_ids if after[p] == 1),
         "double_charged": sum(1 for p in charged + new_ids if after[p] > 1),
-        "on_failure_after": len(read_dlq_messages(sqs, found.dlq_url)),
+        "on_failure_after": len(read_dlq_messages(sqs, found.on_failure_url)),
     }
     return block
 

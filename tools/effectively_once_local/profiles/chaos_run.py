@@ -151,8 +151,8 @@ def _unwrapped(message: DlqMessage) -> DlqMessage:
 
 def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
     """Each DLQ's messages, and each asynchronous target's on-failure records unwrapped, by queue name."""
-    on_failure = {m.dlq_url for m in mappings if m.mapping.async_config is not None}
-    urls = sorted({m.dlq_url for m in mappings if m.dlq_url})
+    on_failure = {m.on_failure_url for m in mappings if m.mapping.async_config is not None}
+    urls = sorted({m.failure_queue_url for m in mappings if m.failure_queue_url})
     return {
         url.rstrip("/").rsplit("/", 1)[-1]: [
             _unwrapped(message) if url in on_failure else message for message in read_dlq_messages(sqs, url)
@@ -167,8 +167,8 @@ def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
     queued = [m for m in mappings if m.mapping.async_config is None]
     moved = sum(local_move(sqs, target).moved for target in mapping_targets(sqs, queued))
     for m in mappings:
-        if m.mapping.async_config is not None and m.dlq_url:
-            moved += local_redrive_on_failure(sqs, m.dlq_url, m.mapping.function_name).moved
+        if m.mapping.async_config is not None and m.on_failure_url:
+            moved += local_redrive_on_failure(sqs, m.on_failure_url, m.mapping.function_name).moved
     return moved
 
 
@@ -400,7 +400,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
                     {
                         "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
                         "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
-                        "on_failure_queue": m.dlq_url,
+                        "on_failure_queue": m.on_failure_url,
                         "time_scale": m.mapping.async_config.time_scale,
                         "sources": [s.rule_name or s.topic_arn for s in m.sources],
                     }

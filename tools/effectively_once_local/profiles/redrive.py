@@ -3,7 +3,8 @@
 ``python -m effectively_once_local redrive --stack NAME [--queue standard|fifo] [--max-per-second N]``
 
 Each SQS event source mapping of the stack names a source queue; its redrive policy names the DLQ
-(:func:`.sandbox.discover`). Two ways to move what the DLQ holds back to the source:
+(``StackDiscovery.dlqs``, the one discovery of ``aws/discovery.py``). Two ways to move what the DLQ holds back to
+the source:
 
 - **AWS** (any endpoint but loopback): SQS's own redrive, ``StartMessageMoveTask`` with ``SourceArn`` the DLQ and an
   explicit ``DestinationArn``, the source queue. Explicit, because a copy the runtime sent to the DLQ on first sight
@@ -36,9 +37,10 @@ destination of an asynchronously invoked function's ``EventInvokeConfig`` holds 
 "Capturing records of Lambda asynchronous invocations"), not events: moving them to a source queue would hand the
 function a record in place of its event. So each record is unwrapped (``async_queue.request_payload``) and its event
 invoked again, asynchronously, as the function named by the record's ``requestContext.functionArn`` (without its
-``$LATEST`` qualifier; a record without one: the function the queue belongs to). Found per function of the stack
-with ``ListFunctionEventInvokeConfigs``, or, with a ``cdk.out``, from the stack's synthesized
-``AWS::Lambda::EventInvokeConfig`` resources (moto 5.2.5 skips those at deploy, so a local AWS needs the ``cdk.out``).
+``$LATEST`` qualifier; a record without one: the function the queue belongs to). Found by the same discovery
+(``StackDiscovery.on_failure_queues``): per function of the stack with ``ListFunctionEventInvokeConfigs``, or, with a
+``cdk.out``, from the stack's synthesized ``AWS::Lambda::EventInvokeConfig`` resources (moto 5.2.5 skips those at
+deploy, so a local AWS needs the ``cdk.out``).
 
 - **AWS**: ``Invoke`` with ``InvocationType="Event"`` and the event as the payload; Lambda answers 202 when it
   queued the event (AWS Lambda API Reference, Invoke), which then gets the function's retries and on-failure
@@ -65,12 +67,11 @@ from urllib.parse import urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws.deploy import aws_session
-from ..aws.discovery import DeployedMapping
+from ..aws.deploy import DeployError, aws_session
+from ..aws.discovery import DeployedMapping, StackDiscovery, dead_letter_queues, discover
 from ..aws.readback import send_attributes
 from ..base.tool_limits import SQS_MAX_MESSAGE_MOVE_RATE
 from ..runner.async_inbox import REDRIVE, SOURCE_ATTRIBUTE, inbox_name, request_payload
-from .payments_view import discover
 
 #: The highest ``MaxNumberOfMessagesPerSecond`` SQS accepts (``--max-per-second``).
 MAX_MESSAGES_PER_SECOND = SQS_MAX_MESSAGE_MOVE_RATE
@@ -129,36 +130,53 @@ def is_local(sqs: Any) -> bool:
     return (urlparse(sqs.meta.endpoint_url).hostname or "") in LOOPBACK_HOSTS
 
 
-def targets(session: Any, stack: str, queue: str | None) -> list[Target]:
-    """The stack's DLQs and their source queues (``queue``: only that label).
+def targets(session: Any, stack: str, queue: str | None, found: StackDiscovery | None = None) -> list[Target]:
+    """The stack's DLQs and their source queues (``queue``: only that label), labelled ``standard`` or ``fifo`` by
+    their source queue's type, as the payments sandbox's two pipelines are (``payments_view.discover``).
 
+    :param found: the stack's discovery. :default: ``None``: ``discovery.discover(session, stack)``.
     :raises RedriveError: ``queue`` names a type of queue the stack does not have.
-    :raises DeployError: the stack has no SQS event source mapping (from :func:`.sandbox.discover`).
+    :raises DeployError: the stack has no SQS event source mapping, two of one queue type, or a queue without a
+        redrive policy.
     """
-    pipelines = discover(session, stack)
-    if queue is not None and queue not in pipelines:
-        raise RedriveError(f"stack {stack} has no {queue} queue (it has: {', '.join(sorted(pipelines))})")
-    sqs = session.client("sqs")
-    found = []
-    for label in sorted(pipelines) if queue is None else [queue]:
-        pipeline = pipelines[label]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=pipeline.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        found.append(Target(label, pipeline.dlq_url, dlq_arn, pipeline.mapping.queue_url, pipeline.mapping.queue_arn))
-    return found
+    by_type = _by_queue_type(found or discover(session, stack))
+    if queue is not None and queue not in by_type:
+        raise RedriveError(f"stack {stack} has no {queue} queue (it has: {', '.join(sorted(by_type))})")
+    return [by_type[label] for label in (sorted(by_type) if queue is None else [queue])]
+
+
+def _by_queue_type(found: StackDiscovery) -> dict[str, Target]:
+    """The DLQ of each of the stack's mappings, by its source queue's type (``standard`` / ``fifo``)."""
+    if not found.mappings:
+        raise DeployError(f"stack {found.stack} has no SQS event source mapping")
+    seen: set[str] = set()
+    for m in found.mappings:
+        if m.dlq_url is None:
+            raise DeployError(f"queue {m.queue_name} has no redrive policy")
+        label = "fifo" if m.fifo else "standard"
+        if label in seen:
+            raise DeployError(f"stack {found.stack} has more than one {label} SQS event source mapping")
+        seen.add(label)
+    return {
+        ("fifo" if d.source.fifo else "standard"): Target(
+            "fifo" if d.source.fifo else "standard",
+            d.url,
+            d.arn,
+            d.source.mapping.queue_url,
+            d.source.mapping.queue_arn,
+        )
+        for d in found.dlqs
+    }
 
 
 def mapping_targets(sqs: Any, mappings: list[DeployedMapping]) -> list[Target]:
-    """The DLQs of any stack's SQS event source mappings (``stack.discover_mappings``) with their source queues,
-    labelled by the source queue's logical id; a mapping without a DLQ, or a DLQ shared with another mapping, once."""
-    found: dict[str, Target] = {}
-    for m in mappings:
-        if m.dlq_url is None or m.dlq_url in found:
-            continue
-        arn = sqs.get_queue_attributes(QueueUrl=m.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        found[m.dlq_url] = Target(m.label, m.dlq_url, arn, m.mapping.queue_url, m.mapping.queue_arn)
-    return list(found.values())
+    """The DLQs of any stack's SQS event source mappings (``discovery.dead_letter_queues``) with their source
+    queues, labelled by the source queue's logical id; a mapping without a DLQ, or a DLQ shared with another
+    mapping, once."""
+    return [
+        Target(d.source.label, d.url, d.arn, d.source.mapping.queue_url, d.source.mapping.queue_arn)
+        for d in dead_letter_queues(sqs, mappings)
+    ]
 
 
 def move_task(
@@ -250,7 +268,8 @@ def redrive(
     cdk_out: Path | None = None,
 ) -> int:
     """The ``redrive`` command: every DLQ of ``stack`` (or the ``queue`` one) back to its source; with
-    ``on_failure``, every on-failure queue's records re-invoked instead (:func:`redrive_on_failure`).
+    ``on_failure``, every on-failure queue's records re-invoked instead (:func:`redrive_on_failure`). Either way
+    the queues come from one discovery of the stack (``discovery.discover``).
 
     :param cdk_out: with ``on_failure`` only: the folder the stack was deployed from, whose template names the
         on-failure queues. :default: ``None``: ``ListFunctionEventInvokeConfigs`` per function.
@@ -264,12 +283,13 @@ def redrive(
         raise RedriveError("argument --cdk-out: only with --on-failure (the DLQs are found from the deployed stack)")
     if session is None:
         session = aws_session()
+    found = discover(session, stack, cdk_out)
     if on_failure:
-        return redrive_on_failure(session, stack, cdk_out, max_per_second)
+        return redrive_on_failure(session, stack, cdk_out, max_per_second, found=found)
     sqs = session.client("sqs")
     move = local_move if is_local(sqs) else move_task
     code = 0
-    for target in targets(session, stack, queue):
+    for target in targets(session, stack, queue, found):
         print(f"{target.label}: redriving {target.dlq_arn} -> {target.source_arn}", flush=True)
         outcome = move(sqs, target, max_per_second)
         print(outcome.line(), flush=True)
@@ -288,8 +308,6 @@ LATEST_QUALIFIER = ":$LATEST"
 #: ``Outcome.how`` of the two paths.
 HOW_INVOKE, HOW_INBOX = "Invoke, InvocationType Event", "local: the function's inbox"
 _NO_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
-_EVENT_INVOKE_CONFIG, _SQS_QUEUE = "AWS::Lambda::EventInvokeConfig", "AWS::SQS::Queue"
-_FUNCTION = "AWS::Lambda::Function"
 
 
 class InvokeRefused(RuntimeError):
@@ -310,117 +328,45 @@ class OnFailureTarget:
     function_name: str
 
 
-def on_failure_targets(session: Any, stack: str, cdk_out: Path | None = None) -> list[OnFailureTarget]:
-    """The on-failure queues of ``stack``'s functions, by label: from ``cdk_out``'s synthesized template (its
-    ``AWS::Lambda::EventInvokeConfig`` resources, resolved to the stack's physical ids) when given, else from
-    ``ListFunctionEventInvokeConfigs`` per ``AWS::Lambda::Function`` of the stack. Destinations that are not SQS
-    queues (SNS, Lambda, EventBridge, S3) are not redriven here.
+def on_failure_targets(
+    session: Any, stack: str, cdk_out: Path | None = None, found: StackDiscovery | None = None
+) -> list[OnFailureTarget]:
+    """The on-failure queues of ``stack``'s functions, by label (``StackDiscovery.on_failure_queues``): from
+    ``cdk_out``'s synthesized template (its ``AWS::Lambda::EventInvokeConfig`` resources, resolved to the stack's
+    physical ids) when given, else from ``ListFunctionEventInvokeConfigs`` per ``AWS::Lambda::Function`` of the
+    stack. Destinations that are not SQS queues (SNS, Lambda, EventBridge, S3) are not redriven here.
 
-    :raises RedriveError: the stack has no on-failure queue; ``cdk_out`` has no template of the stack, or the
-        template names a function or queue the deployed stack does not have.
+    :param found: the stack's discovery. :default: ``None``: ``discovery.discover(session, stack, cdk_out)``.
+    :raises RedriveError: the stack has no on-failure queue.
+    :raises DeployError: ``cdk_out`` has no template of the stack, or the template names a function or queue the
+        deployed stack does not have.
     :raises botocore.exceptions.ClientError: the stack or a queue does not exist, or access is denied.
     """
-    cfn, sqs = session.client("cloudformation"), session.client("sqs")
-    resources = {
-        r["LogicalResourceId"]: (r.get("ResourceType", ""), r.get("PhysicalResourceId", ""))
-        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
-        for r in page["StackResourceSummaries"]
-    }
-    found = (
-        _template_destinations(cdk_out, stack, resources)
-        if cdk_out is not None
-        else _configured_destinations(session.client("lambda"), resources)
-    )
-    targets_: dict[tuple[str, str], OnFailureTarget] = {}
-    for logical, function, queue_name, owner in found:
-        extra = {"QueueOwnerAWSAccountId": owner} if owner else {}
-        url = sqs.get_queue_url(QueueName=queue_name, **extra)["QueueUrl"]
-        if (url, function) not in targets_:
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            targets_[url, function] = OnFailureTarget(f"{ON_FAILURE_LABEL} {logical}", url, arn, function)
-    if not targets_:
+    queues = (found or discover(session, stack, cdk_out)).on_failure_queues
+    if not queues:
         hint = "" if cdk_out is not None else " (a local AWS keeps none: give --cdk-out, the deploy's cdk.out)"
         raise RedriveError(f"stack {stack} has no on-failure queue (an SQS OnFailure destination){hint}")
-    return sorted(targets_.values(), key=lambda t: (t.label, t.queue_url))
+    return [OnFailureTarget(f"{ON_FAILURE_LABEL} {q.function_id}", q.url, q.arn, q.function_name) for q in queues]
 
 
-#: One destination found: (function logical id, function name, queue name, queue owner account or "").
-_Destination = tuple[str, str, str, str]
-
-
-def _configured_destinations(lam: Any, resources: dict[str, tuple[str, str]]) -> list[_Destination]:
-    found: list[_Destination] = []
-    for logical, (kind, function) in sorted(resources.items()):
-        if kind != _FUNCTION:
-            continue
-        pages = lam.get_paginator("list_function_event_invoke_configs").paginate(FunctionName=function)
-        for config in (c for page in pages for c in page.get("FunctionEventInvokeConfigs", [])):
-            arn = config.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination", "")
-            if ":sqs:" in arn:
-                found.append((logical, function, arn.split(":")[5], arn.split(":")[4]))
-    return found
-
-
-def _template_destinations(cdk_out: Path, stack: str, resources: dict[str, tuple[str, str]]) -> list[_Destination]:
-    path = cdk_out / f"{stack}.template.json"
-    if not path.is_file():
-        raise RedriveError(f"no synthesized template {path} (was {stack} deployed from {cdk_out}?)")
-    template = json.loads(path.read_text(encoding="utf-8")).get("Resources", {})
-    found: list[_Destination] = []
-    for config_id, config in sorted(template.items()):
-        if config.get("Type") != _EVENT_INVOKE_CONFIG:
-            continue
-        props = config.get("Properties", {})
-        destination = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-        queue = _template_queue(destination, template, resources, stack)
-        if queue is not None:
-            logical, function = _template_function(props.get("FunctionName"), resources, stack, config_id)
-            found.append((logical, function, *queue))
-    return found
-
-
-def _physical(resources: dict[str, tuple[str, str]], logical: str, stack: str) -> str:
-    physical = resources.get(logical, ("", ""))[1]
-    if not physical:
-        raise RedriveError(f"{logical} of the template is not a resource of the deployed stack {stack}")
-    return physical
-
-
-def _template_queue(
-    destination: Any, template: dict[str, Any], resources: dict[str, tuple[str, str]], stack: str
-) -> tuple[str, str] | None:
-    """(queue name, owner account or "") of an SQS destination; ``None`` for any other kind."""
-    if isinstance(destination, str):
-        parts = destination.split(":")
-        return (parts[5], parts[4]) if len(parts) == 6 and parts[2] == "sqs" else None
-    target = destination.get("Fn::GetAtt", [None])[0] if isinstance(destination, dict) else None
-    if not isinstance(target, str) or template.get(target, {}).get("Type") != _SQS_QUEUE:
-        return None
-    # The queue's physical id is its URL on AWS; take the name, whatever form the emulator keeps.
-    return _physical(resources, target, stack).rstrip("/").split("/")[-1].split(":")[-1], ""
-
-
-def _template_function(name: Any, resources: dict[str, tuple[str, str]], stack: str, config: str) -> tuple[str, str]:
-    """(logical id, physical name) of an ``EventInvokeConfig``'s ``FunctionName``: a ``Ref``, a ``GetAtt`` or a
-    plain name (a function of another stack: labelled by its name)."""
-    if isinstance(name, str):
-        return name, name
-    logical = (name.get("Ref") or name.get("Fn::GetAtt", [None])[0]) if isinstance(name, dict) else None
-    if not isinstance(logical, str):
-        raise RedriveError(f"{config} of {stack}: FunctionName {name!r} is neither a Ref nor a name")
-    return logical, _physical(resources, logical, stack)
-
-
-def redrive_on_failure(session: Any, stack: str, cdk_out: Path | None, max_per_second: int | None) -> int:
-    """Every on-failure queue of ``stack`` (:func:`on_failure_targets`): against AWS :func:`invoke_on_failure`, on
-    a local AWS on loopback :func:`local_redrive_on_failure`. Prints one line per queue before and after.
+def redrive_on_failure(
+    session: Any,
+    stack: str,
+    cdk_out: Path | None,
+    max_per_second: int | None,
+    *,
+    found: StackDiscovery | None = None,
+) -> int:
+    """Every on-failure queue of ``stack`` (:func:`on_failure_targets`, from ``found`` when given): against AWS
+    :func:`invoke_on_failure`, on a local AWS on loopback :func:`local_redrive_on_failure`. Prints one line per
+    queue before and after.
 
     :returns: ``0`` when every record of every queue was re-invoked, ``1`` when one was left.
     """
     sqs = session.client("sqs")
     lam = None if is_local(sqs) else session.client("lambda")
     code = 0
-    for target in on_failure_targets(session, stack, cdk_out):
+    for target in on_failure_targets(session, stack, cdk_out, found):
         print(f"{target.label}: re-invoking the records of {target.queue_arn} as {target.function_name}", flush=True)
         if lam is None:
             outcome = local_redrive_on_failure(
@@ -512,6 +458,34 @@ def record_function(body: str) -> str | None:
     return arn.removesuffix(LATEST_QUALIFIER)
 
 
+@dataclass
+class _Tally:
+    """What a re-invoke of one on-failure queue did so far, and the :class:`Outcome` it comes to."""
+
+    limit: int  # the messages the queue held at the start
+    reinvoked: int = 0
+    not_records: int = 0
+    failed: int = 0
+    first_error: str = ""
+
+    def outcome(self, label: str, how: str) -> Outcome:
+        left = max(self.limit - self.reinvoked, self.not_records + self.failed)
+        reasons = [f"{self.not_records} not a destination record"] if self.not_records else []
+        reasons += [f"{self.failed} not re-invoked: {self.first_error}"] if self.failed else []
+        if unreceived := left - self.not_records - self.failed:
+            reasons.append(f"{unreceived} not received (in flight elsewhere)")
+        return Outcome(
+            label,
+            how,
+            "COMPLETED" if left == 0 else "FAILED",
+            self.reinvoked,
+            left=left,
+            reason="; ".join(reasons),
+            moved_word="re-invoked",
+            left_word="left",
+        )
+
+
 def _reinvoke_records(
     sqs: Any,
     queue_url: str,
@@ -525,15 +499,14 @@ def _reinvoke_records(
     """Receive up to as many messages as the queue held at the start; re-invoke each record's event, then delete
     it; leave what is not a record, or failed, and make those visible again at the end."""
     depth = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"])
-    limit = int(depth["Attributes"]["ApproximateNumberOfMessages"])
+    tally = _Tally(int(depth["Attributes"]["ApproximateNumberOfMessages"]))
     seen: set[str] = set()
     held: list[str] = []  # receipt handles of the messages left, made visible again at the end
-    reinvoked, not_records, failed, first_error = 0, 0, 0, ""
     try:
-        while len(seen) < limit:
+        while len(seen) < tally.limit:
             received = sqs.receive_message(
                 QueueUrl=queue_url,
-                MaxNumberOfMessages=min(10, limit - len(seen)),
+                MaxNumberOfMessages=min(10, tally.limit - len(seen)),
                 VisibilityTimeout=LOCAL_VISIBILITY_SECONDS,
                 WaitTimeSeconds=0,
             ).get("Messages", [])
@@ -543,40 +516,35 @@ def _reinvoke_records(
                 break
             for message in fresh:
                 seen.add(message["MessageId"])
-                try:
-                    event = request_payload(message["Body"])
-                except ValueError:
-                    not_records += 1
-                    held.append(message["ReceiptHandle"])
-                    continue
-                try:
-                    reinvoke(record_function(message["Body"]) or function_name, event)
-                except (ClientError, BotoCoreError, InvokeRefused) as exc:
-                    failed += 1
-                    first_error = first_error or " ".join(str(exc).split())
+                if not _reinvoke_record(message, function_name, reinvoke, tally):
                     held.append(message["ReceiptHandle"])
                     continue
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-                reinvoked += 1
+                tally.reinvoked += 1
                 if max_per_second:
                     sleep(1.0 / max_per_second)
     finally:
         _release(sqs, queue_url, held)
-    left = max(limit - reinvoked, not_records + failed)
-    reasons = [f"{not_records} not a destination record"] if not_records else []
-    reasons += [f"{failed} not re-invoked: {first_error}"] if failed else []
-    if unreceived := left - not_records - failed:
-        reasons.append(f"{unreceived} not received (in flight elsewhere)")
-    return Outcome(
-        label or f"{ON_FAILURE_LABEL} {function_name}",
-        how,
-        "COMPLETED" if left == 0 else "FAILED",
-        reinvoked,
-        left=left,
-        reason="; ".join(reasons),
-        moved_word="re-invoked",
-        left_word="left",
-    )
+    return tally.outcome(label or f"{ON_FAILURE_LABEL} {function_name}", how)
+
+
+def _reinvoke_record(
+    message: dict[str, Any], function_name: str, reinvoke: Callable[[str, Any], None], tally: _Tally
+) -> bool:
+    """Re-invoke one message's event; ``False`` (counted in ``tally``) when it is not a record or the invoke
+    failed."""
+    try:
+        event = request_payload(message["Body"])
+    except ValueError:
+        tally.not_records += 1
+        return False
+    try:
+        reinvoke(record_function(message["Body"]) or function_name, event)
+    except (ClientError, BotoCoreError, InvokeRefused) as exc:
+        tally.failed += 1
+        tally.first_error = tally.first_error or " ".join(str(exc).split())
+        return False
+    return True
 
 
 def _release(sqs: Any, queue_url: str, handles: list[str]) -> None:
