@@ -87,6 +87,7 @@ from importlib.metadata import version
 from typing import Any
 
 from ..runner.async_inbox import EVENTBRIDGE, SNS, SOURCE_ATTRIBUTE, inbox_name
+from .fifo_order import fifo_groups_keep_their_order
 
 #: The one moto release the patches below are written for and tested on (they wrap moto's internals): the
 #: ``[local]`` extra and requirements-dev.txt pin it, and the local AWS refuses any other (:func:`check_moto_version`).
@@ -782,6 +783,7 @@ def apply() -> None:
     direct_retention_check()
     powertools_parameters()
     remember_deduplication_ids()  # before the serialization, which then wraps it too
+    fifo_groups_keep_their_order()  # before the serialization too: its receive runs under the lock
     sns_content_based_deduplication_ids()
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()

@@ -1,0 +1,65 @@
+"""The local AWS's fix for FIFO order after a visibility timeout (moto 5.2.5; docs/moto-bugs.md, report 11).
+
+SQS FIFO keeps order within a message group: while a message of a group is in flight (received, its visibility
+timeout running), no later message of that group is delivered, and when the timeout ends the earlier message comes
+back first ("Using the message group ID", SQS Developer Guide:
+https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/using-messagegroupid-property.html).
+
+moto 5.2.5 counts a group as in flight while any of its received messages is still in its pending set, including
+messages whose visibility timeout has ended. ``SQSBackend.receive_message`` takes a message out of that set only when
+its pass reaches it, so of a batch that timed out together the first message is skipped (its group still holds the
+others) and a later one is delivered first. This module's patch counts a group in flight only while one of its
+messages is invisible, and takes every timed-out message out of the pending set before a receive looks at the queue,
+so the group's messages come back in order, in one batch as SQS sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+#: Marks a patched ``receive_message``, so a second call of the patch wraps nothing twice.
+_PATCHED = "__effectively_once_fifo_order__"
+
+
+def groups_in_flight(queue: Any) -> set[str]:
+    """The message group ids of a moto ``Queue`` that have a message in flight: received and not visible again.
+
+    :param queue: a ``moto.sqs.models.Queue``.
+    :returns: the group ids; messages without one (a standard queue's) are not counted.
+    """
+    return {m.group_id for m in queue.pending_messages if m.group_id is not None and not m.visible}
+
+
+def release_timed_out(queue: Any) -> None:
+    """Take every message of ``queue`` whose visibility timeout has ended out of its pending set (it is in the queue
+    again, as moto's receive would find it when its pass reaches it).
+
+    :param queue: a ``moto.sqs.models.Queue``.
+    """
+    for message in [m for m in queue.pending_messages if m.visible]:
+        queue.pending_messages.discard(message)
+
+
+def _releasing_first(receive: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(receive)
+    def receive_in_order(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        release_timed_out(self.get_queue(queue_name))
+        return receive(self, queue_name, *args, **kwargs)
+
+    setattr(receive_in_order, _PATCHED, True)
+    return receive_in_order
+
+
+def fifo_groups_keep_their_order() -> None:
+    """Patch moto's SQS so a FIFO message group's messages come back in order after a visibility timeout (see the
+    module docstring). Apply it before ``moto_patches.serialize_queue_mutations``, which then wraps the patched
+    receive too; a second call changes nothing. Tests: tests/local/test_fifo_order.py."""
+    from moto.sqs import models
+
+    models.Queue.pending_message_groups = property(groups_in_flight)  # type: ignore[assignment,method-assign]
+    if not getattr(models.SQSBackend.receive_message, _PATCHED, False):
+        models.SQSBackend.receive_message = _releasing_first(  # type: ignore[method-assign]
+            models.SQSBackend.receive_message
+        )
