@@ -448,11 +448,13 @@ def test_fails_to_bound_the_retries_when_the_context_lacks_the_deadline(
     provider: ProviderStandIn, clock: FakeClock
 ) -> None:
     """The control of the test above: the same call with no deadline in its context keeps retrying past 2 s, so the
-    bound there comes through ``EffectCall.deadline`` and nothing else."""
+    bound there comes through ``EffectCall.deadline`` and nothing else. Its own deadline is 30 s: the waits have
+    equal jitter and stop when the next would leave less than an attempt, so under a 5 s deadline they could sum to
+    under 2 s; under 30 s they sum to more than 30 - BACKOFF_MAX_SECONDS - MIN_ATTEMPT_SECONDS."""
     provider.fail_next(100, 503)
 
     with _context.running(_context.EffectCall("charge", "k", record_key="r")), pytest.raises(HttpTransientError):
-        _post(provider, clock, idempotency_key="k", deadline=5.0, max_attempts=100)
+        _post(provider, clock, idempotency_key="k", deadline=30.0, max_attempts=100)
 
     assert sum(clock.waits) > 2.0
 
