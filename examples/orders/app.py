@@ -18,7 +18,9 @@ Stacks:
                             queue; ``ORDER_EVENTS_VARIANT=event_id`` keys it on the event's ``id`` (the control).
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
-``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
+``batch_size`` (records per invocation, default 10), ``visibility_timeout_seconds`` (the queues'; default: filled in
+by the consumer, 6 x the function timeout; a test stack sets it lower to wait less after each kill, at least the
+function timeout), ``destroy_on_delete`` (``true``: tables and queues are deleted with the stack; default RETAIN).
 
 How the functions get the runtime: one line, ``layers=RuntimeLayer(...).layers``: the ``effectively_once_runtime``
 package as a layer of its own, and Powertools from its pinned public layer. The code asset is ``src/`` alone.
@@ -62,6 +64,9 @@ class OrdersStack(Stack):
         ctx = self.node.try_get_context
         timeout = Duration.seconds(int(ctx("function_timeout_seconds") or 30))
         max_receive_count = int(ctx("max_receive_count") or 5)
+        batch_size = int(ctx("batch_size") or 10)
+        visibility = ctx("visibility_timeout_seconds")
+        visibility_timeout = Duration.seconds(int(visibility)) if visibility else None
         destroy = str(ctx("destroy_on_delete") or "false").lower() == "true"
         removal = RemovalPolicy.DESTROY if destroy else RemovalPolicy.RETAIN
         outbox = dynamodb.Table(
@@ -83,6 +88,7 @@ class OrdersStack(Stack):
                 f"{kind}Orders",
                 fifo=kind == "Fifo",
                 max_receive_count=max_receive_count,
+                visibility_timeout=visibility_timeout,
                 removal_policy=removal,
             )
             fn = lambda_.Function(
@@ -97,7 +103,13 @@ class OrdersStack(Stack):
             )
             outbox.grant(fn, "dynamodb:PutItem")
             IdempotentQueueConsumer(
-                self, f"{kind}Consumer", queue=queue, function=fn, table=table, removal_policy=removal
+                self,
+                f"{kind}Consumer",
+                queue=queue,
+                function=fn,
+                table=table,
+                batch_size=batch_size,
+                removal_policy=removal,
             )
             CfnOutput(self, f"{kind}QueueUrl", value=queue.queue.queue_url)
             if events:

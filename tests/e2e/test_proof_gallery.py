@@ -2,7 +2,9 @@
 the right finding, and pass the right ones (examples/orders/src/gallery.py). A proof that passes a broken app is
 worse than none: each check the chaos command makes has a variant here that only it catches.
 
-One deploy of ``OrdersGallery`` into the session's local AWS (maxReceiveCount 2, a 2 s function timeout); one
+One deploy of ``OrdersGallery`` into the session's local AWS (maxReceiveCount 2, a 2 s function timeout, batches of
+up to 5 records, a 6 s visibility timeout: 3 x the function timeout, so a run waits half as long after each kill as
+at the 12 s the consumer fills in, and the watchdog's kill at the deadline still comes 4 s before a redelivery); one
 ``run_chaos`` per variant, chosen with ``function_env`` (``--function-env GALLERY_VARIANT=...``), each on its own
 order ids (the stores count only what a run added). Faults come from outside the app: kills after the writes the
 local AWS accepted, not at lines the app declares.
@@ -28,11 +30,18 @@ pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "orders"
 STACK = "OrdersGallery"
-CONTEXT = {"function_timeout_seconds": "2", "max_receive_count": "2", "destroy_on_delete": "true"}
-# A batch is up to 10 records, so a run of 24 orders is only a handful of invocations: kills after a write are drawn
-# for 60 % of them (each then strikes after one of its kill-point writes, in turn with even odds), which leaves a run
-# without one at well under 1 %. Every variant whose effect is not keyed meets such a kill between its write and its
-# record's completion.
+CONTEXT = {
+    "function_timeout_seconds": "2",
+    "max_receive_count": "2",
+    "batch_size": "5",
+    "visibility_timeout_seconds": "6",
+    "destroy_on_delete": "true",
+}
+# Kills after a write are drawn for 60 % of the invocations (each then strikes after one of its kill-point writes, in
+# turn with even odds). A poller takes a whole batch per receive: at 10 records a run of 24 orders (36 messages with
+# the resends and duplicates) was 4 invocations at times, and 0.4 ** 4 = 2.6 % of runs saw no kill after a write (the
+# correct app failed "the faults struck" so on main, 2026-12-04). At 5 records a run is 8 invocations or more: 0.07 %
+# at most. Every variant whose effect is not keyed meets such a kill between its write and its record's completion.
 CHAOS = ChaosConfig(resend=0.3, concurrent_duplicates=0.1, crash_after_write=0.6, crash_after_complete=0.05, seed=5)
 OUTBOX = EffectStore("table", "Outbox", "order_id")
 
