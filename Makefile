@@ -44,7 +44,7 @@ test: setup postgres
 # against a local AWS, Ctrl-C, the walk-through of a user's own app. .ci/run runs `make test` then `make proof`:
 # together at most 40 minutes. pytest exits 5 when no test is selected: that fails, as it should.
 proof: setup
-	$(PY) -m pytest -m proof --durations=15
+	$(PY) -m pytest -m proof -n 3 --dist loadgroup --durations=15
 
 # The docs site (mkdocs.yml: mkdocs-material, API pages from the docstrings with mkdocstrings) into site/, offline.
 # --strict: any warning fails, and mkdocs.yml's `validation` makes broken links and anchors and pages missing from

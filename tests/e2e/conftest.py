@@ -7,6 +7,12 @@ for the same app, stacks and context, and returns the ``cdk.out`` it deployed fr
 stacks of its own (other stack names); modules that only read share one deploy.
 
 The command-line runs (``make demo``'s entry point, Ctrl-C) start their own local AWS, as a user's command does.
+
+``make proof`` runs these modules side by side (pytest-xdist, ``--dist loadgroup``): each worker is a test session of
+its own, so it has its own local AWS on its own free port and its own run folders (``tmp_path_factory``), and two
+workers never share a queue, a table or a report. A work unit is one test file (its module-scoped deploys and runs
+happen once), unless the module sets ``WORK_UNIT = "test"``: then each test is a unit of its own, for a module whose
+tests are independent runs on one deploy (the gallery), at the cost of that deploy once per worker that takes one.
 """
 
 from __future__ import annotations
@@ -65,6 +71,20 @@ class LocalAws:
             cdk_out=cdk_out,
             **fields,
         )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each end-to-end test without an ``xdist_group`` mark gets one: its file's name, or with its module's
+    ``WORK_UNIT = "test"`` its own name. Read only under ``--dist loadgroup`` (``make proof``); ``make test``
+    distributes whole files (``--dist loadfile``)."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.parent != here or item.get_closest_marker("xdist_group"):
+            continue
+        module = getattr(item, "module", None)
+        unit = f"{item.path.name}::{item.name}" if getattr(module, "WORK_UNIT", "file") == "test" else item.path.name
+        item.add_marker(pytest.mark.xdist_group(unit))
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,9 @@ from effectively_once_local.proof.stores import EffectStore
 from .conftest import LocalAws
 
 pytestmark = [pytest.mark.e2e, pytest.mark.proof]
+# Under `make proof`'s workers each variant is a work unit of its own (tests/e2e/conftest.py): the runs are
+# independent, and a worker that takes one deploys the gallery into its own local AWS once.
+WORK_UNIT = "test"
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "orders"
 STACK = "OrdersGallery"
