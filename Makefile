@@ -32,7 +32,7 @@ postgres:
 # (the constructs and the runtime ship py.typed; config: pyproject's [tool.mypy]), then the docs site, then the
 # tests: unit, runtime, the tooling's, and one end-to-end chaos run of the orders example, on both cores (pytest-xdist,
 # one test file per worker, so a module's synth fixtures run once). Budget: 10 minutes on 2 cores from a fresh clone,
-# set-up included. The long runs are `make proof`'s (tests marked `proof`), one at a time: they time real deadlines.
+# set-up included. The long runs are `make proof`'s (tests marked `proof`).
 test: setup postgres
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -41,8 +41,12 @@ test: setup postgres
 	$(PY) -m pytest -m "not proof" -n 2 --dist loadfile
 
 # The long runs (tests marked `proof`): `make demo`'s entry point and its unsafe control, the real-account commands
-# against a local AWS, Ctrl-C, the walk-through of a user's own app. .ci/run runs `make test` then `make proof`:
-# together at most 40 minutes. pytest exits 5 when no test is selected: that fails, as it should.
+# against a local AWS, Ctrl-C, the walk-through of a user's own app, the gallery, the effects and asynchronous proofs.
+# They mostly wait (visibility timeouts, redrive rounds), so three workers share the 2 cores (pytest-xdist,
+# --dist loadgroup: a work unit is one test file, or one gallery variant, tests/e2e/conftest.py), each with its own
+# local AWS and run folders; the 15 slowest tests are printed. Budget: 12 minutes on 2 cores (measured in
+# docs/tests.md; benchmarks/proof_time.py times each file alone). .ci/run runs `make test` then `make proof`:
+# together at most 20 minutes. pytest exits 5 when no test is selected: that fails, as it should.
 proof: setup
 	$(PY) -m pytest -m proof -n 3 --dist loadgroup --durations=15
 
