@@ -40,6 +40,19 @@ DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ra
 #: declared or not, or a send to the DLQ), and a kill at a random moment inside an invocation.
 AFTER_WRITE = "after_write"
 RANDOM_MOMENT = "random_moment"
+#: Every phase a kill record can carry, in the reports' order: the kill kinds. :meth:`InvocationChaos.crash` refuses
+#: any other, so a new kind is added here first; ``tests/local/test_fault_kinds.py`` then fails until the reports
+#: (``proof/key_check.KILL_KINDS``: the JSON's ``total.kills`` and the terminal's ``kills:`` line) and
+#: docs/extending.md name it. ``AFTER_CHARGE`` is the payments seam's, counted by the payments report.
+KILL_PHASES: tuple[str, ...] = (
+    AFTER_CHARGE,
+    AFTER_EFFECT,
+    AFTER_WRITE,
+    RANDOM_MOMENT,
+    AFTER_COMPLETE,
+    TIMEOUT,
+    DEADLINE,
+)
 
 
 @dataclass(frozen=True)
@@ -172,6 +185,12 @@ class InvocationChaos:
         return self.seq
 
     def crash(self, phase: str) -> None:
+        """Log the kill and ``SIGKILL`` this process.
+
+        :raises ValueError: ``phase`` is not in :data:`KILL_PHASES` (nothing is logged or killed).
+        """
+        if phase not in KILL_PHASES:
+            raise ValueError(f"kill phase {phase!r} is not one of {KILL_PHASES}: add it to fault_model.KILL_PHASES")
         with self._lock:
             self.log.write(
                 event="kill",

@@ -37,11 +37,21 @@ from effectively_once_runtime.effects.unkeyed import MARKER_INFIX
 from effectively_once_runtime.identity import normalizer
 
 from ..base.json_lines import read_jsonl
-from ..chaos.fault_model import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, DEADLINE, RANDOM_MOMENT, TIMEOUT
+from ..chaos.fault_model import (
+    AFTER_CHARGE,
+    AFTER_COMPLETE,
+    AFTER_EFFECT,
+    AFTER_WRITE,
+    DEADLINE,
+    KILL_PHASES,
+    RANDOM_MOMENT,
+    TIMEOUT,
+)
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
-KILL_KINDS = (AFTER_EFFECT, AFTER_WRITE, RANDOM_MOMENT, AFTER_COMPLETE, TIMEOUT, DEADLINE)
+#: The kill kinds of the report (``total.kills``, the terminal's ``kills:`` line): every phase but the payments seam's.
+KILL_KINDS = tuple(phase for phase in KILL_PHASES if phase != AFTER_CHARGE)
 #: The per-key classes, in the order shown.
 COUNT_KEYS = (
     "messages_sent",

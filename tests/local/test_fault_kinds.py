@@ -1,0 +1,61 @@
+"""Every kill kind the runner can inject is counted in both reports of a chaos run (the JSON's ``total.kills`` and the
+terminal's ``kills:`` line) and named on docs/extending.md (issue 29, item 5): a new kind that is drawn but never
+reported would make a run look calmer than it was."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from effectively_once_local.chaos import fault_model
+from effectively_once_local.chaos.fault_model import AFTER_CHARGE, AFTER_EFFECT, KILL_PHASES, ChaosConfig, EventLog
+from effectively_once_local.proof import key_check
+
+REPO = Path(__file__).resolve().parents[2]
+#: The kinds of a chaos run's report: the payments seam's ``after_charge`` is the effect line's ``after_effect`` there.
+REPORTED = tuple(AFTER_EFFECT if phase == AFTER_CHARGE else phase for phase in KILL_PHASES)
+
+
+def test_every_fate_the_config_draws_is_a_kill_phase() -> None:
+    assert set(ChaosConfig().fates()) <= set(KILL_PHASES)
+    assert len(set(KILL_PHASES)) == len(KILL_PHASES)
+
+
+def test_a_kill_of_a_phase_outside_the_list_is_refused_before_anything_is_logged_or_killed(tmp_path: Path) -> None:
+    log = tmp_path / "chaos.jsonl"
+    chaos = fault_model.InvocationChaos(ChaosConfig(), EventLog(log), "Orders")
+
+    with pytest.raises(ValueError, match="'after_lunch' is not one of"):
+        chaos.crash("after_lunch")
+    assert log.read_text() == ""
+
+
+@pytest.mark.parametrize("struck", [(), REPORTED], ids=["no-kill", "one-of-each"])
+def test_every_kind_is_counted_in_the_json_and_the_terminal_report(struck: tuple[str, ...]) -> None:
+    # With no kill at all each kind still shows, as 0: a passing run says which kinds never struck.
+    keys = [f"k{i}" for i in range(len(REPORTED))]
+    report = key_check.build(
+        sent=Counter(keys),
+        invalid_lines=0,
+        messages_sent=len(keys),
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter(keys),
+        store_counts=None,
+        kill_records=[{"key": key, "phase": phase} for key, phase in zip(keys, struck, strict=False)],
+        effect_takes_key=True,
+    )
+
+    counted = report["total"]["kills"]
+    assert {kind: counted.get(kind) for kind in REPORTED} == {kind: struck.count(kind) for kind in REPORTED}
+    line = next(ln for ln in key_check.render(report).splitlines() if ln.startswith("kills: "))
+    assert dict(re.findall(r"(\w+)=(\d+)", line)) == {kind: str(n) for kind, n in counted.items()}
+
+
+def test_every_kind_is_named_on_the_extending_page() -> None:
+    page = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
+
+    assert [phase for phase in KILL_PHASES if f"`{phase}`" not in page] == []
