@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -40,6 +40,10 @@ from ..profiles.remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
 from ..runner.mapping_runner import packaged_lambda_src
 from ..traffic.chaos_input import InputFileError, compile_key
 from ..traffic.producer import SendError
+
+if TYPE_CHECKING:
+    from ..profiles.chaos_run import ChaosOptions
+    from ..profiles.demo import DemoOptions
 
 # Errors that end in one line on stderr and exit code 2, never a traceback. OSError: a file the run writes
 # (report, run folder, sample) that cannot be written after all, e.g. a full disk.
@@ -359,7 +363,13 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     """The parser and its subcommands' parsers (checks across arguments report through the subcommand's)."""
     parser = _Parser(prog="python -m effectively_once_local", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_demo, _add_chaos, _add_sample, _add_remote, _add_redrive):
+        add(sub)
+    return parser, {name: p for name, p in sub.choices.items()}
 
+
+def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
+    """``demo``: the payments sample's main job on a local AWS."""
     demo = sub.add_parser("demo", help="deploy to a local AWS (moto), send payments with chaos, report")
     demo.add_argument("--payments", type=Path, default=Path("samples/payments.jsonl"), help="JSON Lines input")
     demo.add_argument("--app-dir", type=_folder, default=".", help="folder with cdk.json and node_modules")
@@ -412,6 +422,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="after the run, K charged and K new payments into each DLQ, redrive, check (0: off)",
     )
 
+
+def _add_chaos(sub: argparse._SubParsersAction[Any]) -> None:
+    """``chaos``: any CDK app's stack under chaos, reported per business key."""
     chaos = sub.add_parser(
         "chaos",
         help="deploy any CDK app to a local AWS, run every SQS mapping of a stack under chaos, report per key",
@@ -431,6 +444,31 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="business identity: a step applied to every key, in the order given (repeatable; default: none), as"
         " the runtime's Consumer(normalize=...) applies it",
     )
+    _add_chaos_stores(chaos)
+    chaos.add_argument(
+        "--context",
+        type=_context,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="cdk deploy -c values the app reads (repeatable; default: none), e.g. stage=chaos",
+    )
+    chaos.add_argument(
+        "--function-env",
+        type=_context,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="an environment variable for every function of the run, over its deployed one (repeatable; default:"
+        " none), e.g. a switch the app reads",
+    )
+    chaos.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per mapping")
+    _add_chaos_faults(chaos)
+    _add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
+
+
+def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
+    """``chaos``'s effect stores and redrive: where the effects are counted, and what a DLQ's valid keys get."""
     chaos.add_argument(
         "--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack (default: none)"
     )
@@ -465,24 +503,10 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         action="store_true",
         help="without a store: the effect passes the idempotency key on (a replay is answered)",
     )
-    chaos.add_argument(
-        "--context",
-        type=_context,
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="cdk deploy -c values the app reads (repeatable; default: none), e.g. stage=chaos",
-    )
-    chaos.add_argument(
-        "--function-env",
-        type=_context,
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="an environment variable for every function of the run, over its deployed one (repeatable; default:"
-        " none), e.g. a switch the app reads",
-    )
-    chaos.add_argument("--concurrency", type=_integer(1), default=2, help="poller processes per mapping")
+
+
+def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
+    """``chaos``'s duplicates and kills (``ChaosConfig``'s fractions, ``_chaos_config``) and its seed."""
     chaos.add_argument("--resend", type=_fraction, default=0.10, help="fraction of keys a producer resends")
     chaos.add_argument("--concurrent-duplicates", type=_fraction, default=0.05, help="fraction sent twice at once")
     chaos.add_argument(
@@ -525,14 +549,19 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="fraction of invocations killed at a random moment inside the invocation",
     )
     chaos.add_argument("--seed", type=_integer(), default=7, help="the chaos's random seed")
-    _add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
 
+
+def _add_sample(sub: argparse._SubParsersAction[Any]) -> None:
+    """``sample``: a deterministic payments file."""
     sample = sub.add_parser("sample", help="write a deterministic sample payments file")
     sample.add_argument("--count", type=_integer(1), default=1000, help="valid payments (six poison lines are added)")
     sample.add_argument("--accounts", type=_integer(1), default=40, help="accounts the payments are spread over")
     sample.add_argument("--seed", type=_integer(), default=2026, help="the same seed writes the same file")
     sample.add_argument("--out", type=_output_file, default="samples/payments.jsonl", help="the file to write")
 
+
+def _add_remote(sub: argparse._SubParsersAction[Any]) -> None:
+    """``produce`` and ``report``: the payments against a deployed stack (a real AWS account)."""
     for name, text in (
         ("produce", "send the payments file to a deployed stack (a real AWS account after `cdk deploy`)"),
         ("report", "wait for a deployed stack's queues to drain, then report from its ledgers and DLQs"),
@@ -570,6 +599,10 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                 default="reports/aws-report.json",
                 help="the JSON report (default: %(default)s)",
             )
+
+
+def _add_redrive(sub: argparse._SubParsersAction[Any]) -> None:
+    """``redrive``: a deployed stack's DLQs back to their sources, or its on-failure records invoked again."""
     redrive = sub.add_parser(
         "redrive",
         help="move a deployed stack's dead-letter queues back to their source queues (AWS: SQS's message move "
@@ -614,64 +647,75 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
         help="messages moved (with --on-failure: records re-invoked) per second (default: SQS picks the rate; "
         "locally and with --on-failure, as fast as it goes)",
     )
-    return parser, {name: p for name, p in sub.choices.items()}
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.command == "sample":
-        import json
+def _run_sample(args: argparse.Namespace) -> int:
+    import json
 
-        rows = generate_sample(args.count, args.accounts, args.seed)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        print(f"wrote {len(rows)} lines to {args.out}")
-        return 0
-    if args.command == "redrive":
-        from ..profiles import redrive as redrive
+    rows = generate_sample(args.count, args.accounts, args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    print(f"wrote {len(rows)} lines to {args.out}")
+    return 0
 
-        return redrive.redrive(
-            args.stack, args.queue, args.max_per_second, on_failure=args.on_failure, cdk_out=args.cdk_out
-        )
-    if args.command == "chaos":
-        from ..profiles.chaos_run import ChaosOptions, run_chaos
 
-        code, _ = run_chaos(
-            ChaosOptions(
-                app_dir=args.app_dir.resolve(),
-                stack=args.stack,
-                input=args.input,
-                key=args.key,
-                normalize=tuple(args.normalize or ()),
-                effect_table=args.effect_table,
-                effect_key=args.effect_key,
-                effect_takes_key=args.effect_takes_key,
-                effects=tuple(args.effect or ()),
-                function_env=dict(args.function_env or ()),
-                provider=args.provider,
-                redrive=args.redrive,
-                redrive_rounds=args.redrive_rounds,
-                concurrency=args.concurrency,
-                chaos=_chaos_config(args, args.crash_after_effect),
-                context=dict(args.context or ()),
-                report_path=args.report,
-                run_dir=args.run_dir,
-                drain_timeout_seconds=args.drain_timeout,
-                quiet=args.quiet,
-            )
-        )
-        return code
-    if args.command in ("produce", "report"):
-        from ..profiles.remote import produce, report
+def _run_redrive(args: argparse.Namespace) -> int:
+    from ..profiles import redrive as redrive
 
-        if args.command == "produce":
-            chaos = ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed)
-            return produce(args.stack, args.payments, chaos)
-        return report(args.stack, args.payments, args.handler_root, args.wait, args.report, args.settle)
+    on_failure, cdk_out = args.on_failure, args.cdk_out
+    return redrive.redrive(args.stack, args.queue, args.max_per_second, on_failure=on_failure, cdk_out=cdk_out)
 
-    from ..profiles.demo import DemoOptions, run_demo
+
+def chaos_options(args: argparse.Namespace) -> ChaosOptions:
+    """``chaos``'s options object, built from its parsed arguments (the one place they are read)."""
+    from ..profiles.chaos_run import ChaosOptions
+
+    return ChaosOptions(
+        app_dir=args.app_dir.resolve(),
+        stack=args.stack,
+        input=args.input,
+        key=args.key,
+        normalize=tuple(args.normalize or ()),
+        effect_table=args.effect_table,
+        effect_key=args.effect_key,
+        effect_takes_key=args.effect_takes_key,
+        effects=tuple(args.effect or ()),
+        function_env=dict(args.function_env or ()),
+        provider=args.provider,
+        redrive=args.redrive,
+        redrive_rounds=args.redrive_rounds,
+        concurrency=args.concurrency,
+        chaos=_chaos_config(args, args.crash_after_effect),
+        context=dict(args.context or ()),
+        report_path=args.report,
+        run_dir=args.run_dir,
+        drain_timeout_seconds=args.drain_timeout,
+        quiet=args.quiet,
+    )
+
+
+def _run_chaos(args: argparse.Namespace) -> int:
+    from ..profiles.chaos_run import run_chaos
+
+    code, _ = run_chaos(chaos_options(args))
+    return code
+
+
+def _run_remote(args: argparse.Namespace) -> int:
+    from ..profiles.remote import produce, report
+
+    if args.command == "produce":
+        chaos = ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed)
+        return produce(args.stack, args.payments, chaos)
+    return report(args.stack, args.payments, args.handler_root, args.wait, args.report, args.settle)
+
+
+def demo_options(args: argparse.Namespace) -> DemoOptions:
+    """``demo``'s options object, built from its parsed arguments (the one place they are read)."""
+    from ..profiles.demo import DemoOptions
 
     chaos = ChaosConfig(seed=args.seed) if args.no_chaos else _chaos_config(args, args.crash_after_charge)
-    opts = DemoOptions(
+    return DemoOptions(
         payments=args.payments,
         app_dir=args.app_dir.resolve(),
         handler_root=args.handler_root,
@@ -687,8 +731,28 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         redrive_backlog=args.redrive_backlog,
     )
-    code, _ = run_demo(opts)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from ..profiles.demo import run_demo
+
+    code, _ = run_demo(demo_options(args))
     return code
+
+
+#: Each subcommand's run, on its parsed and checked arguments; the exit code.
+_RUNS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "sample": _run_sample,
+    "redrive": _run_redrive,
+    "chaos": _run_chaos,
+    "produce": _run_remote,
+    "report": _run_remote,
+    "demo": _run_demo,
+}
+
+
+def _run(args: argparse.Namespace) -> int:
+    return _RUNS[args.command](args)
 
 
 def main(argv: list[str] | None = None) -> int:
