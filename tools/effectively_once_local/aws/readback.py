@@ -124,14 +124,7 @@ def read_dlq_messages(sqs: Any, url: str) -> list[DlqMessage]:
             seen.update(m["MessageId"] for m in new)
             received.extend(new)
             if fifo and new:
-                stored = _copy_to_tail(sqs, url, new, f"{read_id}-{len(received)}")
-                copies.update(stored.values())
-                _delete(sqs, url, [m for m in new if m["MessageId"] in stored], in_flight)
-                if len(stored) < len(new):
-                    raise DlqReadError(
-                        f"reading the DLQ {url}: SQS refused to store a copy of {len(new) - len(stored)} message(s);"
-                        " they were not deleted, the queue holds every message"
-                    )
+                copies.update(_move_to_tail(sqs, url, new, f"{read_id}-{len(received)}", in_flight))
     except (BotoCoreError, ClientError) as exc:
         raise DlqReadError(
             f"reading the DLQ {url}: {exc}; no message was deleted before its copy was stored (an interrupted read"
@@ -140,6 +133,22 @@ def read_dlq_messages(sqs: Any, url: str) -> list[DlqMessage]:
     finally:
         _release(sqs, url, in_flight)
     return [_dlq_message(m) for m in received]
+
+
+def _move_to_tail(sqs: Any, url: str, messages: list[dict[str, Any]], tag: str, in_flight: dict[str, str]) -> set[str]:
+    """A FIFO batch copied to the tail of its groups, and each original deleted once its copy is stored; the copies'
+    message ids (:func:`read_dlq_messages`).
+
+    :raises DlqReadError: SQS refused to store a copy (its original is not deleted).
+    """
+    stored = _copy_to_tail(sqs, url, messages, tag)
+    _delete(sqs, url, [m for m in messages if m["MessageId"] in stored], in_flight)
+    if len(stored) < len(messages):
+        raise DlqReadError(
+            f"reading the DLQ {url}: SQS refused to store a copy of {len(messages) - len(stored)} message(s);"
+            " they were not deleted, the queue holds every message"
+        )
+    return set(stored.values())
 
 
 def send_attributes(message: dict[str, Any]) -> dict[str, dict[str, Any]]:

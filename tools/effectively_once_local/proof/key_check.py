@@ -392,16 +392,7 @@ def line_states(
     ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines).
     """
     delivered, delivered_lines = _delivered_keys(sent_rows, deliveries)
-    in_dlq: dict[str, list[dict[str, Any]]] = {}
-    dlq_bodies: dict[str, dict[str, Any]] = {}
-    for queue, messages in dlq_messages.items():
-        for m in messages:
-            reason = m.reason()
-            entry = {"dlq": queue, "moved_by": "runtime" if reason else "sqs", "reason": reason}
-            dlq_bodies.setdefault(m.body, entry)
-            key = key_of(m.body)
-            if key is not None:
-                in_dlq.setdefault(key, []).append(entry)
+    in_dlq, dlq_bodies = _dlq_entries(dlq_messages, key_of)
     states: dict[str, str] = {}
     for key in dict.fromkeys(ln.key for ln in lines if ln.key is not None):
         entries = in_dlq.get(key, [])
@@ -438,6 +429,24 @@ def line_states(
             for key in failing[state][:50]
         },
     }
+
+
+def _dlq_entries(
+    dlq_messages: dict[str, list[Any]], key_of: Any
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """Each DLQ message as an entry (``dlq``, ``moved_by``: ``runtime`` with its reason, else ``sqs``): the entries
+    per business key, and the first entry per body (for the input lines without a key)."""
+    in_dlq: dict[str, list[dict[str, Any]]] = {}
+    dlq_bodies: dict[str, dict[str, Any]] = {}
+    for queue, messages in dlq_messages.items():
+        for m in messages:
+            reason = m.reason()
+            entry = {"dlq": queue, "moved_by": "runtime" if reason else "sqs", "reason": reason}
+            dlq_bodies.setdefault(m.body, entry)
+            key = key_of(m.body)
+            if key is not None:
+                in_dlq.setdefault(key, []).append(entry)
+    return in_dlq, dlq_bodies
 
 
 def _per_key(

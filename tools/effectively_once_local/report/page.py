@@ -225,19 +225,31 @@ def _chart(events: list[TimedEvent], started: float, marks: list[tuple[float, st
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=10, frameon=False)
         else:
             ax.text(0.5, 0.5, "none in this run", transform=ax.transAxes, ha="center", va="center", color="gray")
-    phases = sorted({e.detail for e in by_kind["kill"]})
+    _draw_kills(kills, by_kind["kill"], started)
+    kills.set_xlabel("seconds since the run started")
+    kills.set_xlim(0, end * 1.02)
+    _draw_marks(fig, (flow, guards, kills), started, end, marks)
+    return fig
+
+
+def _draw_kills(kills: Any, events: list[TimedEvent], started: float) -> None:
+    """The kills panel: one row of marks per kind (its count in the row's label), or a note that none struck."""
+    phases = sorted({e.detail for e in events})
     for i, phase in enumerate(phases):
-        xs = [e.t - started for e in by_kind["kill"] if e.detail == phase]
+        xs = [e.t - started for e in events if e.detail == phase]
         kills.scatter(xs, [i] * len(xs), marker="x", s=50, color=_KILL_COLOURS[i % len(_KILL_COLOURS)])
-    counts = Counter(e.detail for e in by_kind["kill"])
+    counts = Counter(e.detail for e in events)
     kills.set_yticks(range(len(phases)), [f"{p}: {counts[p]}" for p in phases])
     kills.set_ylim(-0.7, max(len(phases), 1) - 0.3)
     kills.set_title("Kills of the execution environment, by kind", loc="left", fontsize=12)
     kills.grid(True, axis="x", alpha=0.3)
     if not phases:
         kills.text(0.5, 0.5, "no kills in this run", transform=kills.transAxes, ha="center", va="center", color="gray")
-    kills.set_xlabel("seconds since the run started")
-    kills.set_xlim(0, end * 1.02)
+
+
+def _draw_marks(fig: Any, axes: tuple[Any, ...], started: float, end: float, marks: list[tuple[float, str]]) -> None:
+    """The run's marks (``marks``: time, name) as dashed lines across ``axes``, named at the top of the first."""
+    flow = axes[0]
     fig.draw_without_rendering()  # lays the axes out: their width in pixels decides where each label fits
     px_per_second = flow.bbox.width / (end * 1.02)
     # A label is its mark's name turned upright beside its own line, on the line's left unless the previous label
@@ -248,7 +260,7 @@ def _chart(events: list[TimedEvent], started: float, marks: list[tuple[float, st
         x = (t - started) * px_per_second
         close = previous is not None and x - previous[0] < thickness
         side = "right" if x < thickness or (close and previous is not None and previous[1] == "left") else "left"
-        for ax in (flow, guards, kills):
+        for ax in axes:
             ax.axvline(t - started, color="gray", linestyle="--", linewidth=1)
         flow.annotate(
             text,
@@ -264,7 +276,6 @@ def _chart(events: list[TimedEvent], started: float, marks: list[tuple[float, st
             bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
         )
         previous = (x, side)
-    return fig
 
 
 def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> bytes:
