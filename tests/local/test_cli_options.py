@@ -48,3 +48,23 @@ def test_demo_options_carry_every_argument_and_no_chaos_keeps_only_the_seed(tmp_
     assert (opts.chaos.crash_after_charge, opts.chaos.seed, opts.redrive_backlog) == (0.2, 5, 2)
     calm = demo_options(parser.parse_args(base + ["--no-chaos", "--seed", "5"]))
     assert calm.chaos.enabled is False and calm.chaos.seed == 5
+
+
+def test_each_subcommand_has_its_module() -> None:
+    """One module per subcommand (``cli/*_command.py``; ``produce`` and ``report`` share one): every subcommand the
+    parser knows is one module's, and each module's checks and run are the ones ``main`` calls."""
+    from effectively_once_local.cli import main as cli
+
+    _, commands = _parser()
+    owners = {name: module.__name__.rsplit(".", 1)[-1] for name, module in cli._BY_NAME.items()}
+
+    assert sorted(owners) == sorted(commands)
+    assert owners == {
+        "demo": "demo_command",
+        "chaos": "chaos_command",
+        "sample": "sample_command",
+        "produce": "remote_commands",
+        "report": "remote_commands",
+        "redrive": "redrive_command",
+    }
+    assert all(callable(module.check) and callable(module.run) for module in cli._BY_NAME.values())

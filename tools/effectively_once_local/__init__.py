@@ -27,7 +27,8 @@ Its layers are its folders, bottom to top; a module imports only from its own fo
 - ``report/``: the terminal summary, the JSON report, the run's page;
 - ``profiles/``: the one pipeline and what runs on it: the chaos run for any stack, the payments demo (its view,
   input, report, backlog, asynchronous leg), the redrive and the remote commands;
-- ``cli/``: the command line.
+- ``cli/``: the command line: one module per subcommand (``*_command.py``; ``produce`` and ``report`` share
+  ``remote_commands.py``), what their parsers share (``arguments.py``), and ``main.py``, which puts them together.
 
 The old flat module paths (``effectively_once_local.esm``, ...) still import, with a ``DeprecationWarning`` naming the
 new path, until 0.4.0 (``_moved.py``; docs/deprecations.md).

@@ -1,0 +1,241 @@
+"""``chaos``: any CDK app's stack under chaos, reported per business key (``profiles.chaos_run``): its arguments,
+their checks and its options object."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from effectively_once_runtime.identity import NORMALIZATIONS
+
+from ..chaos.fault_model import ChaosConfig
+from ..traffic.chaos_input import InputFileError, compile_key
+from .arguments import (
+    Parser,
+    add_run_outputs,
+    check_app_dir,
+    effect,
+    folder,
+    fraction,
+    integer,
+    key_value,
+    stack_name,
+)
+
+if TYPE_CHECKING:
+    from ..profiles.chaos_run import ChaosOptions
+
+#: The subcommands this module adds.
+NAMES = ("chaos",)
+
+
+def add(sub: argparse._SubParsersAction[Any]) -> None:
+    """``chaos``: any CDK app's stack under chaos, reported per business key."""
+    chaos = sub.add_parser(
+        "chaos",
+        help="deploy any CDK app to a local AWS, run every SQS mapping of a stack under chaos, report per key",
+        description="Deploy --app-dir's CDK app to a local AWS (moto, loopback), run every SQS event source mapping"
+        " of --stack with the local runner under chaos, and report per business key: lost, duplicated, unexpected,"
+        " replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
+    )
+    chaos.add_argument("--app-dir", type=folder, required=True, help="folder with the app's cdk.json")
+    chaos.add_argument("--stack", type=stack_name, required=True, help="the stack of --app-dir to deploy and run")
+    chaos.add_argument("--input", type=Path, required=True, help="JSON Lines: a body per line, or {body, queue, group}")
+    chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
+    chaos.add_argument(
+        "--normalize",
+        choices=NORMALIZATIONS,
+        action="append",
+        default=None,
+        help="business identity: a step applied to every key, in the order given (repeatable; default: none), as"
+        " the runtime's Consumer(normalize=...) applies it",
+    )
+    _add_chaos_stores(chaos)
+    chaos.add_argument(
+        "--context",
+        type=key_value,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="cdk deploy -c values the app reads (repeatable; default: none), e.g. stage=chaos",
+    )
+    chaos.add_argument(
+        "--function-env",
+        type=key_value,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="an environment variable for every function of the run, over its deployed one (repeatable; default:"
+        " none), e.g. a switch the app reads",
+    )
+    chaos.add_argument("--concurrency", type=integer(1), default=2, help="poller processes per mapping")
+    _add_chaos_faults(chaos)
+    add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
+
+
+def chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosConfig:
+    """The chaos flags both runners share; ``crash_after_effect`` is ``--crash-after-effect`` (chaos) or
+    ``--crash-after-charge`` (demo): the same kill, named after what each run's effect is."""
+    return ChaosConfig(
+        resend=args.resend,
+        concurrent_duplicates=args.concurrent_duplicates,
+        crash_after_charge=crash_after_effect,
+        crash_after_complete=args.crash_after_complete,
+        timeout=args.timeouts,
+        seed=args.seed,
+        crash_after_write=getattr(args, "crash_after_write", 0.0),
+        crash_random=getattr(args, "crash_random", 0.0),
+        async_duplicate=getattr(args, "async_duplicate", 0.0),
+    )
+
+
+def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
+    """``chaos``'s effect stores and redrive: where the effects are counted, and what a DLQ's valid keys get."""
+    chaos.add_argument(
+        "--effect-table", default=None, help="the effect's own store: a DynamoDB table of the stack (default: none)"
+    )
+    chaos.add_argument("--effect-key", default=None, help="the attribute of --effect-table holding the business key")
+    chaos.add_argument(
+        "--effect",
+        type=effect,
+        action="append",
+        default=None,
+        metavar="KIND:NAME:KEYPATH",
+        help="a store the effects are counted in (repeatable; default: none): table:NAME:ATTRIBUTE,"
+        " bucket:NAME:TEMPLATE with {key} (and * for any characters), queue:NAME:JMESPATH,"
+        " provider:[PATH]:JMESPATH (the stand-in's calls, under PATH if given), sqlite:FILE:TABLE:COLUMN,"
+        " postgres:DSN:TABLE:COLUMN",
+    )
+    chaos.add_argument(
+        "--provider",
+        action="store_true",
+        help="start the HTTP provider stand-in on 127.0.0.1 for the run, its URL in EFFECTIVELY_ONCE_PROVIDER_URL"
+        " (on by itself with --effect provider::...)",
+    )
+    chaos.add_argument(
+        "--redrive",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the queues drained, redrive the DLQs while they hold valid keys; a key still only in a DLQ then"
+        " is stranded and fails the run",
+    )
+    chaos.add_argument("--redrive-rounds", type=integer(1), default=3, help="the most redrive rounds")
+    chaos.add_argument(
+        "--effect-takes-key",
+        action="store_true",
+        help="without a store: the effect passes the idempotency key on (a replay is answered)",
+    )
+
+
+def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
+    """``chaos``'s duplicates and kills (``ChaosConfig``'s fractions, ``chaos_config``) and its seed."""
+    chaos.add_argument("--resend", type=fraction, default=0.10, help="fraction of keys a producer resends")
+    chaos.add_argument("--concurrent-duplicates", type=fraction, default=0.05, help="fraction sent twice at once")
+    chaos.add_argument(
+        "--crash-after-effect",
+        type=fraction,
+        default=0.03,
+        help="fraction of invocations killed at an effect line, before completion",
+    )
+    chaos.add_argument(
+        "--crash-after-complete",
+        type=fraction,
+        default=0.03,
+        help="fraction of invocations killed after the handler returned, before its delete",
+    )
+    chaos.add_argument(
+        "--timeouts",
+        type=fraction,
+        default=0.02,
+        help="fraction of invocations stalled past the deadline at the first write the local AWS accepts (or effect"
+        " line)",
+    )
+    chaos.add_argument(
+        "--async-duplicate",
+        type=fraction,
+        default=0.10,
+        help="fraction of the events to an asynchronous target (an EventBridge rule's or SNS topic's function) that"
+        " Lambda's asynchronous queue delivers twice without an error",
+    )
+    chaos.add_argument(
+        "--crash-after-write",
+        type=fraction,
+        default=0.05,
+        help="fraction of invocations killed right after a write the local AWS accepted (any effect, declared or not,"
+        " or a DLQ send; each write in turn with even odds)",
+    )
+    chaos.add_argument(
+        "--crash-random",
+        type=fraction,
+        default=0.02,
+        help="fraction of invocations killed at a random moment inside the invocation",
+    )
+    chaos.add_argument("--seed", type=integer(), default=7, help="the chaos's random seed")
+
+
+def check(parser: Parser, args: argparse.Namespace) -> None:
+    from ..traffic.chaos_input import load_input
+
+    fates = args.crash_after_effect + args.crash_after_complete + args.timeouts
+    if fates + args.crash_after_write + args.crash_random > 1.0:
+        parser.error(
+            "arguments --crash-after-effect, --crash-after-complete, --timeouts, --crash-after-write, --crash-random:"
+            " one draw per invocation picks among them, so their sum must not exceed 1"
+        )
+    if args.effect_takes_key and (args.effect_table is not None or args.effect):
+        # effects.build: with a store, its item count decides; --effect-takes-key would be ignored.
+        parser.error(
+            "arguments --effect-table, --effect-takes-key: with a store its items count the effects;"
+            " --effect-takes-key is for a run without one"
+        )
+    check_app_dir(parser, args.app_dir)
+    if (args.effect_table is None) != (args.effect_key is None):
+        parser.error("arguments --effect-table, --effect-key: give both (the table and its key attribute) or neither")
+    if args.report.resolve() == args.input.resolve():
+        parser.error(f"argument --report: {args.report} is the input file; the report would overwrite it")
+    try:
+        compile_key(args.key)
+    except InputFileError as exc:
+        parser.error(f"argument --key: {exc}")
+    try:
+        lines = load_input(args.input, args.key, tuple(args.normalize or ()))
+    except InputFileError as exc:
+        parser.error(f"argument --input: {exc}")
+    if not any(ln.key is not None for ln in lines):
+        parser.error(f"argument --key: {args.key!r} finds no key in any line of {args.input}; nothing was sent")
+
+
+def options(args: argparse.Namespace) -> ChaosOptions:
+    """``chaos``'s options object, built from its parsed arguments (the one place they are read)."""
+    from ..profiles.chaos_run import ChaosOptions
+
+    return ChaosOptions(
+        app_dir=args.app_dir.resolve(),
+        stack=args.stack,
+        input=args.input,
+        key=args.key,
+        normalize=tuple(args.normalize or ()),
+        effect_table=args.effect_table,
+        effect_key=args.effect_key,
+        effect_takes_key=args.effect_takes_key,
+        effects=tuple(args.effect or ()),
+        function_env=dict(args.function_env or ()),
+        provider=args.provider,
+        redrive=args.redrive,
+        redrive_rounds=args.redrive_rounds,
+        concurrency=args.concurrency,
+        chaos=chaos_config(args, args.crash_after_effect),
+        context=dict(args.context or ()),
+        report_path=args.report,
+        run_dir=args.run_dir,
+        drain_timeout_seconds=args.drain_timeout,
+        quiet=args.quiet,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..profiles.chaos_run import run_chaos
+
+    code, _ = run_chaos(options(args))
+    return code
