@@ -82,8 +82,8 @@ def demo_aws_messages() -> tuple[Path, dict[str, tuple[int, int]]]:
 
     seen: list[tuple[Path, Any]] = []
 
-    def record(stack: str, payments: Path, chaos: Any) -> int:
-        seen.append((payments, chaos))
+    def record(opts: Any) -> int:
+        seen.append((opts.payments, opts.chaos))
         return 0
 
     with contextlib.chdir(ROOT), mock.patch.object(remote, "produce", record):

@@ -1,13 +1,20 @@
-"""One options object per deploy-and-run subcommand, built from its parsed arguments in one place
-(``cli.main.chaos_options``, ``cli.main.demo_options``; issue 29, item 2): every argument reaches its field."""
+"""One options object per subcommand, built from its parsed arguments in one place, each subcommand's module's
+``options`` (``cli/*_command.py``; issue 29, item 2): every argument reaches its field, and the run hands the
+object to the profile."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from effectively_once_local.cli.main import _parser, chaos_options, demo_options
 from effectively_once_local.profiles.chaos_run import ChaosOptions
 from effectively_once_local.profiles.demo import DemoOptions
+from effectively_once_local.profiles.payments_input import SampleOptions
+from effectively_once_local.profiles.redrive import RedriveOptions
+from effectively_once_local.profiles.remote import ProduceOptions, ReportOptions
 
 
 def test_chaos_options_carry_every_argument(tmp_path: Path) -> None:
@@ -67,4 +74,70 @@ def test_each_subcommand_has_its_module() -> None:
         "report": "remote_commands",
         "redrive": "redrive_command",
     }
-    assert all(callable(module.check) and callable(module.run) for module in cli._BY_NAME.values())
+    assert all(callable(m.check) and callable(m.options) and callable(m.run) for m in cli._BY_NAME.values())
+
+
+def _options(argv: list[str]) -> object:
+    from effectively_once_local.cli import main as cli
+
+    parser, _ = _parser()
+    args = parser.parse_args(argv)
+    return cli._BY_NAME[args.command].options(args)
+
+
+def test_sample_options_carry_every_argument_and_the_run_writes_them(tmp_path: Path) -> None:
+    from effectively_once_local.cli.main import main
+    from effectively_once_local.profiles.payments_input import generate_sample
+
+    out = tmp_path / "deep" / "p.jsonl"
+    argv = ["sample", "--count", "3", "--accounts", "2", "--seed", "4", "--out", str(out)]
+
+    assert _options(argv) == SampleOptions(count=3, accounts=2, seed=4, out=out)
+    assert main(argv) == 0
+    assert [json.loads(line) for line in out.read_text().splitlines()] == generate_sample(3, 2, 4)
+
+
+def test_redrive_options_carry_every_argument(tmp_path: Path) -> None:
+    moved = _options(["redrive", "--stack", "S", "--queue", "fifo", "--max-per-second", "7"])
+    on_failure = _options(["redrive", "--stack", "S", "--on-failure", "--cdk-out", str(tmp_path)])
+
+    assert moved == RedriveOptions(stack="S", queue="fifo", max_per_second=7, on_failure=False, cdk_out=None)
+    assert on_failure == RedriveOptions(stack="S", on_failure=True, cdk_out=tmp_path)
+
+
+def test_produce_and_report_options_carry_every_argument(tmp_path: Path) -> None:
+    produce = _options(["produce", "--stack", "S", "--payments", "p.jsonl", "--resend", "0.3", "--seed", "2"])
+    report = _options(
+        ["report", "--stack", "S", "--payments", "p.jsonl", "--handler-root", str(tmp_path)]
+        + ["--wait", "30", "--settle", "5", "--report", str(tmp_path / "r.json")]
+    )
+
+    assert isinstance(produce, ProduceOptions) and (produce.stack, produce.payments) == ("S", Path("p.jsonl"))
+    assert (produce.chaos.resend, produce.chaos.concurrent_duplicates, produce.chaos.seed) == (0.3, 0.05, 2)
+    assert report == ReportOptions(
+        stack="S",
+        payments=Path("p.jsonl"),
+        handler_root=tmp_path,
+        wait_seconds=30,
+        report_path=tmp_path / "r.json",
+        settle_seconds=5,
+    )
+
+
+@pytest.mark.parametrize("command", ["produce", "report", "redrive"])
+def test_the_run_hands_the_options_object_to_the_profile(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What each subcommand's run calls its profile with is its options object, no field copied on the way."""
+    from effectively_once_local.cli.main import _run
+    from effectively_once_local.profiles import redrive, remote
+
+    seen: list[object] = []
+    monkeypatch.setattr(remote, "produce", lambda opts: seen.append(opts) or 0)
+    monkeypatch.setattr(remote, "report", lambda opts: seen.append(opts) or 0)
+    monkeypatch.setattr(redrive, "run_redrive", lambda opts: seen.append(opts) or 0)
+    argv = [command, "--stack", "S"] + (["--handler-root", str(tmp_path)] if command == "report" else [])
+    parser, _ = _parser()
+
+    assert _run(parser.parse_args(argv)) == 0
+    assert seen == [_options(argv)]

@@ -412,8 +412,8 @@ def test_cli_passes_on_failure_and_cdk_out_to_the_redrive(tmp_path: Path, monkey
     assert cli.main(["redrive", "--stack", "S"]) == 0
 
     assert calls == [
-        ("S", None, 5, {"on_failure": True, "cdk_out": tmp_path}),
-        ("S", None, None, {"on_failure": False, "cdk_out": None}),
+        ("S", None, 5, {"session": None, "on_failure": True, "cdk_out": tmp_path}),
+        ("S", None, None, {"session": None, "on_failure": False, "cdk_out": None}),
     ]
 
 

@@ -51,7 +51,7 @@ def produce_defaults() -> tuple[Path, Any]:
     """The payments file and chaos `python -m effectively_once_local produce --stack PaymentsSandbox` uses."""
     seen: list[tuple[Path, Any]] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(remote, "produce", lambda stack, payments, chaos: seen.append((payments, chaos)) or 0)
+        mp.setattr(remote, "produce", lambda opts: seen.append((opts.payments, opts.chaos)) or 0)
         assert cli.main(["produce", "--stack", "PaymentsSandbox"]) == 0
     return seen[0]
 

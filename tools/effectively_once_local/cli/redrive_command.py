@@ -1,12 +1,12 @@
 """``redrive``: a deployed stack's DLQs back to their sources, or its on-failure records invoked again
-(``profiles.redrive``)."""
+(``profiles.redrive``): its arguments and its options object."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from ..profiles.redrive import MAX_MESSAGES_PER_SECOND
+from ..profiles.redrive import MAX_MESSAGES_PER_SECOND, RedriveOptions
 from .arguments import Parser, folder, integer, stack_name
 
 #: The subcommands this module adds.
@@ -66,8 +66,18 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
     the parser, and ``profiles.redrive.redrive`` refuses ``--cdk-out`` without ``--on-failure``."""
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..profiles import redrive as redrive
+def options(args: argparse.Namespace) -> RedriveOptions:
+    """``redrive``'s options object, built from its parsed arguments (the one place they are read)."""
+    return RedriveOptions(
+        stack=args.stack,
+        queue=args.queue,
+        max_per_second=args.max_per_second,
+        on_failure=args.on_failure,
+        cdk_out=args.cdk_out,
+    )
 
-    on_failure, cdk_out = args.on_failure, args.cdk_out
-    return redrive.redrive(args.stack, args.queue, args.max_per_second, on_failure=on_failure, cdk_out=cdk_out)
+
+def run(args: argparse.Namespace) -> int:
+    from ..profiles.redrive import run_redrive
+
+    return run_redrive(options(args))

@@ -1,5 +1,5 @@
 """``produce`` and ``report``: the payments against a deployed stack, a real AWS account after ``cdk deploy``
-(``profiles.remote``): their arguments and checks."""
+(``profiles.remote``): their arguments, their checks and their options objects."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..chaos.fault_model import ChaosConfig
-from ..profiles.remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS
+from ..profiles.remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS, ProduceOptions, ReportOptions
 from .arguments import (
     Parser,
     check_payments_run,
@@ -71,10 +71,32 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
     check_payments_run(parser, args, root, ("model",))
 
 
+def produce_options(args: argparse.Namespace) -> ProduceOptions:
+    """``produce``'s options object, built from its parsed arguments (the one place they are read)."""
+    chaos = ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed)
+    return ProduceOptions(stack=args.stack, payments=args.payments, chaos=chaos)
+
+
+def report_options(args: argparse.Namespace) -> ReportOptions:
+    """``report``'s options object, built from its parsed arguments (the one place they are read)."""
+    return ReportOptions(
+        stack=args.stack,
+        payments=args.payments,
+        handler_root=args.handler_root,
+        wait_seconds=args.wait,
+        report_path=args.report,
+        settle_seconds=args.settle,
+    )
+
+
+def options(args: argparse.Namespace) -> ProduceOptions | ReportOptions:
+    """The options object of the subcommand given (``produce`` or ``report``)."""
+    return produce_options(args) if args.command == "produce" else report_options(args)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..profiles.remote import produce, report
 
     if args.command == "produce":
-        chaos = ChaosConfig(resend=args.resend, concurrent_duplicates=args.concurrent_duplicates, seed=args.seed)
-        return produce(args.stack, args.payments, chaos)
-    return report(args.stack, args.payments, args.handler_root, args.wait, args.report, args.settle)
+        return produce(produce_options(args))
+    return report(report_options(args))

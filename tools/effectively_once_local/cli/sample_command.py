@@ -1,11 +1,12 @@
-"""``sample``: a deterministic payments file (``profiles.payments_input.generate_sample``)."""
+"""``sample``: a deterministic payments file (``profiles.payments_input.write_sample``): its arguments and its
+options object."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from ..profiles.payments_input import generate_sample
+from ..profiles.payments_input import SampleOptions
 from .arguments import Parser, integer, output_file
 
 #: The subcommands this module adds.
@@ -25,11 +26,12 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
     """Nothing across ``sample``'s arguments to check: each is checked by its type."""
 
 
-def run(args: argparse.Namespace) -> int:
-    import json
+def options(args: argparse.Namespace) -> SampleOptions:
+    """``sample``'s options object, built from its parsed arguments (the one place they are read)."""
+    return SampleOptions(count=args.count, accounts=args.accounts, seed=args.seed, out=args.out)
 
-    rows = generate_sample(args.count, args.accounts, args.seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    print(f"wrote {len(rows)} lines to {args.out}")
-    return 0
+
+def run(args: argparse.Namespace) -> int:
+    from ..profiles.payments_input import write_sample
+
+    return write_sample(options(args))

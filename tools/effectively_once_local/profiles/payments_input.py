@@ -18,6 +18,7 @@ import json
 import random
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,27 @@ def generate_sample(count: int = 1000, accounts: int = 40, seed: int = 2026) -> 
     for k, row in enumerate(poison):
         rows.insert(rng.randrange(len(rows)) if k % 2 else len(rows) - 10 * k, row)
     return rows
+
+
+@dataclass(frozen=True)
+class SampleOptions:
+    """``sample``'s options (``cli/sample_command.py`` builds them from its arguments): :func:`generate_sample`'s
+    ``count``, ``accounts`` and ``seed``, and ``out``, the file written (its folders created)."""
+
+    count: int = 1000
+    accounts: int = 40
+    seed: int = 2026
+    out: Path = Path("samples/payments.jsonl")
+
+
+def write_sample(opts: SampleOptions, log: Callable[[str], None] = print) -> int:
+    """The ``sample`` command: :func:`generate_sample` written to ``opts.out``, a JSON object per line.
+
+    :returns: ``0``.
+    :raises OSError: the file cannot be written.
+    """
+    rows = generate_sample(opts.count, opts.accounts, opts.seed)
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    log(f"wrote {len(rows)} lines to {opts.out}")
+    return 0

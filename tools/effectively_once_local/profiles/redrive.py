@@ -297,6 +297,32 @@ def redrive(
     return code
 
 
+@dataclass(frozen=True)
+class RedriveOptions:
+    """``redrive``'s options (``cli/redrive_command.py`` builds them from its arguments); :func:`redrive`'s
+    parameters of the same names.
+
+    :param stack: the deployed stack.
+    :param queue: only this queue type's DLQ (``"standard"``, ``"fifo"``). :default: ``None``: every DLQ.
+    :param max_per_second: messages moved (records re-invoked) per second. :default: ``None``: SQS picks the rate.
+    :param on_failure: re-invoke the on-failure queues' records instead of moving the DLQs.
+    :param cdk_out: with ``on_failure``: the folder the stack was deployed from.
+    """
+
+    stack: str
+    queue: str | None = None
+    max_per_second: int | None = None
+    on_failure: bool = False
+    cdk_out: Path | None = None
+
+
+def run_redrive(opts: RedriveOptions, session: Any | None = None) -> int:
+    """The ``redrive`` command on its options object: :func:`redrive`."""
+    return redrive(
+        opts.stack, opts.queue, opts.max_per_second, session=session, on_failure=opts.on_failure, cdk_out=opts.cdk_out
+    )
+
+
 # --- on-failure queues: each destination record's event invoked again ------------------------------------
 #: How an on-failure queue's label begins (then the function's logical id).
 ON_FAILURE_LABEL = "on-failure"

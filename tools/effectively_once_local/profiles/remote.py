@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,30 +73,64 @@ def _session() -> Any:
     return aws_session()
 
 
-def produce(stack: str, payments: Path, chaos: ChaosConfig) -> int:
-    lines = load_payments(payments)
+@dataclass(frozen=True)
+class ProduceOptions:
+    """``produce``'s options (``cli/remote_commands.py`` builds them from its arguments).
+
+    :param stack: the deployed stack whose queues are sent to.
+    :param payments: the payments file (JSON Lines, ``payments_input.load_payments``).
+    :param chaos: the producer's duplicates: ``resend`` and ``concurrent_duplicates`` (fractions), ``seed``.
+    """
+
+    stack: str
+    payments: Path
+    chaos: ChaosConfig
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """``report``'s options (``cli/remote_commands.py`` builds them from its arguments).
+
+    :param stack: the deployed stack to wait for and read back.
+    :param payments: the payments file that was sent.
+    :param handler_root: the folder holding the handler package, whose ``payments.model`` rules say what is valid.
+    :param wait_seconds: seconds to wait for the queues to drain; ``None``: :func:`drain_wait_seconds`.
+    :param report_path: the JSON report written.
+    :param settle_seconds: seconds the queues must stay empty. :default: :data:`SETTLE_SECONDS`.
+    """
+
+    stack: str
+    payments: Path
+    handler_root: Path
+    wait_seconds: int | None
+    report_path: Path
+    settle_seconds: int = SETTLE_SECONDS
+
+
+def produce(opts: ProduceOptions) -> int:
+    """The ``produce`` command: the payments file, with the producer's duplicates, to the stack's queues.
+
+    :returns: ``0``.
+    """
+    lines = load_payments(opts.payments)
     session = _session()
-    pipelines = discover(session, stack)
-    plan = plan_messages(lines, chaos)
+    pipelines = discover(session, opts.stack)
+    plan = plan_messages(lines, opts.chaos)
     urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
     sent = send(session.client("sqs"), urls, QUEUES, {q: plan.get(q, []) for q in urls}, lambda n: None)
     print(f"sent {sum(sent.values())} messages: " + ", ".join(f"{q} {n}" for q, n in sorted(sent.items())))
     return 0
 
 
-def report(
-    stack: str,
-    payments: Path,
-    handler_root: Path,
-    wait_seconds: int | None,
-    out: Path,
-    settle_seconds: int = SETTLE_SECONDS,
-) -> int:
-    """Wait for the stack's queues to drain (``wait_seconds``, default ``drain_wait_seconds``), then report.
+def report(opts: ReportOptions) -> int:
+    """The ``report`` command: wait for the stack's queues to drain (``opts.wait_seconds``, default
+    :func:`drain_wait_seconds`), then report from its ledgers and DLQs.
 
+    :returns: the verdict's exit code: ``0`` or ``1``.
     :raises LocalAwsError: the queues did not drain in time.
     """
-    lines = load_payments(payments)
+    stack, wait_seconds, settle_seconds, out = opts.stack, opts.wait_seconds, opts.settle_seconds, opts.report_path
+    lines = load_payments(opts.payments)
     session = _session()
     pipelines = discover(session, stack)
     sqs = session.client("sqs")
@@ -106,7 +141,7 @@ def report(
         wait_for_drain(sqs, urls, wait, settle_seconds)
     except LocalAwsError as exc:
         raise LocalAwsError(f"{stack}: {exc}") from exc
-    result = build_report(session, pipelines, lines, None, validity_check(handler_root))
+    result = build_report(session, pipelines, lines, None, validity_check(opts.handler_root))
     code, reasons = verdict(result, unsafe=False)
     result["verdict"] = {"exit_code": code, "reasons": reasons}
     print(render(result))
