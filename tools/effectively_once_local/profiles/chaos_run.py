@@ -308,74 +308,54 @@ def _run(
         return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
 
 
-def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
-    """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
-    report (also written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
+def _keys_of(opts: ChaosOptions, message: str) -> Counter[str]:
+    """Per idempotency key (normalized as the run's keys are), the runtime's log lines with ``message``."""
+    same = normalizer(opts.normalize)
+    return Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in log_lines(opts.run_dir, message))
 
-    :raises InputFileError: the input cannot be used or names no queue of the stack.
-    :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
-    """
-    lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
+
+def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-key check (``key_check.build``) with every input line's state (``line_states``) and the DLQs'
+    contents: the report before its findings and its ``run`` block; and how the lines were sent (``send_kinds``)."""
     key_path = compile_key(opts.key, opts.normalize)
-    clear_run_dir(opts.run_dir)
-    started = time.monotonic()
-    clock = RunClock()
-    deployment = local_deployment(
-        app_dir=opts.app_dir,
-        stack=opts.stack,
-        context=dict(opts.context),
-        run_dir=opts.run_dir,
-        log=log,
-        endpoint=opts.endpoint,
-        cdk_out=opts.cdk_out,
-    )
-    with deployment as deployed:
-        outcome = _run(opts, lines, deployed, log, clock)
-    mappings, total, restarts = outcome.mappings, outcome.messages_sent, outcome.poller_restarts
     dlq_bodies = [m.body for messages in outcome.dlq_messages.values() for m in messages]
-    table = outcome.table
-    store, per_store = combine(outcome.store_counts) if outcome.store_counts else (None, {})
-    sent = Counter(ln.key for ln in lines if ln.key is not None)
+    store, _ = combine(outcome.store_counts) if outcome.store_counts else (None, {})
     same = normalizer(opts.normalize)
     log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effect_lines(opts.run_dir))
-    dlq_keys = {k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None}
     kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in kills(opts.run_dir)]
     report = build(
-        sent=sent,
+        sent=Counter(ln.key for ln in lines if ln.key is not None),
         invalid_lines=sum(1 for ln in lines if ln.key is None),
-        messages_sent=total,
-        dlq_keys=dlq_keys,
+        messages_sent=outcome.messages_sent,
+        dlq_keys={k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None},
         dead_lettered=len(dlq_bodies),
         log_counts=log_counts,
         store_counts=store,
         kill_records=kill_records,
         effect_takes_key=opts.effect_takes_key,
-        failed_after_effect=Counter(
-            same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)))
-            for ln in log_lines(opts.run_dir, names.MSG_EFFECT_REPEATED_AFTER_FAILURE)
-        ),
+        failed_after_effect=_keys_of(opts, names.MSG_EFFECT_REPEATED_AFTER_FAILURE),
     )
     sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
     deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
-    add_states(
-        report,
-        line_states(
-            lines=lines,
-            effects=store if store is not None else log_counts,
-            duplicated=report["keys"]["duplicated"],
-            redriven=outcome.redriven,
-            dlq_messages=outcome.dlq_messages,
-            sent_rows=sent_rows,
-            deliveries=deliveries,
-            kill_records=kill_records,
-            key_of=lambda body: body_key(key_path, body),
-            suppressed=Counter(
-                same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY)))
-                for ln in log_lines(opts.run_dir, names.MSG_DUPLICATE_SUPPRESSED)
-            ),
-        ),
-        dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)),
+    states = line_states(
+        lines=lines,
+        effects=store if store is not None else log_counts,
+        duplicated=report["keys"]["duplicated"],
+        redriven=outcome.redriven,
+        dlq_messages=outcome.dlq_messages,
+        sent_rows=sent_rows,
+        deliveries=deliveries,
+        kill_records=kill_records,
+        key_of=lambda body: body_key(key_path, body),
+        suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
     )
+    add_states(report, states, dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)))
+    return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
+
+
+def _add_findings(report: dict[str, Any], opts: ChaosOptions, lines: list[InputLine], sends: dict[str, Any]) -> None:
+    """What the runtime's lines say beside the per-key check: duplicates suppressed, a key normalization the run
+    may lack, how the lines were sent (``sends``), and the un-keyed effects."""
     report["total"]["duplicates_suppressed"] = log_line_count(
         sorted(opts.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
     )
@@ -383,40 +363,46 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     report["normalization"] = normalization_hint(
         raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
     )
-    report["sends"] = send_kinds(sent_rows, deliveries, {m.label for m in mappings if m.fifo})
+    report["sends"] = sends
     # Un-keyed effects (delivery="at_most_once"|"at_least_once"): what the runtime's lines say was skipped or
     # repeated, for a checker to hold against the stores of those calls.
     report["unkeyed"] = unkeyed_lines(opts.run_dir, opts.normalize)
-    report["run"] = {
+
+
+def _mapping_row(m: DeployedMapping) -> dict[str, Any]:
+    """The report's ``run.mappings`` entry of one mapping or asynchronous target."""
+    row = {
+        "queue": m.queue_name,
+        "function": m.mapping.function_name,
+        "handler": m.mapping.handler,
+        "fifo": m.fifo,
+        "kind": "async" if m.mapping.async_config is not None else "fifo" if m.fifo else "standard",
+    }
+    if m.mapping.async_config is not None:
+        row |= {
+            "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
+            "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
+            "on_failure_queue": m.on_failure_url,
+            "time_scale": m.mapping.async_config.time_scale,
+            "sources": [s.rule_name or s.topic_arn for s in m.sources],
+        }
+    return row
+
+
+def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[str, Any]:
+    """The report's ``run`` block: what ran, with which settings and chaos, and where faults can strike."""
+    _, per_store = combine(outcome.store_counts) if outcome.store_counts else (None, {})
+    table = outcome.table
+    return {
         "stack": opts.stack,
-        "mappings": {
-            m.label: {
-                "queue": m.queue_name,
-                "function": m.mapping.function_name,
-                "handler": m.mapping.handler,
-                "fifo": m.fifo,
-                "kind": "async" if m.mapping.async_config is not None else "fifo" if m.fifo else "standard",
-                **(
-                    {
-                        "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
-                        "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
-                        "on_failure_queue": m.on_failure_url,
-                        "time_scale": m.mapping.async_config.time_scale,
-                        "sources": [s.rule_name or s.topic_arn for s in m.sources],
-                    }
-                    if m.mapping.async_config is not None
-                    else {}
-                ),
-            }
-            for m in mappings
-        },
+        "mappings": {m.label: _mapping_row(m) for m in outcome.mappings},
         "key": opts.key,
         "normalize": list(opts.normalize),
         "effect_store": {"table": table, "key_attribute": opts.effect_key} if table and opts.effect_key else None,
         "effect_stores": per_store,
         "chaos": opts.chaos.__dict__,
         "pollers_per_mapping": opts.concurrency,
-        "poller_restarts": restarts,
+        "poller_restarts": outcome.poller_restarts,
         "redrive_rounds": outcome.redrive_rounds,
         # Where faults can strike from outside the app (faults.py), and where they cannot.
         "fault_points": {
@@ -425,8 +411,12 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
             "sql": "commit() of sqlite3 and psycopg 3 connections (a kill point); autocommit statements: "
             "random-moment kills only",
         },
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(seconds, 1),
     }
+
+
+def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: Callable[[str], None]) -> int:
+    """The verdict into the report, then the report shown and written with its page; the exit code."""
     code, reasons = verdict(report)
     report["verdict"] = {"exit_code": code, "reasons": reasons}
     t = report["total"]
@@ -447,4 +437,33 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         title=f"{opts.stack}: chaos run",
         log=log,
     )
-    return code, report
+    return code
+
+
+def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
+    """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
+    report (also written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
+
+    :raises InputFileError: the input cannot be used or names no queue of the stack.
+    :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
+    """
+    lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
+    compile_key(opts.key, opts.normalize)
+    clear_run_dir(opts.run_dir)
+    started = time.monotonic()
+    clock = RunClock()
+    deployment = local_deployment(
+        app_dir=opts.app_dir,
+        stack=opts.stack,
+        context=dict(opts.context),
+        run_dir=opts.run_dir,
+        log=log,
+        endpoint=opts.endpoint,
+        cdk_out=opts.cdk_out,
+    )
+    with deployment as deployed:
+        outcome = _run(opts, lines, deployed, log, clock)
+    report, sends = _check_keys(opts, lines, outcome)
+    _add_findings(report, opts, lines, sends)
+    report["run"] = _run_block(opts, outcome, time.monotonic() - started)
+    return _conclude(opts, report, clock, log), report

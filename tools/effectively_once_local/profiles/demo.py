@@ -14,7 +14,7 @@ from typing import Any
 from effectively_once_runtime import names
 
 from ..aws.deploy import DeployError
-from ..aws.discovery import disable, discover_async_targets
+from ..aws.discovery import DeployedMapping, disable, discover_async_targets
 from ..aws.readback import read_dlq, read_dlq_messages, scan_table
 from ..aws.server import aws_env, local_endpoint, local_session
 from ..base.json_lines import read_jsonl
@@ -31,7 +31,7 @@ from .backlog import DEFAULT_BACKLOG
 from .payments_input import QUEUES, STANDARD, Line, load_payments, route
 from .payments_report import build_report, render, verdict
 from .payments_view import GATEWAY_SEAM, UNSAFE_ENV, Pipeline, discover, validity_check
-from .pipeline import clear_run_dir, describe, drain, drive, local_deployment, poller_specs
+from .pipeline import Deployment, Drive, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 
 
 @dataclass(frozen=True)
@@ -219,6 +219,104 @@ def _conclude(
     return code
 
 
+@dataclass(frozen=True)
+class _MainRun:
+    """What the main run leaves for the report: its pollers (their specs, the pool), what it sent and when, and the
+    machine's load while it ran (``LoadSampler.summary``)."""
+
+    specs: list[tuple[PollerSpec, int]]
+    pool: PollerPool
+    done: Drive
+    load: dict[str, Any]
+
+
+def _drive_payments(
+    session: Any,
+    deployed: Deployment,
+    opts: DemoOptions,
+    pipelines: dict[str, Pipeline],
+    lines: list[Line],
+    bus: tuple[DeployedMapping | None, set[int]],
+    clock: RunClock,
+) -> _MainRun:
+    """The payments through the queues, the lines numbered in ``bus`` through the asynchronous target found (if
+    any), with chaos, until drained (``pipeline.drive``)."""
+    found, through_bus = bus
+    specs = poller_specs(
+        [p.deployed for p in pipelines.values()] + ([found] if found is not None else []),
+        run_dir=opts.run_dir,
+        aws_env=aws_env(deployed.endpoint),
+        chaos=opts.chaos,
+        concurrency=opts.concurrency,
+        handler_root=opts.handler_root,
+        seam=GATEWAY_SEAM,
+        env_overrides=UNSAFE_ENV if opts.unsafe else None,
+    )
+    pool = PollerPool(specs)
+    urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
+    fifo = dict(QUEUES)
+    if found is not None:
+        urls[found.label], fifo[found.label] = found.mapping.queue_url, False
+    bus_label = found.label if found is not None else STANDARD
+    load = LoadSampler().start()
+    try:
+        done = drive(
+            session.client("sqs"),
+            pool,
+            urls,
+            fifo,
+            plan(lines, lambda ln: bus_label if ln.number in through_bus else route(ln.account_id), fifo, opts.chaos),
+            clock=clock,
+            run_dir=opts.run_dir,
+            drain_timeout_seconds=opts.drain_timeout_seconds,
+            quiet=opts.quiet,
+            fresh_deploy=deployed.fresh,
+            senders={found.label: async_leg.sender(session, found)} if found is not None else None,
+        )
+    finally:
+        load.stop()
+    return _MainRun(specs, pool, done, load.summary())
+
+
+def _after_the_run(
+    report: dict[str, Any],
+    session: Any,
+    pipelines: dict[str, Pipeline],
+    payments: tuple[list[Line], Callable[[str], bool]],
+    main: _MainRun,
+    bus: tuple[DeployedMapping | None, list[Line]],
+    opts: DemoOptions,
+    clock: RunClock,
+    log: Callable[[str], None],
+) -> None:
+    """The outage backlog and its redrive (``report["redrive"]``), then the asynchronous leg's on-failure redrive
+    (``report["async"]``); ``payments``: the lines and the handler's validity rule; ``bus``: the asynchronous target
+    found and the lines sent through it."""
+    lines, is_valid = payments
+    found, bus_lines = bus
+    if opts.redrive_backlog and not opts.unsafe:
+        k = opts.redrive_backlog
+        log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
+        clock.mark("outage backlog")
+        # The queues' pollers only: the bus leg's pollers would add load (and deadline kills) for nothing.
+        queued = [(spec, n) for spec, n in main.specs if spec.mapping.async_config is None]
+        report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, queued, opts)
+    if found is not None:
+        log(f"asynchronous leg: {len(bus_lines)} payments through the bus; then its on-failure redrive")
+        clock.mark("on-failure redrive")
+        report["async"] = async_leg.leg(
+            session,
+            found,
+            sent=bus_lines,
+            ledger_table=pipelines[STANDARD].ledger_table,
+            specs=[(spec, n) for spec, n in main.specs if spec.mapping.async_config is not None],
+            backlog=opts.redrive_backlog or 5,
+            run_dir=opts.run_dir,
+            drain_timeout_seconds=opts.drain_timeout_seconds,
+            seed=opts.chaos.seed,
+        )
+
+
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Returns the exit code and the report. Raises ``PaymentsFileError``, ``LocalAwsError``, ``DeployError``,
     ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
@@ -244,83 +342,26 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         bus_lines = [
             ln for ln in lines if found is not None and async_leg.chosen(ln, is_valid, async_leg.DEFAULT_SHARE)
         ]
-        through_bus = {ln.number for ln in bus_lines}
-        specs = poller_specs(
-            [p.deployed for p in pipelines.values()] + ([found] if found is not None else []),
-            run_dir=opts.run_dir,
-            aws_env=aws_env(deployed.endpoint),
-            chaos=opts.chaos,
-            concurrency=opts.concurrency,
-            handler_root=opts.handler_root,
-            seam=GATEWAY_SEAM,
-            env_overrides=UNSAFE_ENV if opts.unsafe else None,
-        )
-        pool = PollerPool(specs)
-        urls = {label: p.mapping.queue_url for label, p in pipelines.items()}
-        fifo = dict(QUEUES)
-        if found is not None:
-            urls[found.label], fifo[found.label] = found.mapping.queue_url, False
-        bus_label = found.label if found is not None else STANDARD
-        load = LoadSampler().start()
-        try:
-            done = drive(
-                session.client("sqs"),
-                pool,
-                urls,
-                fifo,
-                plan(
-                    lines,
-                    lambda ln: bus_label if ln.number in through_bus else route(ln.account_id),
-                    fifo,
-                    opts.chaos,
-                ),
-                clock=clock,
-                run_dir=opts.run_dir,
-                drain_timeout_seconds=opts.drain_timeout_seconds,
-                quiet=opts.quiet,
-                fresh_deploy=deployed.fresh,
-                senders={found.label: async_leg.sender(session, found)} if found is not None else None,
-            )
-        finally:
-            load.stop()
+        bus = (found, {ln.number for ln in bus_lines})
+        main = _drive_payments(session, deployed, opts, pipelines, lines, bus, clock)
         clock.report_taken()
         report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
-        report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, done.messages_sent)
-        if opts.redrive_backlog and not opts.unsafe:
-            k = opts.redrive_backlog
-            log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
-            clock.mark("outage backlog")
-            # The queues' pollers only: the bus leg's pollers would add load (and deadline kills) for nothing.
-            queued = [(spec, n) for spec, n in specs if spec.mapping.async_config is None]
-            report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, queued, opts)
-        if found is not None:
-            log(f"asynchronous leg: {len(bus_lines)} payments through the bus; then its on-failure redrive")
-            clock.mark("on-failure redrive")
-            report["async"] = async_leg.leg(
-                session,
-                found,
-                sent=bus_lines,
-                ledger_table=pipelines[STANDARD].ledger_table,
-                specs=[(spec, n) for spec, n in specs if spec.mapping.async_config is not None],
-                backlog=opts.redrive_backlog or 5,
-                run_dir=opts.run_dir,
-                drain_timeout_seconds=opts.drain_timeout_seconds,
-                seed=opts.chaos.seed,
-            )
+        report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, main.done.messages_sent)
+        _after_the_run(report, session, pipelines, (lines, is_valid), main, (found, bus_lines), opts, clock, log)
     # The runner's peak after the report and the backlog were built; the pollers' of the main run.
     figures = run_figures(
         payments=len(lines),
-        processing_seconds=done.drained - done.sending_started,
+        processing_seconds=main.done.drained - main.done.sending_started,
         runner_maxrss=own_maxrss(),
-        poller_maxrss=int(pool.peak_rss.value),
-        load_average=load.summary(),
+        poller_maxrss=int(main.pool.peak_rss.value),
+        load_average=main.load,
     )
     report["run"] = {
         "unsafe": opts.unsafe,
         "chaos": opts.chaos.__dict__,
         "pollers_per_queue": opts.concurrency,
-        "poller_restarts": pool.restarts,
-        "messages_sent": done.messages_sent,
+        "poller_restarts": main.pool.restarts,
+        "messages_sent": main.done.messages_sent,
         "seconds": round(time.monotonic() - started, 1),
         **figures,
     }

@@ -177,6 +177,63 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+#: Why a key replayed after a kill is safe, with an effect store named (``True``) and without one.
+_SAFE_BECAUSE = {
+    True: "each of these keys has one item in the effect store although its effect ran more than once: the effect "
+    "takes the idempotency key (a conditional put keyed on it answered the replay), and every replay follows "
+    "a kill between that key's effect and its completion",
+    False: "stated with --effect-takes-key: the effect passes the idempotency key on (a provider or a "
+    "conditional write that answers a repeated key); every replay follows a kill between that key's effect "
+    "and its completion",
+}
+#: The states of a key sent whose effect ran more than once, by what explains it (:func:`_sort_repeats`).
+_REPEATS = ("duplicated", "replayed_after_kill", "replayed_after_error", "unexplained_replays")
+
+
+def _sort_repeats(
+    sent: Counter[str],
+    effects: Counter[str],
+    log_counts: Counter[str],
+    store_counts: Counter[str] | None,
+    explained: tuple[Counter[str], Counter[str]],
+    effect_takes_key: bool,
+) -> dict[str, list[str]]:
+    """Each key sent whose effect ran more than once, sorted, under its state in :data:`_REPEATS`: duplicated (more
+    than one store item, or lines from an effect that takes no key), or replayed after a kill, after an error, or
+    unexplained; ``explained``: per key, the kills between its effect and completion, and its ``effect repeated
+    after failure`` lines."""
+    killed, failed = explained
+    sorts: dict[str, list[str]] = {state: [] for state in _REPEATS}
+    for key in sorted(k for k in set(effects) | set(log_counts) if k in sent):  # other keys are unexpected
+        lines = log_counts[key]
+        if store_counts is not None and store_counts[key] > 1:
+            sorts["duplicated"].append(key)
+            continue
+        takes_key = store_counts[key] == 1 if store_counts is not None else effect_takes_key
+        if lines <= 1:
+            continue
+        if not takes_key:
+            sorts["duplicated"].append(key)
+        elif lines - 1 <= killed[key]:
+            sorts["replayed_after_kill"].append(key)
+        elif lines - 1 <= killed[key] + failed[key]:
+            sorts["replayed_after_error"].append(key)
+        else:
+            sorts["unexplained_replays"].append(key)
+    return sorts
+
+
+def _cross_check(store_counts: Counter[str], log_counts: Counter[str]) -> dict[str, int]:
+    """The effect store against the effect lines, key by key."""
+    return {
+        # An effect without its line: the process died between the effect and its log line.
+        "store_items_without_log_line": sum(max(0, store_counts[k] - log_counts[k]) for k in store_counts),
+        # A line whose key has no item: a replay answered by the key (see replayed_after_kill), or a handler whose
+        # idempotency key is not the business key.
+        "log_keys_without_store_item": sum(1 for k in log_counts if store_counts[k] == 0),
+    }
+
+
 def build(
     sent: Counter[str],
     invalid_lines: int,
@@ -194,28 +251,10 @@ def build(
     its effect returned, so its retry runs the effect again: a replay that no kill explains, but that line does).
     """
     killed: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key"))
-    failed = failed_after_effect or Counter()
     effects = store_counts if store_counts is not None else log_counts
     lost = sorted(k for k in sent if effects[k] == 0 and k not in dlq_keys)
-    duplicated, replayed, after_error, unexplained = [], [], [], []
-    for key in sorted(k for k in set(effects) | set(log_counts) if k in sent):  # other keys are unexpected
-        lines = log_counts[key]
-        if store_counts is not None:
-            if store_counts[key] > 1:
-                duplicated.append(key)
-                continue
-            takes_key = store_counts[key] == 1
-        else:
-            takes_key = effect_takes_key
-        if lines > 1:
-            if not takes_key:
-                duplicated.append(key)
-            elif lines - 1 <= killed[key]:
-                replayed.append(key)
-            elif lines - 1 <= killed[key] + failed[key]:
-                after_error.append(key)
-            else:
-                unexplained.append(key)
+    explained = (killed, failed_after_effect or Counter())
+    repeats = _sort_repeats(sent, effects, log_counts, store_counts, explained, effect_takes_key)
     unexpected = sorted(k for k in set(effects) | set(log_counts) if k not in sent and (effects[k] or log_counts[k]))
     per_kind = Counter(k.get("phase") for k in kill_records)
     report: dict[str, Any] = {
@@ -228,11 +267,9 @@ def build(
             "dead_lettered_keys": len(dlq_keys & set(sent)),
             "dead_lettered": dead_lettered,
             "lost": len(lost),
-            "duplicated": len(duplicated),
+            "duplicated": len(repeats["duplicated"]),
             "unexpected": len(unexpected),
-            "replayed_after_kill": len(replayed),
-            "replayed_after_error": len(after_error),
-            "unexplained_replays": len(unexplained),
+            **{state: len(repeats[state]) for state in _REPEATS[1:]},
             "kills": {**{kind: 0 for kind in KILL_KINDS}, **per_kind},
             "kills_between_effect_and_completion": sum(killed.values()),
         },
@@ -242,32 +279,12 @@ def build(
         # A kill after a write or at a random moment can also stop an effect between its write and its line.
         "effects_lower_bound": store_counts is None
         and bool(per_kind[TIMEOUT] + per_kind[DEADLINE] + per_kind[AFTER_WRITE] + per_kind[RANDOM_MOMENT]),
-        "keys": {
-            "lost": lost,
-            "duplicated": duplicated,
-            "unexpected": unexpected[:100],
-            "replayed_after_kill": replayed,
-            "replayed_after_error": after_error,
-            "unexplained_replays": unexplained,
-        },
-        "replayed_after_kill_safe_because": (
-            "each of these keys has one item in the effect store although its effect ran more than once: the effect "
-            "takes the idempotency key (a conditional put keyed on it answered the replay), and every replay follows "
-            "a kill between that key's effect and its completion"
-            if store_counts is not None
-            else "stated with --effect-takes-key: the effect passes the idempotency key on (a provider or a "
-            "conditional write that answers a repeated key); every replay follows a kill between that key's effect "
-            "and its completion"
-        ),
+        "keys": {"lost": lost, "duplicated": repeats["duplicated"], "unexpected": unexpected[:100]}
+        | {state: repeats[state] for state in _REPEATS[1:]},
+        "replayed_after_kill_safe_because": _SAFE_BECAUSE[store_counts is not None],
     }
     if store_counts is not None:
-        report["cross_check"] = {
-            # An effect without its line: the process died between the effect and its log line.
-            "store_items_without_log_line": sum(max(0, store_counts[k] - log_counts[k]) for k in store_counts),
-            # A line whose key has no item: a replay answered by the key (see replayed_after_kill), or a handler whose
-            # idempotency key is not the business key.
-            "log_keys_without_store_item": sum(1 for k in log_counts if store_counts[k] == 0),
-        }
+        report["cross_check"] = _cross_check(store_counts, log_counts)
     return report
 
 
