@@ -276,3 +276,10 @@ def event_bus_ref_is_its_name() -> None:
 
     if not hasattr(events_models.EventBus, "physical_resource_id"):
         events_models.EventBus.physical_resource_id = property(lambda self: self.name)  # type: ignore[attr-defined]
+
+
+def apply_bridges() -> None:
+    """Every bridge of this module, in order (``moto_patches.apply`` calls it): a new bridge is registered here."""
+    event_bus_ref_is_its_name()
+    eventbridge_lambda_targets()
+    sns_lambda_subscriptions()

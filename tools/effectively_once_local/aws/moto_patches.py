@@ -22,7 +22,7 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
 - :mod:`.moto_async_bridges`: Lambda's asynchronous invocation from EventBridge and SNS,
   :func:`eventbridge_lambda_targets` (report 9) and :func:`sns_lambda_subscriptions` (report 10), with the inbox they
   put events in (:func:`put_in_inbox`, :func:`inbox_visibility_timeout`), and a custom event bus's ``Ref``,
-  :func:`event_bus_ref_is_its_name` (report 8).
+  :func:`event_bus_ref_is_its_name` (report 8); all three applied by :func:`.moto_async_bridges.apply_bridges`.
 
 Every public name of those modules (but :mod:`.fifo_order`'s) is importable from here too (:data:`__all__`), as
 before they were split out of this module. A setting is read in the module that defines it: set one (say
@@ -40,6 +40,7 @@ from .moto_async_bridges import (
     EVENT_FIELDS,
     INBOX_VISIBILITY_MARGIN_SECONDS,
     LAMBDA_DEFAULT_TIMEOUT_SECONDS,
+    apply_bridges,
     event_bus_ref_is_its_name,
     eventbridge_event_for_lambda,
     eventbridge_lambda_targets,
@@ -148,9 +149,7 @@ def apply() -> None:
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()
     serialize_s3_puts_per_key()
-    event_bus_ref_is_its_name()
-    eventbridge_lambda_targets()
-    sns_lambda_subscriptions()
+    apply_bridges()
 
 
 if __name__ == "__main__":
