@@ -1,5 +1,5 @@
 """Lambda's asynchronous path in the local AWS (issue 23): the bridges that put an EventBridge rule's and an SNS
-subscription's events in the function's inbox (``_moto_server.eventbridge_lambda_targets``,
+subscription's events in the function's inbox (``moto_async_bridges.eventbridge_lambda_targets``,
 ``sns_lambda_subscriptions``; docs/moto-bugs.md, reports 9 and 10), each shown with moto as is and fixed, and the
 discovery of a deployed stack's asynchronous targets from its synthesized template
 (``stack.discover_async_targets``), on a small CDK stack with an ``IdempotentEventConsumer``, a rule on a custom bus
@@ -19,6 +19,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from effectively_once_local.aws import moto_async_bridges
 from effectively_once_local.aws import moto_patches as _moto_server
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.aws.discovery import AsyncSource, disable, discover_async_targets
@@ -33,8 +34,8 @@ EVENT_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 def _moto_as_is(method: Any) -> Any:
-    """moto's own method under a bridge of ``_moto_server`` (the method itself when it is not bridged)."""
-    return method.__wrapped__ if getattr(method, _moto_server._BRIDGED, False) else method
+    """moto's own method under a bridge of ``moto_async_bridges`` (the method itself when it is not bridged)."""
+    return method.__wrapped__ if getattr(method, moto_async_bridges._BRIDGED, False) else method
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The local AWS serves Powertools' public layer parameters for the installed release (the bridge in
-``effectively_once_local/aws/moto_patches.py``), so a stack resolving its layer from SSM deploys locally; and the local
-runner builds no ARN on an assumed partition (issue 12, section 1)."""
+``effectively_once_local/aws/moto_powertools.py``), so a stack resolving its layer from SSM deploys locally; and the
+local runner builds no ARN on an assumed partition (issue 12, section 1)."""
 
 from __future__ import annotations
 

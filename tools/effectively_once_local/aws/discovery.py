@@ -40,7 +40,7 @@ from ..runner import async_inbox
 from ..runner.mapping_runner import AsyncConfig, MappingConfig
 from .async_sources import AsyncSource, function_inbox, rules, topics
 from .deploy import DeployError
-from .moto_patches import inbox_visibility_timeout
+from .moto_async_bridges import inbox_visibility_timeout
 from .stack_template import LAMBDA_FUNCTION, SQS_QUEUE, DeployedStack, code_dir, sqs_destination, template_int
 from .stack_template import function_name as _function_name
 from .stack_template import logical_id as _logical_id
@@ -212,7 +212,7 @@ class StackDiscovery:
         queue's URL (``DestinationConfig.OnFailure.Destination``, ``None`` without one; also ``on_failure_url``) and
         the time scale (``async_inbox.time_scale`` of this process's environment). Its queue is the function's inbox
         (``async_inbox.inbox_name``), created here (or updated) with a visibility timeout of the function's timeout
-        plus 5 s (``moto_patches.inbox_visibility_timeout``); ``batch_size`` 1, no batching window,
+        plus 5 s (``moto_async_bridges.inbox_visibility_timeout``); ``batch_size`` 1, no batching window,
         ``max_receive_count`` 0 (the runner applies Lambda's retry policy itself). The function's name, timeout,
         memory, environment and handler are read from the deployed function, its code folder from ``cdk_out`` (as
         :attr:`mappings`). ``sources``: the stack's EventBridge rules with a target naming the function (bus, rule

@@ -54,7 +54,7 @@ def _releasing_first(receive: Callable[..., Any]) -> Callable[..., Any]:
 
 def fifo_groups_keep_their_order() -> None:
     """Patch moto's SQS so a FIFO message group's messages come back in order after a visibility timeout (see the
-    module docstring). Apply it before ``moto_patches.serialize_queue_mutations``, which then wraps the patched
+    module docstring). Apply it before ``moto_locking.serialize_queue_mutations``, which then wraps the patched
     receive too; a second call changes nothing. Tests: tests/local/test_fifo_order.py."""
     from moto.sqs import models
 

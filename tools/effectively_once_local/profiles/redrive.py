@@ -23,7 +23,7 @@ the source:
   idempotent consumer answers from its record; never a loss. It moves at most as many messages as the DLQ held when
   it started, so a message that fails again and returns cannot keep it running. A FIFO message goes back with a
   deduplication id of its own, ``redrive-<its DLQ message id>`` (:func:`redrive_dedup_id`), never the id it was
-  first sent with: SQS (and the local AWS, ``_moto_server.remember_deduplication_ids``) keeps a deduplication id
+  first sent with: SQS (and the local AWS, ``moto_deduplication.remember_deduplication_ids``) keeps a deduplication id
   for 5 minutes after the message was deleted, so a message SQS moved to the DLQ after maxReceiveCount and redriven
   within 5 minutes of its first send would be accepted, silently dropped, and lost with the delete. The DLQ message
   id is the same on a repeated move of one message, so a move interrupted after its send is still one message.
