@@ -251,7 +251,15 @@ def test_wheel_ships_py_typed_and_the_sample_handler(wheel: Path) -> None:
     # The modules whose patches moto_patches applies (python -m effectively_once_local.aws.moto_patches).
     patches = ("moto_sqs_cost", "moto_locking", "moto_deduplication", "moto_powertools", "moto_async_bridges")
     assert {f"effectively_once_local/aws/{module}.py" for module in patches} <= set(names)
-    assert "effectively_once_local/runner/mapping_runner.py" in names
+    runner = (
+        "mapping_runner",
+        "mapping_config",
+        "batch_poller",
+        "async_poller",
+        "execution_environment",
+        "request_counter",
+    )
+    assert {f"effectively_once_local/runner/{module}.py" for module in runner} <= set(names)
     assert sorted(n for n in names if n.startswith("effectively_once/local/")) == [
         "effectively_once/local/__init__.py",
         "effectively_once/local/__main__.py",

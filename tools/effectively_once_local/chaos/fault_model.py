@@ -1,12 +1,12 @@
 """Chaos for the local event source mapping runner: which invocations crash, time out or deliver duplicates.
 
-The runner injects faults from outside the handler. Any handler on ``effectively_once_runtime``: the poller reads
-the handler's stdout (``esm.EffectTap``), and on the runtime's effect line (written and flushed after the effect
-returned, before the idempotency record is completed) it kills the process there ("after the effect, before
-completion") or stalls past the deadline. A profile may name a seam of its own instead (the payments sample's
-gateway, ``sandbox.ChaosGateway``: a crash after the charge; a stall before the charge). Around the invocation: a
-crash after the handler completed, before the response reaches the event source mapping. A crash is a real
-``SIGKILL`` of the poller process, as nothing survives a killed execution environment.
+The runner injects faults from outside the handler. Any handler on ``effectively_once_runtime``: the poller reads the
+handler's stdout (``runner.execution_environment.EffectTap``), and on the runtime's effect line (written and flushed
+after the effect returned, before the idempotency record is completed) it kills the process there ("after the effect,
+before completion") or stalls past the deadline. A profile may name a seam of its own instead (the payments sample's
+gateway, ``sandbox.ChaosGateway``: a crash after the charge; a stall before the charge). Around the invocation: a crash
+after the handler completed, before the response reaches the event source mapping. A crash is a real ``SIGKILL`` of the
+poller process, as nothing survives a killed execution environment.
 
 Attribution is exact: a kill record names its process, invocation and Lambda request id, and the key it interrupted
 is derived after the run from what that process logged before it died: the last effect line of the killed request
@@ -59,14 +59,14 @@ KILL_PHASES: tuple[str, ...] = (
 class ChaosConfig:
     """Fractions in 0..1. Per invocation, one draw picks at most one fate: ``crash_after_charge`` (a kill after the
     side effect, before the record is completed: the payments charge, or any runtime handler's effect line),
-    ``crash_after_complete``, ``timeout`` (a stall past the deadline: at the gateway seam, else at the first write
-    the local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write
-    the local AWS accepted, each such write of the invocation in turn with even odds, ``chaos/faults.py``) and
-    ``crash_random`` (a kill at a random moment of the invocation); their sum is at most 1. ``resend`` and
-    ``concurrent_duplicates`` are per key (the producer sends those twice). ``async_duplicate`` is per event of an
-    asynchronous target (``esm.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
-    without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer
-    Guide, "Invoking a Lambda function asynchronously"); it is drawn apart from the fates and not in their sum.
+    ``crash_after_complete``, ``timeout`` (a stall past the deadline: at the gateway seam, else at the first write the
+    local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write the local
+    AWS accepted, each such write of the invocation in turn with even odds, ``chaos/faults.py``) and ``crash_random`` (a
+    kill at a random moment of the invocation); their sum is at most 1. ``resend`` and ``concurrent_duplicates`` are per
+    key (the producer sends those twice). ``async_duplicate`` is per event of an asynchronous target
+    (``runner.mapping_config.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
+    without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer Guide,
+    "Invoking a Lambda function asynchronously"); it is drawn apart from the fates and not in their sum.
 
     :raises ValueError: a fraction outside 0..1, or fates adding up to more than 1.
     """

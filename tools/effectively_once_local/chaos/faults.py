@@ -3,9 +3,9 @@ environment is seen, numbered and logged, and may be followed by a kill or a sta
 it as an effect (the way Jepsen injects faults: by the platform, never by the code under test).
 
 :class:`WriteWatch` registers a botocore ``after-call`` hook on every boto3 session the process creates from then on
-(the default session, and the ones Powertools and the runtime build), like ``esm.RequestCounter``. It watches the
-writes in :data:`WRITE_OPERATIONS`: DynamoDB ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``BatchWriteItem`` and
-``TransactWriteItems``; S3 ``PutObject`` and ``CompleteMultipartUpload``; SQS ``SendMessage(Batch)``; SNS
+(the default session, and the ones Powertools and the runtime build), like ``runner.request_counter.RequestCounter``. It
+watches the writes in :data:`WRITE_OPERATIONS`: DynamoDB ``PutItem``, ``UpdateItem``, ``DeleteItem``, ``BatchWriteItem``
+and ``TransactWriteItems``; S3 ``PutObject`` and ``CompleteMultipartUpload``; SQS ``SendMessage(Batch)``; SNS
 ``Publish(Batch)``. A write is *accepted* when the service answered it with a 2xx status.
 
 Each accepted write gets a role (:func:`role`):

@@ -27,7 +27,7 @@ from ..report.page import RunClock
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.producer import LATE_RESEND, RESEND, L, Outgoing, Sender, send
 
-#: The files a run writes into its folder (``runner/mapping_runner.py``, ``chaos/fault_model.py``, :func:`drive`): a
+#: The files a run writes into its folder (``runner/batch_poller.py``, ``chaos/fault_model.py``, :func:`drive`): a
 #: new run removes the previous run's, and nothing else (the folder may hold the input file, or be the working folder).
 RUN_FILES = (
     "deliveries-*.jsonl",
