@@ -205,3 +205,14 @@ def test_the_naive_twin_fails_naming_each_store_of_a_duplicate(effects: Runs) ->
     per_store = report["run"]["effect_stores"]
     assert {s for s, found in per_store.items() if found["duplicated"]} == set(per_store), per_store
     assert report["unkeyed"]["calls"] == {}, "without markers, nothing counts what the un-keyed calls did"
+
+
+def test_the_docs_sql_patterns_are_struck_after_their_commits(effects: Runs) -> None:
+    """Both variants commit with the docs' patterns, sqlite3's ``with conn:`` and psycopg's ``with
+    conn.transaction():`` (issue 30, item 4): the commit at the end of the block is a kill point. A run of each
+    struck 4 (adapters) and 12 (naive, ``conn.commit()`` then) of its 30 to 36 kills after a write there: one run
+    alone may strike none, the two together leave no real chance of it. Last in the module: the naive run fills the
+    stack's queues, which the tests of the adapters' run read."""
+    struck = [effects(variant)[1]["total"]["kills_after_write"] for variant in ("adapters", "naive")]
+
+    assert sum(counts["sql_commit"] for counts in struck) > 0, struck

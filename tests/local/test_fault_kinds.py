@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,21 @@ from effectively_once_local.proof import key_check
 REPO = Path(__file__).resolve().parents[2]
 #: The kinds of a chaos run's report: the payments seam's ``after_charge`` is the effect line's ``after_effect`` there.
 REPORTED = tuple(AFTER_EFFECT if phase == AFTER_CHARGE else phase for phase in KILL_PHASES)
+
+
+def _report(kill_records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A per-key report of two keys, each effected once, with ``kill_records``."""
+    return key_check.build(
+        sent=Counter(["a", "b"]),
+        invalid_lines=0,
+        messages_sent=2,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter(["a", "b"]),
+        store_counts=None,
+        kill_records=kill_records,
+        effect_takes_key=True,
+    )
 
 
 def test_every_fate_the_config_draws_is_a_kill_phase() -> None:
@@ -59,3 +75,24 @@ def test_every_kind_is_named_on_the_extending_page() -> None:
     page = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
 
     assert [phase for phase in KILL_PHASES if f"`{phase}`" not in page] == []
+
+
+def test_kills_after_a_write_are_counted_by_the_write_in_every_report() -> None:
+    """``total.kills_after_write`` (issue 30, item 4): every kind of watched write, in the JSON and the terminal,
+    a passing run's too, so a run says whether its SQL commits were ever struck."""
+    from effectively_once_local.chaos.faults import WRITE_OPERATIONS
+    from effectively_once_local.chaos.sql_watch import SQL_COMMIT
+
+    def after(op: str) -> dict[str, Any]:
+        return {"phase": "after_write", "key": None, "last_write": {"op": op, "seq": 1}}
+
+    kinds = [after(SQL_COMMIT), after(SQL_COMMIT), after("dynamodb.PutItem"), {"phase": "random_moment", "key": None}]
+    struck = _report(kinds)["total"]["kills_after_write"]
+    calm = _report([])
+
+    assert set(WRITE_OPERATIONS) | {SQL_COMMIT.split(".")[0]} == set(key_check.WRITE_KINDS)
+    assert struck == {"dynamodb_write": 1, "s3_put": 0, "send": 0, "sql_commit": 2}
+    assert calm["total"]["kills_after_write"] == dict.fromkeys(struck, 0)
+    assert "kills after a write, by the write: dynamodb_write=0, s3_put=0, send=0, sql_commit=0" in key_check.render(
+        calm
+    )

@@ -19,7 +19,6 @@ from effectively_once_local.chaos.faults import (
     EFFECT,
     ENV_WATCH_KEYS,
     IDEMPOTENCY_RECORD,
-    SqlCommitWatch,
     WriteWatch,
     item_identity,
     record_hash_candidates,
@@ -240,29 +239,3 @@ def test_each_write_names_the_items_it_wrote_in_the_form_the_stores_read_them(mo
         [[queue, sent]],
         [["receipts", "r/o-1.json"]],
     ]
-
-
-def test_sql_commits_are_watched_through_the_db_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A commit of a sqlite3 or psycopg 3 connection is an accepted write and a kill point (faults.SqlCommitWatch);
-    a rollback writes nothing."""
-    import sqlite3
-
-    import psycopg
-
-    monkeypatch.setattr(sqlite3, "connect", sqlite3.connect)  # restored after the test
-    monkeypatch.setattr(psycopg.Connection, "commit", psycopg.Connection.commit)
-    seen: list[dict[str, Any]] = []
-
-    assert SqlCommitWatch(seen.append).install() == ["sqlite3.Connection", "psycopg.Connection"]
-    db = sqlite3.connect(tmp_path / "effects.db")
-    db.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
-    db.commit()
-    db.execute("INSERT INTO t VALUES ('a')")
-    db.rollback()
-    db.execute("INSERT INTO t VALUES ('b')")
-    db.commit()
-
-    assert [(w["op"], w["role"]) for w in seen] == [("sql.commit", EFFECT)] * 2
-    assert seen[0]["target"].endswith("WatchedConnection")
-    assert db.execute("SELECT k FROM t").fetchall() == [("b",)]
-    assert psycopg.Connection.commit.__name__ == "watched_commit"

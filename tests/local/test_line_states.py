@@ -1,4 +1,4 @@
-"""Every input line ends in exactly one state (``effects.line_states``): effected once, redriven then effected once,
+"""Every input line ends in exactly one state (``proof/line_states.py``): effected once, redriven then effected once,
 invalid in a DLQ (with who moved it) pass; stranded, never delivered, vanished and duplicated fail the run, each
 listed with its evidence. The cases of issue 22: stranded valid work and vanished input used to pass."""
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from effectively_once_local.aws.readback import DlqMessage
-from effectively_once_local.proof.key_check import add_states, build, dlq_contents, line_states, verdict
+from effectively_once_local.proof.key_check import build, verdict
+from effectively_once_local.proof.line_states import add_states, dlq_contents, line_states
 from effectively_once_local.traffic.chaos_input import InputLine
 from effectively_once_runtime import names
 

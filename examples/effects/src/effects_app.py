@@ -5,7 +5,8 @@ keyed on the business id ``order_id``.
 The keyed adapters, which answer a replay (a kill between the write and the record's completion) from the store:
 
 - SQL ``insert_once``: a row in ``shipments`` of a SQLite file (``EFFECTS_SQLITE_PATH``) and, when
-  ``EFFECTS_POSTGRES_DSN`` is set, of PostgreSQL (psycopg 3), committed inside the effect;
+  ``EFFECTS_POSTGRES_DSN`` is set, of PostgreSQL (psycopg 3), committed inside the effect by the docs' patterns,
+  ``with conn:`` (sqlite3) and ``with conn.transaction():`` (psycopg);
 - HTTP ``post_json``: a confirmation to the provider (``EFFECTIVELY_ONCE_PROVIDER_URL``) under ``/keyed/``, with
   ``Idempotency-Key``;
 - DynamoDB ``put_item``: a receipt in the ``Receipts`` table (partition key ``effect_key``);
@@ -189,10 +190,11 @@ def _fulfil(order: dict[str, Any], key: str) -> None:
 
     def insert(database: Callable[[], Any]) -> Callable[[], None]:
         def call() -> None:
-            with database() as conn:
+            # The docs' patterns (docs/effects.md, "SQL"): sqlite3's `with conn:` and psycopg's
+            # `with conn.transaction():` commit at the end of the block, a kill point of the chaos run.
+            with database() as conn, conn if database is _sqlite else conn.transaction():
                 name = None if database is _sqlite else "postgres"  # one effect, two databases: a name for the second
                 insert_once(conn, table=SQL_TABLE, key_column=SQL_KEY, row=row, idempotency_key=key, name=name)
-                conn.commit()
 
         return call
 
@@ -247,13 +249,12 @@ def _fulfil_naively(order: dict[str, Any]) -> None:
 
     def insert(database: Callable[[], Any]) -> Callable[[], None]:
         def call() -> None:
-            with database() as conn:
+            with database() as conn, conn if database is _sqlite else conn.transaction():  # as in _fulfil
                 values = ", ".join(["?" if database is _sqlite else "%s"] * 4)
                 conn.execute(
                     f"INSERT INTO {SQL_TABLE} ({SQL_KEY}, order_id, customer, total) VALUES ({values})",  # noqa: S608
                     (f"naive#{uuid.uuid4()}", row["order_id"], row["customer"], row["total"]),
                 )
-                conn.commit()
 
         return call
 

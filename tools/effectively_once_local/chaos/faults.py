@@ -20,10 +20,10 @@ Every accepted write and every kill goes into the environment's chaos log (``cha
 counter, ``seq``, numbered per process in the order they happened, flushed per line: "a kill between a key's effect
 and its completion" is read from that order (an effect write, then the kill, and no completion write of that
 record between them), never from wall-clock times. The writes of the runner itself (receive, delete) are not in
-the list. SQL commits and HTTP calls are outside boto. SQL commits are watched by a DB-API wrapper
-(:class:`SqlCommitWatch`): ``commit()`` of ``sqlite3`` and psycopg 3 connections (``sql.commit``, role ``effect``, a
-kill point); a connection in autocommit mode never calls ``commit()``, so its statements get the random-moment kills
-only. The HTTP provider stand-in logs its own calls (``aws/provider_stand_in.py``).
+the list. SQL commits and HTTP calls are outside boto. SQL commits are watched by wrapping the drivers
+(``chaos/sql_watch.py``, ``SqlCommitWatch``): every commit of a ``sqlite3`` or psycopg 3 connection, ``commit()``,
+``with conn:``, ``with conn.transaction():`` and statements in autocommit mode (``sql.commit``, role ``effect``, a
+kill point). The HTTP provider stand-in logs its own calls (``aws/provider_stand_in.py``).
 
 Each write also names what it wrote, ``items``: ``[store, identity]`` pairs in the form the effect stores read them
 back (``proof/stores.py``), so that an item found in a store is tied to the execution that wrote it, and "duplicated"
@@ -217,72 +217,3 @@ class WriteWatch:
                 "items": written_items(service, params, parsed, self._watch),
             }
         )
-
-
-#: The DB-API connection classes whose ``commit()`` :class:`SqlCommitWatch` wraps: (module, class).
-SQL_CONNECTIONS = (("sqlite3", "Connection"), ("psycopg", "Connection"))
-
-
-class SqlCommitWatch:
-    """Sees every successful ``commit()`` of a DB-API connection of this process (``sqlite3`` and psycopg 3, when
-    importable) and hands ``{"op": "sql.commit", "target": <connection class>, "role": "effect", "record_id": None,
-    "items": []}`` to ``on_write``, like :class:`WriteWatch`: a commit is a kill point. ``sqlite3.connect`` is
-    wrapped to build a watched subclass (its ``Connection`` type is immutable); psycopg's class is patched in place."""
-
-    def __init__(self, on_write: Callable[[dict[str, Any]], None]) -> None:
-        self._on_write = on_write
-
-    def _committed(self, connection: Any) -> None:
-        kind = type(connection)
-        self._on_write(
-            {
-                "op": "sql.commit",
-                "target": f"{kind.__module__}.{kind.__name__}",
-                "role": EFFECT,
-                "record_id": None,
-                "items": [],
-            }
-        )
-
-    def install(self) -> list[str]:
-        """Wrap the drivers found; returns the ``module.Class`` names watched."""
-        import importlib
-
-        watched = []
-        for module_name, class_name in SQL_CONNECTIONS:
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                continue
-            if module_name == "sqlite3":
-                self._wrap_sqlite(module)
-            else:
-                self._wrap_class(getattr(module, class_name))
-            watched.append(f"{module_name}.{class_name}")
-        return watched
-
-    def _wrap_sqlite(self, sqlite3: Any) -> None:
-        watch = self
-
-        class WatchedConnection(sqlite3.Connection):  # type: ignore[misc]
-            def commit(self) -> None:
-                super().commit()
-                watch._committed(self)
-
-        connect = sqlite3.connect
-
-        def watched_connect(*args: Any, **kwargs: Any) -> Any:
-            kwargs.setdefault("factory", WatchedConnection)
-            return connect(*args, **kwargs)
-
-        sqlite3.connect = watched_connect
-
-    def _wrap_class(self, cls: Any) -> None:
-        commit, watch = cls.commit, self
-
-        def watched_commit(connection: Any, *args: Any, **kwargs: Any) -> Any:
-            result = commit(connection, *args, **kwargs)
-            watch._committed(connection)
-            return result
-
-        cls.commit = watched_commit

@@ -31,19 +31,16 @@ from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
 from ..proof.key_check import (
-    add_states,
     build,
-    dlq_contents,
     effect_lines,
     kills,
-    line_states,
     log_lines,
     normalization_hint,
     render,
-    send_kinds,
     unkeyed_lines,
     verdict,
 )
+from ..proof.line_states import add_states, dlq_contents, line_states, send_kinds
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, writers
 from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import request_payload
@@ -408,8 +405,8 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
         "fault_points": {
             "writes_watched": {service: sorted(ops) for service, ops in WRITE_OPERATIONS.items()},
             "http": "the provider stand-in's calls are logged" if opts.starts_provider else "not watched",
-            "sql": "commit() of sqlite3 and psycopg 3 connections (a kill point); autocommit statements: "
-            "random-moment kills only",
+            "sql": "every commit of sqlite3 and psycopg 3 connections (commit(), with conn:, with "
+            "conn.transaction():, autocommit writes; chaos/sql_watch.py), a kill point",
         },
         "seconds": round(seconds, 1),
     }

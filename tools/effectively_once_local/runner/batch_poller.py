@@ -23,7 +23,8 @@ from effectively_once_runtime import events
 
 from ..base.run_figures import record_peak
 from ..chaos.fault_model import AFTER_COMPLETE, DEADLINE, TIMEOUT, EventLog, InvocationChaos
-from ..chaos.faults import SqlCommitWatch, WriteWatch
+from ..chaos.faults import WriteWatch
+from ..chaos.sql_watch import SqlCommitWatch
 from ..traffic.chaos_input import body_key, compile_key
 from .async_poller import AsyncChaos, AsyncPoller
 from .execution_environment import EffectTap, LocalLambdaContext, load_handler

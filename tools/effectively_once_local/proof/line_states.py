@@ -1,0 +1,201 @@
+"""Every input line of a chaos run ends in exactly one state (the per-key report's ``lines`` and ``states``,
+``proof/key_check.py``): read from what was sent (the send log), what SQS handed out (the delivery log), the effects
+per key, the DLQs' contents after the run and the run's redrive; with the evidence of each failing key, the DLQs'
+contents by reason, and how the input was sent (``send_kinds``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+#: Passing states: a key effected once (``effected_once``), a key effected once after the run's redrive brought it
+#: back from a DLQ (``redriven_then_effected``), a line the app refused, in a DLQ (``invalid_in_dlq``; moved by the
+#: runtime with its reason, or by SQS after maxReceiveCount). Failing states: ``stranded`` (a valid key only in a
+#: DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the delivery log never shows it),
+#: ``vanished`` (delivered and reported done, with no effect and no DLQ copy), ``duplicated``; and ``unexpected``
+#: keys (effects for keys never sent) from :func:`build`.
+PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
+FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
+
+
+def _delivered_keys(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]) -> tuple[set[Any], set[int]]:
+    """Keys and line numbers of which at least one accepted message shows in the delivery log (for an asynchronous
+    target, the event id the send log keeps shows as the delivery's ``event_id``)."""
+    delivered_ids = {d.get("message_id") for d in deliveries} | {d["event_id"] for d in deliveries if d.get("event_id")}
+    rows = [r for r in sent_rows if r.get("message_id") in delivered_ids]
+    return {r.get("key") for r in rows}, {int(r["line"]) for r in rows if isinstance(r.get("line"), int)}
+
+
+def line_states(
+    *,
+    lines: list[Any],
+    effects: Counter[str],
+    duplicated: list[str],
+    redriven: set[str],
+    dlq_messages: dict[str, list[Any]],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+    key_of: Any,
+    suppressed: Counter[str] | None = None,
+) -> dict[str, Any]:
+    """The state of every input line (the constants above), with evidence for each failing one, and a row per key
+    (``per_key``: its state, sends, deliveries, effects, duplicates suppressed, kills by kind).
+
+    ``lines``: the input (``number``, ``body``, ``key``); ``effects``: effects per key (store or log lines);
+    ``dlq_messages``: each DLQ's messages after the run's redrive (``readback.DlqMessage``), by queue name;
+    ``sent_rows``: the send log; ``deliveries``: the delivery log; ``key_of(body)``: a body's business key;
+    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines).
+    """
+    delivered, delivered_lines = _delivered_keys(sent_rows, deliveries)
+    in_dlq, dlq_bodies = _dlq_entries(dlq_messages, key_of)
+    states: dict[str, str] = {}
+    for key in dict.fromkeys(ln.key for ln in lines if ln.key is not None):
+        entries = in_dlq.get(key, [])
+        if key in duplicated:
+            states[key] = "duplicated"
+        elif effects[key] >= 1:
+            states[key] = "redriven_then_effected" if key in redriven else "effected_once"
+        elif entries and all(e["moved_by"] == "runtime" for e in entries):
+            states[key] = "invalid_in_dlq"  # the app refused it (a permanent error), with its reason
+        elif entries:
+            states[key] = "stranded"
+        else:
+            states[key] = "vanished" if key in delivered else "never_delivered"
+    invalid = []
+    for ln in lines:
+        if ln.key is not None:
+            continue
+        found = dlq_bodies.get(ln.body)
+        state = "invalid_in_dlq" if found else "vanished" if ln.number in delivered_lines else "never_delivered"
+        invalid.append({"line": ln.number, "state": state, **({"moved_by": found["moved_by"]} if found else {})})
+    counts = Counter(states.values()) + Counter(i["state"] for i in invalid)
+    failing = {s: sorted(k for k, v in states.items() if v == s) for s in FAILING_STATES}
+    return {
+        "counts": {s: counts.get(s, 0) for s in PASSING_STATES + FAILING_STATES},
+        "keys": {
+            **failing,
+            "redriven_then_effected": sorted(k for k, v in states.items() if v == "redriven_then_effected"),
+        },
+        "invalid_lines": invalid,
+        "per_key": _per_key(states, effects, sent_rows, deliveries, kill_records, suppressed or Counter()),
+        "evidence": {
+            key: _evidence(key, in_dlq.get(key, []), sent_rows, deliveries, kill_records)
+            for state in FAILING_STATES
+            for key in failing[state][:50]
+        },
+    }
+
+
+def _dlq_entries(
+    dlq_messages: dict[str, list[Any]], key_of: Any
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """Each DLQ message as an entry (``dlq``, ``moved_by``: ``runtime`` with its reason, else ``sqs``): the entries
+    per business key, and the first entry per body (for the input lines without a key)."""
+    in_dlq: dict[str, list[dict[str, Any]]] = {}
+    dlq_bodies: dict[str, dict[str, Any]] = {}
+    for queue, messages in dlq_messages.items():
+        for m in messages:
+            reason = m.reason()
+            entry = {"dlq": queue, "moved_by": "runtime" if reason else "sqs", "reason": reason}
+            dlq_bodies.setdefault(m.body, entry)
+            key = key_of(m.body)
+            if key is not None:
+                in_dlq.setdefault(key, []).append(entry)
+    return in_dlq, dlq_bodies
+
+
+def _per_key(
+    states: dict[str, str],
+    effects: Counter[str],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+    suppressed: Counter[str],
+) -> dict[str, dict[str, Any]]:
+    """One row per key: its final state, messages sent and delivered, effects, duplicates suppressed, kills."""
+    ids: dict[Any, set[Any]] = {}
+    for r in sent_rows:
+        ids.setdefault(r.get("key"), set()).add(r.get("message_id"))
+    delivered = Counter(d.get("message_id") for d in deliveries)
+    kills: dict[str, Counter[str]] = {}
+    for k in kill_records:
+        if k.get("key"):
+            kills.setdefault(str(k["key"]), Counter())[str(k.get("phase"))] += 1
+    return {
+        key: {
+            "state": state,
+            "sends": len(ids.get(key, ())),
+            "deliveries": sum(delivered[i] for i in ids.get(key, ())),
+            "effects": effects[key],
+            "duplicates_suppressed": suppressed[key],
+            "kills": dict(kills.get(key, {})),
+        }
+        for key, state in states.items()
+    }
+
+
+def _evidence(
+    key: str,
+    dlq: list[dict[str, Any]],
+    sent_rows: list[dict[str, Any]],
+    deliveries: list[dict[str, Any]],
+    kill_records: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What the logs and the DLQs say of one key: its sends, deliveries, kills (each with the write it followed) and
+    where it sits in a DLQ, and why."""
+    ids = {r.get("message_id") for r in sent_rows if r.get("key") == key}
+    mine = [d for d in deliveries if d.get("message_id") in ids]
+    return {
+        "sends": sorted(Counter(str(r.get("kind")) for r in sent_rows if r.get("key") == key).items()),
+        "deliveries": len(mine),
+        "max_receive_count": max((int(d.get("receive_count", 0)) for d in mine), default=0),
+        "kills": [
+            {"phase": k.get("phase"), "after_write": (k.get("last_write") or {}).get("op"), "seq": k.get("seq")}
+            for k in kill_records
+            if k.get("key") == key
+        ],
+        "dlq": dlq,
+    }
+
+
+def dlq_contents(dlq_messages: dict[str, list[Any]], key_of: Any) -> dict[str, Any]:
+    """Per DLQ: how many messages, why each is there (the runtime's reason's error type, or ``maxReceiveCount``
+    for one SQS moved), and the keys (``None`` for a body without one)."""
+    out: dict[str, Any] = {}
+    for queue, messages in sorted(dlq_messages.items()):
+        why: Counter[str] = Counter()
+        for m in messages:
+            reason = m.reason()
+            why[str(reason.get("error_type")) if reason else "maxReceiveCount"] += 1
+        out[queue] = {
+            "messages": len(messages),
+            "why": dict(sorted(why.items())),
+            "keys": sorted({str(k) for k in (key_of(m.body) for m in messages) if k is not None})[:100],
+        }
+    return out
+
+
+def add_states(report: dict[str, Any], states: dict[str, Any], dlq: dict[str, Any]) -> None:
+    """Put the per-line states (:func:`line_states`) and the DLQ contents (:func:`dlq_contents`) into a chaos report:
+    the ``states`` and ``dlq`` blocks, and each state's count in ``total``."""
+    report["states"] = states
+    report["dlq"] = dlq
+    report["total"].update(states["counts"])
+
+
+def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]], fifo: set[str]) -> dict[str, Any]:
+    """What the producer sent, by kind (``traffic/producer.py``: ``original``, ``concurrent_duplicate``, ``resend``,
+    ``late_resend``), and on FIFO queues the resends inside the deduplication interval that were delivered anyway:
+    SQS must drop those, so anything but 0 means the local AWS did not deduplicate (a finding about the emulator,
+    not the app)."""
+    delivered = {d.get("message_id") for d in deliveries}
+    inside = [r for r in sent_rows if r.get("queue") in fifo and r.get("kind") == "resend"]
+    return {
+        "by_kind": dict(sorted(Counter(str(r.get("kind")) for r in sent_rows).items())),
+        "fifo_resends_inside_window": len(inside),
+        "fifo_resends_after_window": sum(
+            1 for r in sent_rows if r.get("queue") in fifo and r.get("kind") == "late_resend"
+        ),
+        "fifo_resends_inside_window_delivered": sum(1 for r in inside if r.get("message_id") in delivered),
+    }
