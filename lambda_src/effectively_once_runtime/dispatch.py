@@ -62,10 +62,9 @@ class Dispatch:
                 raise
             if kind == events.SQS:
                 return self.batch.handle(event, context)
-            if kind in (events.SNS, events.S3):
-                return self._handle_records(kind, event["Records"])
-            message_id = event.get("id") if kind == events.EVENTBRIDGE else None
-            return self._process_direct(kind, event, message_id)
+            if kind in events.RECORD_TRIGGERS:
+                return self._handle_records(kind, events.items(kind, event))
+            return self._process_direct(kind, event, events.delivery_id(kind, event))
         finally:
             execution.deadline = NO_DEADLINE
             execution.clear_record_keys()
@@ -79,16 +78,16 @@ class Dispatch:
             self.execution.log_failure(error, **{names.FIELD_TRIGGER: kind})
             raise
 
-    def _handle_records(self, kind: str, records: list[dict[str, Any]]) -> list[Any]:
-        """SNS or S3 records: each on its own (a failure does not stop the others); the first failure is raised
+    def _handle_records(self, kind: str, records: list[Any]) -> list[Any]:
+        """SNS or S3 records (a trigger of ``events.RECORD_TRIGGERS`` other than SQS): each on its own, with its
+        ``events.delivery_id`` as ``message_id`` (a failure does not stop the others); the first failure is raised
         after all were tried, so Lambda retries the event and the records already done are answered as
         duplicates."""
         results: list[Any] = []
         first: Exception | None = None
         for record in records:
-            message_id = (record.get("Sns") or {}).get("MessageId") if kind == events.SNS else None
             try:
-                results.append(self._process_direct(kind, record, message_id))
+                results.append(self._process_direct(kind, record, events.delivery_id(kind, record)))
             except Exception as error:  # noqa: BLE001 - raised below, once every record was tried
                 first = first or error
         if first is not None:

@@ -69,6 +69,12 @@ _TAKES = (
 )
 #: ``eventSource`` of a record -> its trigger (an SNS record names it ``EventSource``).
 _RECORD_SOURCES = {"aws:sqs": SQS, "aws:sns": SNS, "aws:s3": S3}
+#: The triggers whose events are ``Records`` (``items``): SQS, SNS and S3.
+RECORD_TRIGGERS = tuple(_RECORD_SOURCES.values())
+#: Where an item of a trigger holds its delivery's own id (``delivery_id``), as a path of keys: an SNS record's
+#: ``Sns.MessageId``, an EventBridge event's ``id``. An S3 record and a direct invocation have none; an SQS record's
+#: ``messageId`` is read by the batch path (``sqs_batch.py``), not here.
+_DELIVERY_IDS: dict[str, tuple[str, ...]] = {SNS: ("Sns", "MessageId"), EVENTBRIDGE: ("id",)}
 #: What an SQS or S3 record must hold for the runtime to process it: (key, type).
 _RECORD_NEEDS: dict[str, tuple[tuple[str, type], ...]] = {SQS: (("messageId", str), ("body", str)), S3: (("s3", dict),)}
 #: ``eventSource`` of the events without ``Records`` that are not direct invocations (MSK, self-managed Kafka as
@@ -187,6 +193,27 @@ def _reject_other_sources(event: dict[str, Any]) -> None:
         raise _unsupported(f"Amazon MQ messages from {source}")
     if isinstance(source, str) and source.startswith("aws:"):
         raise _unsupported(f"an event from {_name(source)} without Records")
+
+
+def items(trigger: str, event: Any) -> list[Any]:
+    """The items of an ``event`` that ``classify`` took as ``trigger``, each processed on its own: its ``Records``
+    for a trigger of ``RECORD_TRIGGERS`` (SQS, SNS, S3), else ``[event]`` (an EventBridge event, a direct
+    invocation)."""
+    return list(event["Records"]) if trigger in RECORD_TRIGGERS else [event]
+
+
+def delivery_id(trigger: str, item: Any) -> Any:
+    """The delivery's own id in one ``item`` of a ``trigger`` (``items``), as the item holds it (what the logs name
+    ``message_id``): an SNS record's ``Sns.MessageId``, an EventBridge event's ``id``; ``None`` when the item lacks it
+    and for the other triggers (an S3 record, a direct invocation; an SQS record's ``messageId`` is the batch
+    path's)."""
+    path = _DELIVERY_IDS.get(trigger)
+    if path is None:
+        return None
+    value = item
+    for name in path:
+        value = value.get(name) if isinstance(value, dict) else None
+    return value
 
 
 # --- documents and envelopes ------------------------------------------------------------------------------------------

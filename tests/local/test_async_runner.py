@@ -350,8 +350,10 @@ def _sns_event(message: str) -> dict[str, Any]:
         ({"payment_id": "p-9"}, None, "p-9"),
         (_sns_event("not json"), "sns-1", None),
         (_event(["ok"]) | {"id": None}, None, None),
+        ({"Records": [{"eventSource": "aws:s3", "s3": {}}], "payment_id": "p-10"}, None, "p-10"),
+        ({"eventSource": "aws:kinesis", "payment_id": "p-11"}, None, None),
     ],
-    ids=["eventbridge", "sns", "direct", "sns-not-json", "eventbridge-without-key"],
+    ids=["eventbridge", "sns", "direct", "sns-not-json", "eventbridge-without-key", "s3-whole-event", "rejected"],
 )
 def test_event_id_and_business_key_per_source(event: dict[str, Any], event_id: str | None, key: str | None) -> None:
     assert async_event_id(event) == event_id

@@ -256,6 +256,47 @@ def test_triggers_are_every_value_classify_returns() -> None:
     assert events.TRIGGERS == ("sqs", "sns", "s3", "eventbridge", "direct")
 
 
+# --- items and delivery ids ------------------------------------------------------------------------------------------
+def test_record_triggers_are_sqs_sns_and_s3() -> None:
+    assert events.RECORD_TRIGGERS == (events.SQS, events.SNS, events.S3)
+
+
+@pytest.mark.parametrize(
+    ("event", "trigger"),
+    [
+        (records(sqs_record(PAYMENT_TEXT), sqs_record("{}")), events.SQS),
+        (records(sns_record(), sns_record("{}")), events.SNS),
+        (records(s3_record()), events.S3),
+    ],
+    ids=["sqs", "sns", "s3"],
+)
+def test_items_of_records_are_the_records(event: dict[str, Any], trigger: str) -> None:
+    assert events.items(events.classify(event), event) == event["Records"]
+    assert events.classify(event) == trigger
+
+
+@pytest.mark.parametrize("event", [eventbridge_event(), PAYMENT], ids=["eventbridge", "direct"])
+def test_items_of_a_whole_event_is_the_event(event: dict[str, Any]) -> None:
+    assert events.items(events.classify(event), event) == [event]
+
+
+@pytest.mark.parametrize(
+    ("trigger", "item", "expected"),
+    [
+        (events.SNS, sns_record(), sns_record()["Sns"]["MessageId"]),
+        (events.EVENTBRIDGE, eventbridge_event(), "6a7e8feb-b491-4cf7-a9f1-bf3703467718"),
+        (events.EVENTBRIDGE, {k: v for k, v in eventbridge_event().items() if k != "id"}, None),
+        (events.EVENTBRIDGE, eventbridge_event() | {"id": 7}, 7),
+        (events.S3, s3_record(), None),
+        (events.DIRECT, PAYMENT | {"id": "pay-1"}, None),
+        (events.SQS, sqs_record(PAYMENT_TEXT), None),
+    ],
+    ids=["sns", "eventbridge", "eventbridge-without-id", "eventbridge-id-as-is", "s3", "direct", "sqs-is-the-batch's"],
+)
+def test_delivery_id_is_the_items_own_id_as_it_holds_it(trigger: str, item: dict[str, Any], expected: Any) -> None:
+    assert events.delivery_id(trigger, item) == expected
+
+
 @pytest.mark.parametrize(
     ("record", "source"), [(KINESIS_RECORD, "aws:kinesis"), (DYNAMODB_RECORD, "aws:dynamodb")], ids=["kinesis", "ddb"]
 )

@@ -1,14 +1,18 @@
 """How events reach an asynchronous target of a deployed stack, and where the local runner takes them from: the
 stack's EventBridge rules with a target naming the function and its SNS topics with a ``lambda`` subscription of it
 (each subscription created when missing: moto skips ``AWS::SNS::Subscription``), and the function's inbox queue
-(``async_inbox.inbox_name``). Read by ``aws/discovery.py`` (``StackDiscovery.async_targets``).
+(``async_inbox.inbox_name``). Read by ``aws/discovery.py`` (``StackDiscovery.async_targets``), which runs every finder
+of :data:`SOURCE_FINDERS`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from effectively_once_runtime.events import EVENTBRIDGE, SNS
 
 from ..runner import async_inbox
 from .deploy import DeployError
@@ -21,7 +25,8 @@ from .stack_template import logical_id as _logical_id
 class AsyncSource:
     """One way events reach an asynchronous target: an EventBridge rule or an SNS subscription of the stack.
 
-    :ivar kind: ``async_inbox.EVENTBRIDGE`` or ``async_inbox.SNS``.
+    :ivar kind: the runtime's trigger of the events it delivers (``effectively_once_runtime.events``): ``eventbridge``
+        or ``sns``; a key of :data:`SOURCE_FINDERS`.
     :ivar bus_name: the rule's event bus (``"default"`` for the default bus); ``None`` for SNS.
     :ivar rule_name: the deployed rule's name; ``None`` for SNS.
     :ivar source: the first ``source`` value of the rule's event pattern, when it is a plain string (what a
@@ -83,7 +88,7 @@ def rules(events: Any, stack: DeployedStack, function_logical: str, function_nam
         pattern = json.loads(rule.get("EventPattern") or "{}")
         found.append(
             AsyncSource(
-                kind=async_inbox.EVENTBRIDGE,
+                kind=EVENTBRIDGE,
                 bus_name=bus_name,
                 rule_name=rule_name,
                 source=_first(pattern, "source"),
@@ -141,9 +146,39 @@ def topics(
             raise DeployError(f"a lambda subscription of {function_logical} names no topic ARN: {topic!r}")
         found.append(
             AsyncSource(
-                kind=async_inbox.SNS,
+                kind=SNS,
                 topic_arn=topic_arn,
                 subscription_arn=_subscribe(sns, topic_arn, function_arn, props),
             )
         )
     return found
+
+
+def _rules(
+    events: Any, stack: DeployedStack, function_logical: str, function_name: str, _arn: str
+) -> list[AsyncSource]:
+    """:func:`rules` as a finder of :data:`SOURCE_FINDERS` (the function's ARN unused)."""
+    return rules(events, stack, function_logical, function_name)
+
+
+@dataclass(frozen=True)
+class SourceFinder:
+    """How one kind of asynchronous source is found in a deployed stack.
+
+    :ivar service: the boto3 client ``find`` reads with (``"events"``, ``"sns"``).
+    :ivar find: given that client, the stack, the function's logical id, name and ARN: the sources of this kind that
+        send the function events, in the template's order (each made ready to deliver: an SNS subscription created
+        when missing).
+    """
+
+    service: str
+    find: Callable[[Any, DeployedStack, str, str, str], list[AsyncSource]]
+
+
+#: Every kind of asynchronous source the local tooling finds, by kind (the runtime's trigger, as
+#: ``traffic.producer.SOURCE_SENDERS``), in the order a target's ``sources`` list them: EventBridge rules
+#: (:func:`rules`), then SNS subscriptions (:func:`topics`).
+SOURCE_FINDERS: dict[str, SourceFinder] = {
+    EVENTBRIDGE: SourceFinder("events", _rules),
+    SNS: SourceFinder("sns", topics),
+}

@@ -38,7 +38,7 @@ from effectively_once.limits import (
 
 from ..runner import async_inbox
 from ..runner.mapping_runner import AsyncConfig, MappingConfig
-from .async_sources import AsyncSource, function_inbox, rules, topics
+from .async_sources import SOURCE_FINDERS, AsyncSource, function_inbox
 from .deploy import DeployError
 from .moto_async_bridges import inbox_visibility_timeout
 from .stack_template import LAMBDA_FUNCTION, SQS_QUEUE, DeployedStack, code_dir, sqs_destination, template_int
@@ -215,10 +215,11 @@ class StackDiscovery:
         plus 5 s (``moto_async_bridges.inbox_visibility_timeout``); ``batch_size`` 1, no batching window,
         ``max_receive_count`` 0 (the runner applies Lambda's retry policy itself). The function's name, timeout,
         memory, environment and handler are read from the deployed function, its code folder from ``cdk_out`` (as
-        :attr:`mappings`). ``sources``: the stack's EventBridge rules with a target naming the function (bus, rule
-        name, the first ``source`` and ``detail-type`` of the deployed pattern), and its SNS topics with a
-        ``lambda`` subscription of the function, each subscription created when missing (moto skips
-        ``AWS::SNS::Subscription``): reading them again, in another discovery, creates nothing twice.
+        :attr:`mappings`). ``sources``: what each finder of ``async_sources.SOURCE_FINDERS`` finds, in its order: the
+        stack's EventBridge rules with a target naming the function (bus, rule name, the first ``source`` and
+        ``detail-type`` of the deployed pattern), and its SNS topics with a ``lambda`` subscription of the function,
+        each subscription created when missing (moto skips ``AWS::SNS::Subscription``): reading them again, in
+        another discovery, creates nothing twice.
 
         :raises DeployError: no ``cdk_out`` or no template in it, a resource it names is not deployed, the config's
             function is not a function of the stack, a retry or age setting is not a number in its range, the
@@ -233,7 +234,8 @@ class StackDiscovery:
         if not configs:
             return ()
         scale = async_inbox.time_scale(os.environ)
-        clients = {name: self.session.client(name) for name in ("lambda", "sqs", "events", "sns")}
+        services = dict.fromkeys(("lambda", "sqs", *(finder.service for finder in SOURCE_FINDERS.values())))
+        clients = {name: self.session.client(name) for name in services}
         found = [self._async_target(config, props, scale, clients) for config, props in configs]
         return tuple(sorted(found, key=lambda m: m.label))
 
@@ -334,8 +336,13 @@ class StackDiscovery:
         fn = clients["lambda"].get_function_configuration(FunctionName=deployed.deployed(fn_logical, "function"))
         visibility = inbox_visibility_timeout(int(fn.get("Timeout", 3)))
         inbox, inbox_url, inbox_arn = function_inbox(clients["sqs"], fn["FunctionName"], visibility)
-        sources = rules(clients["events"], deployed, fn_logical, fn["FunctionName"])
-        sources += topics(clients["sns"], deployed, fn_logical, fn["FunctionName"], fn["FunctionArn"])
+        sources = [
+            source
+            for finder in SOURCE_FINDERS.values()
+            for source in finder.find(
+                clients[finder.service], deployed, fn_logical, fn["FunctionName"], fn["FunctionArn"]
+            )
+        ]
         label = f"async-{fn_logical}"
         settings = AsyncConfig(
             function_arn=fn["FunctionArn"],

@@ -20,7 +20,9 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from ..runner.async_inbox import EVENTBRIDGE, SNS, SOURCE_ATTRIBUTE, inbox_name
+from effectively_once_runtime.events import EVENTBRIDGE, SNS
+
+from ..runner.async_inbox import SOURCE_ATTRIBUTE, inbox_name
 from .moto_locking import SQS_LOCK
 
 #: Lambda's default function timeout, in seconds (AWS Lambda Developer Guide, "Configure Lambda function

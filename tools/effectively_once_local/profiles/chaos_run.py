@@ -46,7 +46,7 @@ from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
-from ..traffic.producer import Sender, event_sender, plan, topic_sender
+from ..traffic.producer import SOURCE_SENDERS, Sender, plan, sent_line, source_sender
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from .redrive import local_move, local_redrive_on_failure, mapping_targets
 
@@ -125,17 +125,6 @@ class _Outcome:
     redrive_rounds: list[dict[str, int]]
 
 
-def _event_body(event: Any) -> str:
-    """What an input line sent through an asynchronous target looks like in the event the function got: an
-    EventBridge event's ``detail``, an SNS record's ``Message``; else the event itself, as JSON."""
-    if isinstance(event, dict) and "detail-type" in event and "detail" in event:
-        return json.dumps(event["detail"])
-    records = event.get("Records") if isinstance(event, dict) else None
-    if isinstance(records, list) and records and isinstance(records[0], dict) and "Sns" in records[0]:
-        return str(records[0]["Sns"].get("Message"))
-    return json.dumps(event)
-
-
 def _unwrapped(message: DlqMessage) -> DlqMessage:
     """An on-failure record (Lambda's destination record, ``async_queue.destination_record``) as the line it holds:
     its ``requestPayload``'s body; any other message as it is."""
@@ -143,7 +132,7 @@ def _unwrapped(message: DlqMessage) -> DlqMessage:
         event = request_payload(message.body)
     except ValueError:
         return message
-    return replace(message, body=_event_body(event), attributes={})
+    return replace(message, body=sent_line(event), attributes={})
 
 
 def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
@@ -170,30 +159,20 @@ def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
 
 
 def _senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
-    """How input reaches each asynchronous target: its first EventBridge rule (``PutEvents`` with the rule's source
-    and detail-type on its bus), else its first SNS topic.
+    """How input reaches each asynchronous target: through its first source of the first kind that can take input
+    (``traffic.producer.source_sender``: an EventBridge rule's ``PutEvents`` with the rule's source and detail-type on
+    its bus, else an SNS topic's ``Publish``).
 
-    :raises DeployError: an asynchronous target with neither (nothing in the stack invokes it)."""
+    :raises DeployError: an asynchronous target with none (nothing in the stack invokes it)."""
     found: dict[str, Sender] = {}
     for m in mappings:
         if m.mapping.async_config is None:
             continue
-        rule = next((s for s in m.sources if s.kind == "eventbridge" and s.source and s.detail_type), None)
-        topic = next((s for s in m.sources if s.kind == "sns" and s.topic_arn), None)
-        if rule is not None:
-            found[m.label] = event_sender(
-                session.client("events"),
-                bus_name=str(rule.bus_name),
-                source=str(rule.source),
-                detail_type=str(rule.detail_type),
-            )
-        elif topic is not None:
-            found[m.label] = topic_sender(session.client("sns"), topic_arn=str(topic.topic_arn))
-        else:
-            raise DeployError(
-                f"{m.label}: no EventBridge rule (with a plain source and detail-type) or SNS topic of the stack "
-                "invokes the function: the run cannot send it input"
-            )
+        sender = source_sender(session, m.sources)
+        if sender is None:
+            kinds = " or ".join(entry.what for entry in SOURCE_SENDERS.values())
+            raise DeployError(f"{m.label}: no {kinds} of the stack invokes the function: the run cannot send it input")
+        found[m.label] = sender
     return found
 
 

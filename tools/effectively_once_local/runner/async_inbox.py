@@ -1,5 +1,6 @@
 """Lambda's asynchronous-invocation queue, locally: the contract between the local AWS's bridges, the runner and
-the redrive (issue 23). Standard library only.
+the redrive (issue 23). The standard library, the runtime's trigger names and the kinds of asynchronous source
+(``traffic/producer.py``).
 
 Lambda puts an asynchronously invoked event (an EventBridge rule's target, an SNS subscription, an S3 notification,
 ``Invoke(InvocationType="Event")``) in a queue of its own, invokes the function from it, retries after an error, a
@@ -27,6 +28,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from effectively_once_runtime import events
+
+from ..traffic.producer import SOURCE_SENDERS
+
 #: The inbox queue's name prefix.
 INBOX_PREFIX = "eo-async-"
 #: SQS queue names: at most 80 characters of letters, digits, ``-`` and ``_`` (Amazon SQS API Reference,
@@ -35,8 +40,13 @@ _QUEUE_NAME_CHARS = 80
 _OTHER = re.compile(r"[^A-Za-z0-9_-]")
 #: The inbox message attribute naming the event's source.
 SOURCE_ATTRIBUTE = "EffectivelyOnceAsyncSource"
-EVENTBRIDGE, SNS, INVOKE, REDRIVE = "eventbridge", "sns", "invoke", "redrive"
-SOURCES = (EVENTBRIDGE, SNS, INVOKE, REDRIVE)
+#: The sources of the inbox's own: a direct ``Invoke`` (``InvocationType="Event"``) and a redriven on-failure record.
+INVOKE, REDRIVE = "invoke", "redrive"
+#: Two kinds of the asynchronous sources the local AWS bridges (the runtime's triggers), under their old names here.
+EVENTBRIDGE, SNS = events.EVENTBRIDGE, events.SNS
+#: Every value of :data:`SOURCE_ATTRIBUTE`: the kinds of asynchronous source the local tooling drives
+#: (``traffic.producer.SOURCE_SENDERS``, in its order: ``eventbridge``, ``sns``), then :data:`INVOKE`, :data:`REDRIVE`.
+SOURCES = (*SOURCE_SENDERS, INVOKE, REDRIVE)
 #: Lambda's waits before the second and the third attempt, in seconds ("Lambda waits one minute before the second
 #: attempt and two minutes before the third": AWS Lambda Developer Guide, asynchronous invocation).
 RETRY_DELAYS_SECONDS = (60, 120)

@@ -38,35 +38,39 @@ from .mapping_config import SQS_MAX_VISIBILITY_SECONDS, AsyncConfig, PollerSpec
 from .request_counter import RequestCounter
 
 
-def async_event_id(event: Any) -> str | None:
-    """The id of an asynchronously invoked event: an EventBridge event's ``id``, an SNS event's first record's
-    ``Sns.MessageId``; ``None`` for anything else (a direct ``Invoke``)."""
-    if not isinstance(event, dict):
+def _first_item(event: Any) -> tuple[str, Any] | None:
+    """The trigger of ``event`` and its first item, as the runtime reads them (``events.classify``, ``events.items``);
+    ``None`` for an event the runtime rejects (``UnsupportedEvent``)."""
+    try:
+        trigger = events.classify(event)
+    except UnsupportedEvent:
         return None
-    if "detail-type" in event:
-        found = event.get("id")
-    else:
-        records = event.get("Records")
-        first = records[0] if isinstance(records, list) and records and isinstance(records[0], dict) else {}
-        sns = first.get("Sns")
-        found = sns.get("MessageId") if isinstance(sns, dict) else None
+    return trigger, events.items(trigger, event)[0]
+
+
+def async_event_id(event: Any) -> str | None:
+    """The id of an asynchronously invoked event: its first item's delivery id as the runtime reads it
+    (``events.delivery_id``: an EventBridge event's ``id``, an SNS event's first record's ``Sns.MessageId``) when it
+    is a string; ``None`` for anything else (a direct ``Invoke``, an event the runtime rejects)."""
+    first = _first_item(event)
+    found = events.delivery_id(*first) if first is not None else None
     return found if isinstance(found, str) else None
 
 
 def async_event_key(path: events.Expression, event: Any) -> str | None:
-    """The business key of an asynchronously invoked event: ``path`` searched over an EventBridge event's ``detail``
-    (an event with ``detail-type``), over an SNS event's first record's ``Sns.Message`` (parsed as strict JSON),
-    else over the event itself; ``None`` when the runtime would reject the event or find no key there (the rules are
-    the runtime's own: ``effectively_once_runtime.events`` and ``consumer.key_text``)."""
+    """The business key of an asynchronously invoked event: ``path`` searched over what its source's producer
+    published, for a trigger that names an envelope of the runtime (``events.ENVELOPES``): the first item's payload
+    under that envelope (``events.payload``: an EventBridge event's ``detail``, an SNS record's ``Sns.Message``
+    parsed as strict JSON); else over the event itself. ``None`` when the runtime would reject the event or find no
+    key there (the rules are the runtime's own: ``effectively_once_runtime.events`` and ``consumer.key_text``)."""
+    first = _first_item(event)
+    if first is None:
+        return None
+    trigger, item = first
     try:
-        if isinstance(event, dict) and "detail-type" in event:
-            data = events.payload(events.EVENTBRIDGE, event, events.EVENTBRIDGE)
-        elif isinstance(event, dict) and "Records" in event and events.classify(event) == events.SNS:
-            data = events.payload(events.SNS, event["Records"][0], events.SNS)
-        else:
-            data = event
+        data = events.payload(trigger, item, trigger) if trigger in events.ENVELOPES else event
         return key_text(path.search(data))
-    except (InvalidRecord, UnsupportedEvent):
+    except InvalidRecord:
         return None
 
 
