@@ -96,3 +96,42 @@ def test_kills_after_a_write_are_counted_by_the_write_in_every_report() -> None:
     assert "kills after a write, by the write: dynamodb_write=0, s3_put=0, send=0, sql_commit=0" in key_check.render(
         calm
     )
+
+
+def test_every_kind_is_counted_in_the_payments_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's payments report counts every kill phase too (``run_log_counts``), 0 for one that never struck: a
+    kind the demo can draw never drops out of its report."""
+    from effectively_once_local.profiles.payments_report import run_log_counts
+
+    monkeypatch.setattr(fault_model, "kill_self", lambda: None)  # the record is what matters, not the SIGKILL
+    for phase in REPORTED:
+        fault_model.InvocationChaos(ChaosConfig(), EventLog(tmp_path / "chaos-standard-1.jsonl"), "standard").crash(
+            phase
+        )
+
+    calm = run_log_counts(tmp_path / "none", "standard")["kills"]
+    struck = run_log_counts(tmp_path, "standard")["kills"]
+
+    assert calm == dict.fromkeys(KILL_PHASES, 0)
+    assert struck == {phase: REPORTED.count(phase) for phase in KILL_PHASES}
+
+
+def test_a_kind_that_strikes_after_the_handler_returned_strikes_in_both_loops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both loops (the SQS batches and the asynchronous attempts) hand the handler's return to the chaos
+    (``InvocationChaos.on_return``), where ``after_complete`` strikes: a kind of that sort is added there alone."""
+    monkeypatch.setattr(fault_model, "kill_self", lambda: None)
+    log = tmp_path / "chaos.jsonl"
+    for fate in (fault_model.AFTER_COMPLETE, fault_model.TIMEOUT, None):
+        chaos = fault_model.InvocationChaos(ChaosConfig(), EventLog(log), "standard")
+        chaos.fate = fate
+        chaos.on_return()
+    assert [line for line in log.read_text().splitlines() if '"kill"' in line] == [
+        line for line in log.read_text().splitlines() if '"after_complete"' in line
+    ]
+    assert log.read_text().count('"after_complete"') == 1
+    for module in ("batch_poller", "async_poller"):
+        source = (REPO / "tools" / "effectively_once_local" / "runner" / f"{module}.py").read_text(encoding="utf-8")
+        assert source.count("chaos.on_return()") == 1, module
+        assert "AFTER_COMPLETE" not in source, module

@@ -180,6 +180,14 @@ class InvocationChaos:
             self._timer.cancel()
             self._timer = None
 
+    def on_return(self) -> None:
+        """The handler returned (or raised) and the runner has not acted on it yet (the batch not deleted, the
+        asynchronous attempt not settled): the kill this invocation drew, if it strikes here (``after_complete``).
+        Both loops call it (``runner/batch_poller.py``, ``runner/async_poller.py``), so a kind that strikes around
+        the handler is added here alone."""
+        if self.fate == AFTER_COMPLETE:
+            self.crash(AFTER_COMPLETE)
+
     def _next(self) -> int:
         self.seq += 1
         return self.seq

@@ -25,7 +25,7 @@ from effectively_once_runtime.consumer import key_text
 from effectively_once_runtime.errors import InvalidRecord, UnsupportedEvent
 
 from ..base.run_figures import record_peak
-from ..chaos.fault_model import AFTER_COMPLETE, DEADLINE, TIMEOUT, EventLog, InvocationChaos
+from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
 from .async_inbox import (
     EVENT_AGE_EXCEEDED,
     RETRIES_EXHAUSTED,
@@ -309,8 +309,7 @@ class AsyncPoller:
             if self.counter is not None:
                 self.counter.add("lambda.Invoke.duration_us", round((time.perf_counter() - started) * 1e6))
                 self.counter.add("lambda.Invoke.timed")
-        if chaos.fate == AFTER_COMPLETE:
-            chaos.crash(AFTER_COMPLETE)
+        chaos.on_return()
         return error, line
 
     def _give_up(

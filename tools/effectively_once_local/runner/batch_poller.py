@@ -22,7 +22,7 @@ from typing import Any
 from effectively_once_runtime import events
 
 from ..base.run_figures import record_peak
-from ..chaos.fault_model import AFTER_COMPLETE, DEADLINE, TIMEOUT, EventLog, InvocationChaos
+from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
 from ..chaos.faults import WriteWatch
 from ..chaos.sql_watch import SqlCommitWatch
 from ..traffic.chaos_input import body_key, compile_key
@@ -226,6 +226,5 @@ def _invoke_batch(mapping: MappingConfig, env: _Environment, messages: list[dict
         if counter is not None:
             counter.add("lambda.Invoke.duration_us", round((time.perf_counter() - started) * 1e6))
             counter.add("lambda.Invoke.timed")
-    if chaos.fate == AFTER_COMPLETE:
-        chaos.crash(AFTER_COMPLETE)
+    chaos.on_return()
     return to_retry
