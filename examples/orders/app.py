@@ -16,6 +16,9 @@ Stacks:
                             ``OrderPlaced``) deliver orders to one function (``order_events.lambda_handler``,
                             ``envelope="auto"``), whose ``IdempotentEventConsumer`` owns its retries (2) and on-failure
                             queue; ``ORDER_EVENTS_VARIANT=event_id`` keys it on the event's ``id`` (the control).
+  OrdersEventsOnly          the same function behind the EventBridge rule alone: no queue (issue 30, item 1).
+  OrdersTopicOnly           the same function behind an SNS topic (``OrdersTopic``, a ``lambda`` subscription) alone:
+                            no queue.
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
 ``batch_size`` (records per invocation, default 10), ``visibility_timeout_seconds`` (the queues'; default: filled in
@@ -36,6 +39,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from effectively_once import (
@@ -55,10 +60,20 @@ ORDER_EVENT_DETAIL_TYPE = "OrderPlaced"
 
 
 class OrdersStack(Stack):
-    """One order function per queue kind in ``kinds`` (``"Standard"``, ``"Fifo"``), all on one outbox."""
+    """One order function per queue kind in ``kinds`` (``"Standard"``, ``"Fifo"``), all on one outbox; with no kind,
+    one function (``EventsConfirm``) with no queue. ``events``: the functions behind an EventBridge rule too;
+    ``topic``: behind an SNS topic (only without ``kinds``)."""
 
     def __init__(
-        self, scope: Construct, id: str, *, handler: str, kinds: tuple[str, ...], events: bool = False, **kwargs: Any
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        handler: str,
+        kinds: tuple[str, ...],
+        events: bool = False,
+        topic: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
         ctx = self.node.try_get_context
@@ -91,17 +106,7 @@ class OrdersStack(Stack):
                 visibility_timeout=visibility_timeout,
                 removal_policy=removal,
             )
-            fn = lambda_.Function(
-                self,
-                f"{kind}Confirm",
-                runtime=POWERTOOLS_RUNTIME,
-                handler=handler,
-                code=code,
-                timeout=timeout,
-                layers=runtime.layers,
-                environment={ENV_OUTBOX_TABLE: outbox.table_name},
-            )
-            outbox.grant(fn, "dynamodb:PutItem")
+            fn = self._function(f"{kind}Confirm", handler, code, timeout, runtime, outbox)
             IdempotentQueueConsumer(
                 self,
                 f"{kind}Consumer",
@@ -114,7 +119,36 @@ class OrdersStack(Stack):
             CfnOutput(self, f"{kind}QueueUrl", value=queue.queue.queue_url)
             if events:
                 self._order_events(fn, table, removal)
+        if not kinds:
+            fn = self._function("EventsConfirm", handler, code, timeout, runtime, outbox)
+            if events:
+                self._order_events(fn, table, removal)
+            if topic:
+                self._order_topic(fn, table, removal, consumer=not events)
         CfnOutput(self, "OutboxTableName", value=outbox.table_name)
+
+    def _function(
+        self,
+        id: str,
+        handler: str,
+        code: lambda_.Code,
+        timeout: Duration,
+        runtime: RuntimeLayer,
+        outbox: dynamodb.Table,
+    ) -> lambda_.Function:
+        """An order function writing to the outbox."""
+        fn = lambda_.Function(
+            self,
+            id,
+            runtime=POWERTOOLS_RUNTIME,
+            handler=handler,
+            code=code,
+            timeout=timeout,
+            layers=runtime.layers,
+            environment={ENV_OUTBOX_TABLE: outbox.table_name},
+        )
+        outbox.grant(fn, "dynamodb:PutItem")
+        return fn
 
     def _order_events(self, fn: lambda_.Function, table: IdempotencyTable, removal: RemovalPolicy) -> None:
         """The asynchronous entry: a rule on a custom bus, and the function's event consumer (after the queue
@@ -130,6 +164,17 @@ class OrdersStack(Stack):
         IdempotentEventConsumer(self, "OrderEvents", function=fn, table=table, removal_policy=removal)
         CfnOutput(self, "OrdersBusName", value=bus.event_bus_name)
 
+    def _order_topic(
+        self, fn: lambda_.Function, table: IdempotencyTable, removal: RemovalPolicy, *, consumer: bool
+    ) -> None:
+        """The asynchronous entry through SNS: a topic with the function's ``lambda`` subscription, and (``consumer``)
+        the function's event consumer."""
+        topic = sns.Topic(self, "OrdersTopic")
+        topic.add_subscription(subscriptions.LambdaSubscription(fn))
+        if consumer:
+            IdempotentEventConsumer(self, "OrderEvents", function=fn, table=table, removal_policy=removal)
+        CfnOutput(self, "OrdersTopicArn", value=topic.topic_arn)
+
 
 if __name__ == "__main__":
     app = App()
@@ -137,4 +182,6 @@ if __name__ == "__main__":
     OrdersStack(app, "OrdersMessageIdControl", handler="orders.by_message_id_handler", kinds=("Standard", "Fifo"))
     OrdersStack(app, "OrdersGallery", handler="gallery.lambda_handler", kinds=("Standard", "Fifo"))
     OrdersStack(app, "OrdersEvents", handler="order_events.lambda_handler", kinds=("Standard",), events=True)
+    OrdersStack(app, "OrdersEventsOnly", handler="order_events.lambda_handler", kinds=(), events=True)
+    OrdersStack(app, "OrdersTopicOnly", handler="order_events.lambda_handler", kinds=(), topic=True)
     app.synth()

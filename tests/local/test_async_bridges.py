@@ -532,3 +532,33 @@ def test_a_stack_without_an_event_invoke_config_has_no_async_targets(tmp_path: P
     )
 
     assert discover_async_targets(boto3.Session(region_name=REGION), "Plain", tmp_path) == []
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_stack_with_nothing_to_drive_is_refused_naming_its_functions(tmp_path: Path) -> None:
+    """Neither an SQS mapping nor an asynchronous target (issue 30, item 1): one line naming what the stack has."""
+    from effectively_once_local.aws.discovery import discover_targets
+
+    template = {
+        "Resources": {
+            "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
+            "Role": {
+                "Type": "AWS::IAM::Role",
+                "Properties": {"AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": []}},
+            },
+            "Worker": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Runtime": "python3.12",
+                    "Handler": "app.handler",
+                    "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+                    "Code": {"ZipFile": "def handler(event, context): pass"},
+                },
+            },
+        }
+    }
+    (tmp_path / "Idle.template.json").write_text(json.dumps(template), encoding="utf-8")
+    boto3.client("cloudformation", region_name=REGION).create_stack(StackName="Idle", TemplateBody=json.dumps(template))
+
+    with pytest.raises(DeployError, match=r"^stack Idle has nothing to drive: .*; its functions: Worker$"):
+        discover_targets(boto3.Session(region_name=REGION), "Idle", tmp_path)

@@ -12,8 +12,8 @@ under its own name:
   and SNS subscriptions that send it events (moto skips ``AWS::SNS::Subscription``: they are created here).
 
 The stack's resources are listed once, its template read once; each part is read on first use, so a command pays
-(in calls and permissions) only for the parts it uses. :func:`discover_mappings` and
-:func:`discover_async_targets` are views of it as lists.
+(in calls and permissions) only for the parts it uses. :func:`discover_mappings`,
+:func:`discover_async_targets` and :func:`discover_targets` (both, for a chaos run) are views of it as lists.
 
 The code folder comes from the synthesized template in the deploy's ``cdk.out``: the function's ``aws:asset:path``
 metadata (the CDK CLI writes it), else the ``asset.<hash>`` folder named by its ``Code.S3Key`` (shared/LOCAL_AWS.md).
@@ -57,6 +57,7 @@ __all__ = [
     "discover",
     "discover_async_targets",
     "discover_mappings",
+    "discover_targets",
 ]
 
 _EVENT_SOURCE_MAPPING, _EVENT_INVOKE_CONFIG = "AWS::Lambda::EventSourceMapping", "AWS::Lambda::EventInvokeConfig"
@@ -170,6 +171,11 @@ class StackDiscovery:
             if ":sqs:" in esm["EventSourceArn"]:
                 found.append(self._mapping(lam, sqs, esm))
         return tuple(sorted(found, key=lambda m: m.label))
+
+    @property
+    def functions(self) -> list[dict[str, Any]]:
+        """The stack's ``AWS::Lambda::Function`` resources (``ListStackResources`` entries)."""
+        return [r for r in self._deployed.resources if r.get("ResourceType") == LAMBDA_FUNCTION]
 
     @cached_property
     def dlqs(self) -> tuple[DeadLetterQueue, ...]:
@@ -387,6 +393,25 @@ def discover_mappings(session: Any, stack: str, cdk_out: Path | None) -> list[De
     if not found:
         raise DeployError(f"stack {stack} has no SQS event source mapping")
     return found
+
+
+def discover_targets(session: Any, stack: str, cdk_out: Path | None) -> list[DeployedMapping]:
+    """Everything a chaos run can drive in ``stack``, from one discovery: its SQS event source mappings (as
+    :func:`discover_mappings`), then, with a ``cdk_out``, its asynchronous targets (as :func:`discover_async_targets`).
+    A stack of either kind alone runs: an EventBridge-only or SNS-only stack has no mapping.
+
+    :raises DeployError: neither is there (the message names the stack's functions), or as the two views.
+    """
+    found = discover(session, stack, cdk_out)
+    targets = [*found.mappings, *(found.async_targets if cdk_out is not None else ())]
+    if not targets:
+        functions = sorted(r["LogicalResourceId"] for r in found.functions)
+        raise DeployError(
+            f"stack {stack} has nothing to drive: no SQS event source mapping, and no function with an"
+            " AWS::Lambda::EventInvokeConfig (an IdempotentEventConsumer) invoked by an EventBridge rule or an SNS"
+            f" subscription; its functions: {', '.join(functions) or 'none'}"
+        )
+    return targets
 
 
 def discover_async_targets(session: Any, stack: str, cdk_out: Path) -> list[DeployedMapping]:

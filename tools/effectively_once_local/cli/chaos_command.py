@@ -34,14 +34,22 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
     """``chaos``: any CDK app's stack under chaos, reported per business key."""
     chaos = sub.add_parser(
         "chaos",
-        help="deploy any CDK app to a local AWS, run every SQS mapping of a stack under chaos, report per key",
+        help="deploy any CDK app to a local AWS, run every SQS mapping and asynchronous target of a stack under"
+        " chaos, report per key",
         description="Deploy --app-dir's CDK app to a local AWS (moto, loopback), run every SQS event source mapping"
-        " of --stack with the local runner under chaos, and report per business key: lost, duplicated, unexpected,"
-        " replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
+        " of --stack, and every function with an EventInvokeConfig that an EventBridge rule or SNS subscription"
+        " invokes (either kind alone is enough), with the local runner under chaos, and report per business key:"
+        " lost, duplicated, unexpected, replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
     )
     chaos.add_argument("--app-dir", type=folder, required=True, help="folder with the app's cdk.json")
     chaos.add_argument("--stack", type=stack_name, required=True, help="the stack of --app-dir to deploy and run")
-    chaos.add_argument("--input", type=Path, required=True, help="JSON Lines: a body per line, or {body, queue, group}")
+    chaos.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        help="JSON Lines: a body per line, or {body, queue, group}: queue names the target (an SQS mapping's"
+        " queue, or async for an asynchronous target; not needed with one target), group a FIFO message group",
+    )
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
     chaos.add_argument(
         "--normalize",

@@ -22,7 +22,7 @@ from effectively_once_runtime.events import Expression
 from effectively_once_runtime.identity import normalizer
 
 from ..aws.deploy import DeployError
-from ..aws.discovery import DeployedMapping, disable, discover_async_targets, discover_mappings
+from ..aws.discovery import DeployedMapping, disable, discover_targets
 from ..aws.provider_stand_in import URL_ENV, ProviderStandIn
 from ..aws.readback import DlqMessage, read_dlq_messages
 from ..aws.server import aws_env, local_endpoint, local_session
@@ -229,10 +229,8 @@ def _run(
     only."""
     with local_endpoint(deployed.endpoint):
         session = local_session(deployed.endpoint)
-        mappings = discover_mappings(session, opts.stack, deployed.cdk_out)
+        mappings = discover_targets(session, opts.stack, deployed.cdk_out)
         disable(session, mappings)
-        if deployed.cdk_out is not None:
-            mappings += discover_async_targets(session, opts.stack, deployed.cdk_out)
         senders = _senders(session, mappings)
         for m in mappings:
             log(describe(m))

@@ -96,8 +96,18 @@ def local_deployment(
 
 
 def describe(mapping: DeployedMapping) -> str:
-    """One line on what the runner found for a mapping: its queue, function, handler and the settings it plays."""
+    """One line on what the runner found for a mapping: its queue, function, handler and the settings it plays; for
+    an asynchronous target, in its own terms: Lambda's retries, the maximum event age, the on-failure destination
+    and what invokes it."""
     c = mapping.mapping
+    if c.async_config is not None:
+        a = c.async_config
+        sources = ", ".join(s.rule_name or s.topic_arn or s.kind for s in mapping.sources) or "none"
+        return (
+            f"{mapping.label} ({mapping.queue_name}) -> {c.function_name} [{c.handler}]: asynchronous, retries"
+            f" {a.max_retry_attempts}, maximum event age {a.max_event_age_seconds}s, on failure"
+            f" {mapping.on_failure_url or 'none'}, invoked by {sources}, function timeout {c.function_timeout_seconds}s"
+        )
     return (
         f"{mapping.label} ({mapping.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
         f"visibility timeout {c.visibility_timeout_seconds}s, maxReceiveCount {c.max_receive_count}, "

@@ -5,7 +5,8 @@ A JSON Lines file, one message per line. A line is either the body itself (a JSO
 or a wrapper ``{"body": <object or string>, "queue": "<queue>", "group": "<message group id>"}`` (only these
 keys; ``body`` required): a string body is sent verbatim (how a file carries a malformed message). ``queue`` names
 the target mapping's source queue by its CloudFormation logical id, its queue name, or a part of either that
-matches one queue only (case-insensitive); it may be left out when the stack has one SQS mapping. ``group`` is the
+matches one queue only (case-insensitive), or an asynchronous target's label (``async-<function id>``, or a part
+such as ``async``); it may be left out when the stack has one target. ``group`` is the
 FIFO message group id (default: the line's business key). The FIFO deduplication id is the SHA-256 of the body, so
 a resend inside the deduplication interval is the same message to SQS (dropped), as a producer retrying at once
 would send it; a resend after the interval gets a new id (``traffic.late_dedup_id``), as a producer retrying later
@@ -158,7 +159,8 @@ def resolve_queue(name: str | None, labels: dict[str, str]) -> str:
         if len(labels) == 1:
             return next(iter(labels))
         raise InputFileError(
-            f"the stack has {len(labels)} SQS mappings: each line must name its queue ({_shown(labels)})"
+            f"the stack has {len(labels)} targets (SQS mappings and asynchronous targets): each line must name its"
+            f" queue ({_shown(labels)})"
         )
     for label, queue_name in labels.items():
         if name in (label, queue_name):
