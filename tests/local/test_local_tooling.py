@@ -779,7 +779,15 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
     from effectively_once_local.aws import deploy as deploy_module
 
     calls: list[tuple[list[str], Path]] = []
-    monkeypatch.setattr(deploy_module, "_run", lambda cmd, cwd, env, log, what: calls.append((cmd, cwd)))
+
+    def run(cmd: list[str], cwd: Path, env: object, log: object, what: str) -> None:
+        calls.append((cmd, cwd))
+        if "synth" in cmd:  # the synth writes the stack's template where --output says
+            out = Path(cmd[cmd.index("--output") + 1])
+            out.mkdir(parents=True)
+            (out / "OrdersExample.template.json").write_text("{}")
+
+    monkeypatch.setattr(deploy_module, "_run", run)
     monkeypatch.setattr(deploy_module, "cdk_command", lambda app_dir: ["cdk"])
     monkeypatch.chdir(tmp_path)
     app = tmp_path / "examples" / "orders"
@@ -787,8 +795,10 @@ def test_deploy_writes_cdk_out_where_the_caller_looks_whatever_the_app_dir(
 
     deploy_module.deploy("http://localhost:1", app, "OrdersExample", {}, Path(".local-aws/chaos/cdk.log"))
 
-    outputs = {cmd[cmd.index("--output") + 1] for cmd, _ in calls}
-    assert outputs == {str(tmp_path / ".local-aws" / "chaos" / "cdk.out")}
+    # One synth into the run's folder; the bootstrap and the deploy read that cloud assembly (--app).
+    folders = [cmd[cmd.index(flag) + 1] for cmd, _ in calls for flag in ("--output", "--app") if flag in cmd]
+    assert [cmd[1] for cmd, _ in calls] == ["synth", "bootstrap", "deploy"]
+    assert folders == [str(tmp_path / ".local-aws" / "chaos" / "cdk.out")] * 3
     assert {cwd for _, cwd in calls} == {app}
 
 

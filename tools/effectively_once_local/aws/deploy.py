@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,9 @@ from .server import ACCOUNT, REGION, aws_env
 
 
 class DeployError(RuntimeError):
-    """``cdk bootstrap`` or ``cdk deploy`` failed (the message is one line, the full output is in the log), or the
-    app's CDK CLI is missing or too old (:func:`cdk_command`)."""
+    """``cdk synth``, ``cdk bootstrap`` or ``cdk deploy`` failed (the message is one line, the full output is in the
+    log), a stack is not in the app, what a run is to drive is missing from the synthesized template, or the app's
+    CDK CLI is missing or too old (:func:`cdk_command`)."""
 
 
 #: What the error messages tell a user to run in the app's folder: the CLI release this tooling is tested with
@@ -123,11 +124,21 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: s
         raise DeployError(f"{what} failed (exit {proc.returncode}): {reason[:300]} — full output in {log_path}")
 
 
-def deploy(endpoint: str, app_dir: Path, stack: str | Sequence[str], context: dict[str, str], log_path: Path) -> None:
-    """``cdk bootstrap`` then ``cdk deploy STACK...`` against ``endpoint``, with ``-c key=value`` context values
-    (several stacks: one synth, one command).
+def deploy(
+    endpoint: str,
+    app_dir: Path,
+    stack: str | Sequence[str],
+    context: dict[str, str],
+    log_path: Path,
+    check: Callable[[Path], None] | None = None,
+) -> None:
+    """``cdk synth`` of the app with ``-c key=value`` context values into ``cdk.out`` beside ``log_path``, then
+    ``cdk bootstrap`` and ``cdk deploy STACK...`` of that cloud assembly (``--app cdk.out``: one synth for all the
+    stacks, and the deploy is of the templates checked) against ``endpoint``.
 
-    :raises DeployError: either command failed.
+    :param check: called with the ``cdk.out`` folder after the synth, before anything is deployed: what it raises
+        stops the deploy. :default: ``None``.
+    :raises DeployError: a command failed, or a stack is not in the app (the message names the app's stacks).
     """
     stacks = [stack] if isinstance(stack, str) else list(stack)
     env = {**os.environ, **aws_env(endpoint), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
@@ -138,10 +149,20 @@ def deploy(endpoint: str, app_dir: Path, stack: str | Sequence[str], context: di
     ctx = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
     # Synthesize into the run's own folder: the app's cdk.out stays free for a `cdk synth` at the same time. The CLI
     # runs in app_dir and reads a relative --output from there: pass it absolute, where the caller looks for it.
-    ctx += ["--output", str((log_path.parent / "cdk.out").resolve())]
-    _run([*cdk, "bootstrap", f"aws://{ACCOUNT}/{REGION}", *ctx], app_dir, env, log_path, "cdk bootstrap")
+    out = (log_path.parent / "cdk.out").resolve()
+    _run([*cdk, "synth", "--quiet", *ctx, "--output", str(out)], app_dir, env, log_path, "cdk synth")
+    missing = [name for name in stacks if not (out / f"{name}.template.json").is_file()]
+    if missing:
+        found = sorted(p.name.removesuffix(".template.json") for p in out.glob("*.template.json"))
+        raise DeployError(
+            f"stack {', '.join(missing)} is not in the app in {app_dir}: its stacks are {', '.join(found) or 'none'}"
+        )
+    if check is not None:
+        check(out)
+    app = ["--app", str(out)]
+    _run([*cdk, "bootstrap", f"aws://{ACCOUNT}/{REGION}", *app], app_dir, env, log_path, "cdk bootstrap")
     _run(
-        [*cdk, "deploy", *stacks, "--require-approval", "never", "--progress", "events", *ctx],
+        [*cdk, "deploy", *stacks, *app, "--require-approval", "never", "--progress", "events"],
         app_dir,
         env,
         log_path,

@@ -26,6 +26,7 @@ from ..aws.discovery import DeployedMapping, disable, discover_targets
 from ..aws.provider_stand_in import URL_ENV, ProviderStandIn
 from ..aws.readback import DlqMessage, read_dlq_messages
 from ..aws.server import aws_env, local_endpoint, local_session
+from ..aws.target_plan import planned_targets_of
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
@@ -282,6 +283,17 @@ def _run(
         return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
 
 
+def _check_plan(stack: str, lines: list[InputLine], cdk_out: Path) -> None:
+    """Before the deploy, from the synthesized template (``aws/target_plan.py``): the stack has something to drive,
+    and every line's ``queue`` names one target (or none is needed: one target).
+
+    :raises DeployError: nothing to drive. :raises InputFileError: a line names no target, or several could be
+        meant (the message lists the stack's targets)."""
+    labels = planned_targets_of(cdk_out, stack)
+    for name in sorted({ln.queue for ln in lines}, key=str):
+        resolve_queue(name, labels)
+
+
 def _keys_of(opts: ChaosOptions, message: str) -> Counter[str]:
     """Per idempotency key (normalized as the run's keys are), the runtime's log lines with ``message``."""
     same = normalizer(opts.normalize)
@@ -434,6 +446,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         log=log,
         endpoint=opts.endpoint,
         cdk_out=opts.cdk_out,
+        check=lambda cdk_out: _check_plan(opts.stack, lines, cdk_out),
     )
     with deployment as deployed:
         outcome = _run(opts, lines, deployed, log, clock)

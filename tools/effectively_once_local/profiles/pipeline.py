@@ -73,11 +73,13 @@ def local_deployment(
     log: Callable[[str], None],
     endpoint: str | None = None,
     cdk_out: Path | None = None,
+    check: Callable[[Path], None] | None = None,
 ) -> Iterator[Deployment]:
     """A fresh local AWS (moto on loopback, its log in ``run_dir/moto.log``) with ``stack`` of ``app_dir`` deployed
     by the CDK CLI with ``-c`` ``context`` (``cdk.out`` in ``run_dir``), stopped when the block ends; or, given
     ``endpoint``, the local AWS there, where ``stack`` was deployed from ``cdk_out`` already (tests deploy several
-    stacks at once), left running.
+    stacks at once), left running. ``check``: called with the synthesized ``cdk.out`` before the deploy
+    (``deploy.deploy``); not called given ``endpoint``.
 
     :raises DeployError: ``endpoint`` without ``cdk_out``, or the deploy failed.
     :raises LocalAwsError: the local AWS did not start.
@@ -90,7 +92,7 @@ def local_deployment(
     with MotoServer(log_path=run_dir / "moto.log") as aws:
         log(f"local AWS (moto) on {aws.endpoint}")
         started = time.monotonic()
-        deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log")
+        deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log", check=check)
         log(f"deployed {stack} with the CDK CLI in {time.monotonic() - started:.0f}s")
         yield Deployment(aws.endpoint, run_dir / "cdk.out", fresh=True)
 
