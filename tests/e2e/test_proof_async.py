@@ -106,3 +106,8 @@ def test_events_that_exhaust_their_retries_are_recorded_and_redriven(events_run:
     assert code == 0, _reasons(report)
     assert report["total"]["redriven_then_effected"] > 0, "the on-failure records came back through the redrive"
     assert report["run"]["redrive_rounds"][0]["moved"] > 0
+    # The asynchronous path in the report (issue 30, item 3): Lambda's retries, the records, the redrive's invocations.
+    path = report["async"]
+    assert path["retries"] > 0 and path["on_failure"]["RetriesExhausted"] > 0, path
+    assert path["redrive_invocations"] >= report["run"]["redrive_rounds"][0]["moved"], path
+    assert path["events"] >= 16 and path["invocations"] >= path["events"], path

@@ -174,3 +174,40 @@ def test_an_app_normalising_keys_the_run_does_not_is_flagged() -> None:
     assert normalization_hint({"ABC-1"}, {"ABC-1"}, ()) is None, "the same keys: nothing to say"
     assert normalization_hint({"ABC-1"}, {"abc-1"}, ("casefold",)) is None, "the run applies the app's rule"
     assert normalization_hint({"a"}, {"b"}, ()) is None, "keys no normalisation explains are the verdict's"
+
+
+def test_the_asynchronous_path_is_counted_from_the_delivery_log() -> None:
+    """``async_counts`` (issue 30, item 3): events, invocations, Lambda's duplicates and retries, kills, errors,
+    on-failure records by condition and the redrive's invocations; nothing for a run without an asynchronous target."""
+    from effectively_once_local.proof.line_states import async_counts, render_async
+
+    def row(message: str, attempt: int, outcome: str, **extra: object) -> dict[str, object]:
+        invoked = outcome not in ("on_failure", "rejected")
+        fields = {"message_id": message, "attempt": attempt, "outcome": outcome, "invoked": invoked}
+        return {"async": True, **fields, **extra}
+
+    rows = [
+        row("e1", 1, "ok", source="eventbridge"),
+        row("e1", 1, "ok", source="eventbridge", duplicate=True),
+        row("e2", 1, "killed", phase="after_write", source="sns"),
+        row("e2", 2, "error", source="sns"),
+        row("e2", 3, "error", source="sns"),
+        row("e2", 4, "on_failure", condition="RetriesExhausted", source="sns"),
+        row("e3", 1, "ok", source="redrive"),
+        {"message_id": "sqs-1", "receive_count": 1},  # an SQS delivery: not the asynchronous path
+    ]
+
+    counts = async_counts(rows)
+
+    assert counts == {
+        "events": 3,
+        "invocations": 6,
+        "delivered_twice": 1,
+        "retries": 2,
+        "killed": 1,
+        "errors": 2,
+        "on_failure": {"RetriesExhausted": 1, "EventAgeExceeded": 0},
+        "redrive_invocations": 1,
+    }
+    assert async_counts(rows[-1:]) is None
+    assert render_async(counts).startswith("asynchronous: 3 events, 6 invocations, 1 delivered twice without an error,")

@@ -41,7 +41,7 @@ from ..proof.key_check import (
     unkeyed_lines,
     verdict,
 )
-from ..proof.line_states import add_states, dlq_contents, line_states, send_kinds
+from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, writers
 from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import request_payload
@@ -336,6 +336,7 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
     )
     add_states(report, states, dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)))
+    report["async"] = async_counts(deliveries)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 

@@ -48,7 +48,7 @@ from ..chaos.fault_model import (
     TIMEOUT,
 )
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
-from .line_states import FAILING_STATES
+from .line_states import FAILING_STATES, render_async
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
 #: The kill kinds of the report (``total.kills``, the terminal's ``kills:`` line): every phase but the payments seam's.
@@ -389,6 +389,8 @@ def render(report: dict[str, Any]) -> str:
     if "sends" in report:
         kinds = report["sends"]["by_kind"]
         out.append("sent: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    if report.get("async"):
+        out.append(render_async(report["async"]))
     for queue, held in report.get("dlq", {}).items():
         why = ", ".join(f"{w} {n}" for w, n in held["why"].items()) or "empty"
         out.append(f"DLQ {queue}: {held['messages']} messages ({why})")

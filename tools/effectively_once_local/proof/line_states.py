@@ -199,3 +199,43 @@ def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]
         ),
         "fifo_resends_inside_window_delivered": sum(1 for r in inside if r.get("message_id") in delivered),
     }
+
+
+#: The on-failure record conditions an asynchronous target's run can end an event with (Lambda's destination
+#: record's ``requestContext.condition``; ``runner/async_inbox.py``).
+ON_FAILURE_CONDITIONS = ("RetriesExhausted", "EventAgeExceeded")
+
+
+def async_counts(deliveries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The asynchronous path's figures from the delivery log's asynchronous lines (``runner/async_poller.py``):
+    ``events`` (inbox messages: one event each), ``invocations``, ``delivered_twice`` (Lambda's duplicate deliveries
+    without an error), ``retries`` (invocations of a later attempt), ``killed``, ``errors``, ``on_failure`` (records
+    by condition, each condition shown) and ``redrive_invocations`` (invocations of events the run's redrive sent
+    back); ``None`` when the run had no asynchronous target."""
+    rows = [d for d in deliveries if d.get("async")]
+    if not rows:
+        return None
+    invoked = [d for d in rows if d.get("invoked")]
+    first = [d for d in invoked if not d.get("duplicate")]
+    failed = Counter(str(d.get("condition")) for d in rows if d.get("outcome") == "on_failure")
+    return {
+        "events": len({d.get("message_id") for d in rows}),
+        "invocations": len(invoked),
+        "delivered_twice": sum(1 for d in invoked if d.get("duplicate")),
+        "retries": sum(1 for d in first if int(d.get("attempt") or 1) > 1),
+        "killed": sum(1 for d in invoked if d.get("outcome") == "killed"),
+        "errors": sum(1 for d in invoked if d.get("outcome") == "error"),
+        "on_failure": {**dict.fromkeys(ON_FAILURE_CONDITIONS, 0), **failed},
+        "redrive_invocations": sum(1 for d in first if d.get("source") == "redrive"),
+    }
+
+
+def render_async(counts: dict[str, Any]) -> str:
+    """:func:`async_counts` as the terminal report's line."""
+    on_failure = ", ".join(f"{condition}={n}" for condition, n in counts["on_failure"].items())
+    return (
+        f"asynchronous: {counts['events']} events, {counts['invocations']} invocations, {counts['delivered_twice']}"
+        f" delivered twice without an error, {counts['retries']} retries by Lambda, {counts['killed']} killed,"
+        f" {counts['errors']} errors; on-failure records: {on_failure}; {counts['redrive_invocations']} invocations"
+        " from the run's redrive"
+    )

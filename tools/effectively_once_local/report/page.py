@@ -423,6 +423,8 @@ def render_page(
     per_key = (report.get("per_key") or {}).get("total")
     if per_key:
         tables.append("<div><h2>Per business key</h2>" + _totals_table(per_key, "per-key-total") + "</div>")
+    if report.get("async"):
+        tables.append("<div><h2>The asynchronous path</h2>" + _totals_table(report["async"], "async") + "</div>")
     columns = _event_columns(events, clock.report_at)
     if columns:
         kinds = [k for k in KINDS if any(k in c for c in columns.values())]
