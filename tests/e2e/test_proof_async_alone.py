@@ -70,5 +70,8 @@ def test_a_stack_with_no_queue_runs_and_the_correct_app_passes(alone: Any, stack
     assert ("OrderPlaced" if source == "eventbridge" else "OrdersTopic") in name, target
     assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
     assert report["total"]["lost"] == 0 and report["total"]["duplicated"] == 0
+    per_key = report["states"]["per_key"]
+    assert len(per_key) == KEYS and all(row["deliveries"] >= 1 for row in per_key.values()), per_key
+    assert report["async"]["events"] >= KEYS and report["async"]["invocations"] >= KEYS, report["async"]
     (line,) = [ln for ln in logged if "asynchronous, retries 2, maximum event age" in ln]
     assert "batch size" not in line and "maxReceiveCount" not in line, line

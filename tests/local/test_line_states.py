@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -211,3 +212,29 @@ def test_the_asynchronous_path_is_counted_from_the_delivery_log() -> None:
     }
     assert async_counts(rows[-1:]) is None
     assert render_async(counts).startswith("asynchronous: 3 events, 6 invocations, 1 delivered twice without an error,")
+
+
+def test_an_asynchronous_keys_deliveries_are_its_events_invocations() -> None:
+    """Per key, an asynchronous target's deliveries are the invocations of the events sent for it (matched by the
+    event id the send log keeps), not its inbox messages, and an on-failure record is no delivery (issue 30, item 3:
+    they were 0 for every key of that path)."""
+    sent = [{"key": "k", "message_id": "event-1", "kind": "original", "line": 1, "queue": "async-Fn"}]
+    deliveries = [
+        {"async": True, "message_id": "inbox-1", "event_id": "event-1", "invoked": True, "attempt": 1},
+        {"async": True, "message_id": "inbox-1", "event_id": "event-1", "invoked": True, "attempt": 2},
+        {"async": True, "message_id": "inbox-1", "event_id": "event-1", "invoked": False, "outcome": "on_failure"},
+    ]
+
+    states = line_states(
+        lines=[SimpleNamespace(number=1, key="k", body='{"id": "k"}')],
+        effects=Counter({"k": 1}),
+        duplicated=[],
+        redriven=set(),
+        dlq_messages={},
+        sent_rows=sent,
+        deliveries=deliveries,
+        kill_records=[],
+        key_of=lambda body: "k",
+    )
+
+    assert states["per_key"]["k"]["deliveries"] == 2

@@ -18,6 +18,15 @@ PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
 FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
 
 
+def _sent_id(delivery: dict[str, Any]) -> Any:
+    """The id the send log keeps for what ``delivery`` delivered: an asynchronous delivery's event id (what the
+    ``PutEvents`` or ``Publish`` answered), else its SQS message id; ``None`` for an asynchronous line that was no
+    invocation (an on-failure record, an event the runtime rejected before the handler)."""
+    if delivery.get("async"):
+        return delivery.get("event_id") if delivery.get("invoked") else None
+    return delivery.get("message_id")
+
+
 def _delivered_keys(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]) -> tuple[set[Any], set[int]]:
     """Keys and line numbers of which at least one accepted message shows in the delivery log (for an asynchronous
     target, the event id the send log keeps shows as the delivery's ``event_id``)."""
@@ -113,11 +122,12 @@ def _per_key(
     kill_records: list[dict[str, Any]],
     suppressed: Counter[str],
 ) -> dict[str, dict[str, Any]]:
-    """One row per key: its final state, messages sent and delivered, effects, duplicates suppressed, kills."""
+    """One row per key: its final state, messages sent and delivered (an asynchronous target's invocations of the
+    key's events too), effects, duplicates suppressed, kills."""
     ids: dict[Any, set[Any]] = {}
     for r in sent_rows:
         ids.setdefault(r.get("key"), set()).add(r.get("message_id"))
-    delivered = Counter(d.get("message_id") for d in deliveries)
+    delivered = Counter(_sent_id(d) for d in deliveries)
     kills: dict[str, Counter[str]] = {}
     for k in kill_records:
         if k.get("key"):
@@ -126,7 +136,7 @@ def _per_key(
         key: {
             "state": state,
             "sends": len(ids.get(key, ())),
-            "deliveries": sum(delivered[i] for i in ids.get(key, ())),
+            "deliveries": sum(delivered[i] for i in ids.get(key, ()) if i is not None),
             "effects": effects[key],
             "duplicates_suppressed": suppressed[key],
             "kills": dict(kills.get(key, {})),
@@ -145,7 +155,7 @@ def _evidence(
     """What the logs and the DLQs say of one key: its sends, deliveries, kills (each with the write it followed) and
     where it sits in a DLQ, and why."""
     ids = {r.get("message_id") for r in sent_rows if r.get("key") == key}
-    mine = [d for d in deliveries if d.get("message_id") in ids]
+    mine = [d for d in deliveries if _sent_id(d) in ids - {None}]
     return {
         "sends": sorted(Counter(str(r.get("kind")) for r in sent_rows if r.get("key") == key).items()),
         "deliveries": len(mine),
