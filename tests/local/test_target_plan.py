@@ -91,3 +91,38 @@ def test_input_lines_are_checked_against_the_planned_targets() -> None:
         resolve_queue(None, both)
     with pytest.raises(InputFileError, match=r"queue 'payments' matches no queue of the stack"):
         resolve_queue("payments", both)
+
+
+@pytest.mark.parametrize(
+    "notification",
+    [
+        {
+            "Type": "Custom::S3BucketNotifications",
+            "Properties": {
+                "BucketName": {"Ref": "Docs"},
+                "NotificationConfiguration": {
+                    "LambdaFunctionConfigurations": [{"LambdaFunctionArn": {"Fn::GetAtt": ["Handler", "Arn"]}}]
+                },
+            },
+        },
+        {
+            "Type": "AWS::S3::Bucket",
+            "Properties": {
+                "NotificationConfiguration": {
+                    "LambdaConfigurations": [{"Function": {"Fn::GetAtt": ["Handler", "Arn"]}}],
+                },
+            },
+        },
+    ],
+    ids=["cdk-custom-resource", "bucket-property"],
+)
+def test_an_s3_notified_function_is_refused_before_the_deploy_saying_why(notification: dict[str, Any]) -> None:
+    """The local AWS cannot deliver S3 notifications (docs/moto-bugs.md, "Not bridged"): refused, even beside
+    targets it can drive, naming the bucket and the function."""
+    resources = {**QUEUED, **_fn("Handler"), **_config("Handler"), "Docs": notification}
+    if notification["Type"] == "Custom::S3BucketNotifications":
+        resources["DocsBucket"] = {"Type": "AWS::S3::Bucket", "Properties": {}}
+        resources["Docs"]["Properties"]["BucketName"] = {"Ref": "DocsBucket"}
+
+    with pytest.raises(DeployError, match=r"^stack S: S3 notifications \(Docs(Bucket)? -> Handler\) cannot be driven"):
+        planned_targets({"Resources": resources}, "S")

@@ -21,6 +21,8 @@ from .deploy import DeployError
 _ESM, _QUEUE, _FUNCTION = "AWS::Lambda::EventSourceMapping", "AWS::SQS::Queue", "AWS::Lambda::Function"
 _INVOKE_CONFIG, _RULE = "AWS::Lambda::EventInvokeConfig", "AWS::Events::Rule"
 _SUBSCRIPTION, _TOPIC = "AWS::SNS::Subscription", "AWS::SNS::Topic"
+#: The CDK's bucket notifications: a Lambda-backed custom resource, which moto runs only under Docker.
+_S3_NOTIFICATIONS, _S3_NATIVE = "Custom::S3BucketNotifications", "AWS::S3::Bucket"
 
 
 def _named(value: Any) -> str | None:
@@ -50,13 +52,41 @@ def _invoked(resources: dict[str, Any]) -> set[str]:
     return found - {""}
 
 
+def _s3_notified(resources: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(bucket, function)`` logical ids of every S3 notification to a function: the CDK's
+    ``Custom::S3BucketNotifications`` and a bucket's own ``NotificationConfiguration``."""
+    found: list[tuple[str, str]] = []
+    for name, res in resources.items():
+        props = res.get("Properties") or {}
+        if res.get("Type") == _S3_NOTIFICATIONS:
+            bucket, config = _named(props.get("BucketName")) or name, props.get("NotificationConfiguration") or {}
+        elif res.get("Type") == _S3_NATIVE:
+            bucket, config = name, props.get("NotificationConfiguration") or {}
+        else:
+            continue
+        for entry in config.get("LambdaFunctionConfigurations") or config.get("LambdaConfigurations") or []:
+            function = _named(entry.get("LambdaFunctionArn") or entry.get("Function"))
+            if function is not None:
+                found.append((bucket, function))
+    return found
+
+
 def planned_targets(template: dict[str, Any], stack: str) -> dict[str, str]:
     """``{label: queue name}`` of what a chaos run of ``stack`` will drive (module docstring), from its template.
 
-    :raises DeployError: nothing to drive; the message names the stack's functions, and any function with an
-        ``EventInvokeConfig`` that nothing invokes.
+    :raises DeployError: nothing to drive (the message names the stack's functions, and any function with an
+        ``EventInvokeConfig`` that nothing invokes), or an S3 notification to a function: the local AWS cannot
+        deliver one.
     """
     resources: dict[str, Any] = template.get("Resources") or {}
+    notified = _s3_notified(resources)
+    if notified:
+        which = ", ".join(f"{bucket} -> {function}" for bucket, function in notified)
+        raise DeployError(
+            f"stack {stack}: S3 notifications ({which}) cannot be driven locally: the local AWS does not deliver"
+            " them (moto runs the CDK's Custom::S3BucketNotifications only under Docker; docs/moto-bugs.md). Prove"
+            " the function behind an EventBridge rule, an SNS topic or a queue in a stack for the run"
+        )
     targets: dict[str, str] = {}
     for res in resources.values():
         props = res.get("Properties") or {}
