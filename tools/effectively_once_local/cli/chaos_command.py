@@ -48,7 +48,9 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         type=Path,
         required=True,
         help="JSON Lines: a body per line, or {body, queue, group}: queue names the target (an SQS mapping's"
-        " queue, or async for an asynchronous target; not needed with one target), group a FIFO message group",
+        " queue, or async for an asynchronous target; not needed with one target), group a FIFO message group. Per"
+        " trigger: an SQS queue takes any body (a string verbatim); an EventBridge rule a JSON object, sent as the"
+        " event's detail with the rule's source and detail-type; an SNS topic any body, as the Message",
     )
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
     chaos.add_argument(
