@@ -6,26 +6,17 @@ docstring included: ``end_lineno - lineno + 1``). The constructs and the runtime
 from __future__ import annotations
 
 from ..unit.helpers import REPO
-from ..unit.test_function_length import MAX_LINES, MAX_MODULE_LINES, function_lengths
+from ..unit.test_function_length import MAX_LINES, long_functions, long_modules
 
-ROOT = REPO / "tools" / "effectively_once_local"
+MODULES = sorted((REPO / "tools" / "effectively_once_local").rglob("*.py"))
 
 
 def test_no_tooling_function_is_longer_than_60_lines() -> None:
-    offenders = {
-        f"{path.relative_to(REPO)}:{name}": lines
-        for path in sorted(ROOT.rglob("*.py"))
-        for name, lines in function_lengths(path.read_text(encoding="utf-8")).items()
-        if lines > MAX_LINES
-    }
+    offenders = long_functions(MODULES)
 
     assert offenders == {}, f"functions over {MAX_LINES} lines (name: lines): {offenders}"
 
 
 def test_no_tooling_module_is_longer_than_600_lines() -> None:
-    sizes = {
-        str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines()) for path in ROOT.rglob("*.py")
-    }
-
-    assert len(sizes) > 40
-    assert {path: lines for path, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
+    assert len(MODULES) > 40
+    assert long_modules(MODULES) == {}

@@ -10,30 +10,20 @@ from __future__ import annotations
 import ast
 
 from ..unit.helpers import REPO
-from ..unit.test_function_length import MAX_LINES, function_lengths
+from ..unit.test_function_length import MAX_LINES, long_functions, long_modules
 
 ROOT = REPO / "lambda_src" / "effectively_once_runtime"
-MAX_MODULE_LINES = 600
 MAX_CONSUMER_LINES = 300
 
 
 def test_no_runtime_function_is_longer_than_60_lines() -> None:
-    offenders = {
-        f"{path.relative_to(REPO)}:{name}": lines
-        for path in sorted(ROOT.rglob("*.py"))
-        for name, lines in function_lengths(path.read_text(encoding="utf-8")).items()
-        if lines > MAX_LINES
-    }
+    offenders = long_functions(sorted(ROOT.rglob("*.py")))
 
     assert offenders == {}, f"functions over {MAX_LINES} lines (name: lines): {offenders}"
 
 
 def test_no_runtime_module_is_longer_than_600_lines() -> None:
-    sizes = {
-        str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines()) for path in ROOT.rglob("*.py")
-    }
-
-    assert {path: lines for path, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
+    assert long_modules(sorted(ROOT.rglob("*.py"))) == {}
 
 
 def test_the_consumer_class_is_at_most_300_lines() -> None:

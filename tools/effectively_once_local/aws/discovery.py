@@ -44,6 +44,7 @@ from .moto_async_bridges import inbox_visibility_timeout
 from .stack_template import LAMBDA_FUNCTION, SQS_QUEUE, DeployedStack, code_dir, sqs_destination, template_int
 from .stack_template import function_name as _function_name
 from .stack_template import logical_id as _logical_id
+from .target_plan import nothing_to_drive
 
 __all__ = [
     "AsyncSource",
@@ -405,12 +406,7 @@ def discover_targets(session: Any, stack: str, cdk_out: Path | None) -> list[Dep
     found = discover(session, stack, cdk_out)
     targets = [*found.mappings, *(found.async_targets if cdk_out is not None else ())]
     if not targets:
-        functions = sorted(r["LogicalResourceId"] for r in found.functions)
-        raise DeployError(
-            f"stack {stack} has nothing to drive: no SQS event source mapping, and no function with an"
-            " AWS::Lambda::EventInvokeConfig (an IdempotentEventConsumer) invoked by an EventBridge rule or an SNS"
-            f" subscription; its functions: {', '.join(functions) or 'none'}"
-        )
+        raise nothing_to_drive(stack, [r["LogicalResourceId"] for r in found.functions])
     return targets
 
 

@@ -13,6 +13,7 @@ the ``<stack>-<logical id>`` that CloudFormation's generated names start with.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,21 @@ def planned_targets(template: dict[str, Any], stack: str) -> dict[str, str]:
         elif function is not None:
             uninvoked.append(function)
     if not targets:
-        functions = sorted(name for name, res in resources.items() if res.get("Type") == _FUNCTION)
-        idle = f"; nothing invokes {', '.join(sorted(uninvoked))}, which has an EventInvokeConfig" if uninvoked else ""
-        raise DeployError(
-            f"stack {stack} has nothing to drive: no SQS event source mapping, and no function with an"
-            " AWS::Lambda::EventInvokeConfig (an IdempotentEventConsumer) invoked by an EventBridge rule or an SNS"
-            f" subscription; its functions: {', '.join(functions) or 'none'}{idle}"
-        )
+        functions = [name for name, res in resources.items() if res.get("Type") == _FUNCTION]
+        raise nothing_to_drive(stack, functions, uninvoked)
     return targets
+
+
+def nothing_to_drive(stack: str, functions: list[str], uninvoked: Sequence[str] = ()) -> DeployError:
+    """The one-line refusal of a stack with nothing a chaos run can drive, naming its ``functions`` (logical ids)
+    and the ``uninvoked`` ones: with an ``EventInvokeConfig``, but nothing invokes them. Before the deploy
+    (:func:`planned_targets`) and after it (``discovery.discover_targets``)."""
+    idle = f"; nothing invokes {', '.join(sorted(uninvoked))}, which has an EventInvokeConfig" if uninvoked else ""
+    return DeployError(
+        f"stack {stack} has nothing to drive: no SQS event source mapping, and no function with an"
+        " AWS::Lambda::EventInvokeConfig (an IdempotentEventConsumer) invoked by an EventBridge rule or an SNS"
+        f" subscription; its functions: {', '.join(sorted(functions)) or 'none'}{idle}"
+    )
 
 
 def planned_targets_of(cdk_out: Path, stack: str) -> dict[str, str]:
