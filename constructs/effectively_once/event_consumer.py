@@ -114,8 +114,12 @@ class IdempotentEventConsumer(ConsumerCore):
     - grants ``table.grant_idempotency`` (``dynamodb:GetItem``, ``PutItem``, ``UpdateItem``, ``DeleteItem``);
     - sets ``IDEMPOTENCY_TABLE_NAME`` (the table's ARN), ``IDEMPOTENCY_EXPIRY_SECONDS`` and, when given,
       ``IDEMPOTENCY_KEY_PREFIX``, ``POWERTOOLS_METRICS_NAMESPACE`` and ``POWERTOOLS_SERVICE_NAME`` on a
-      ``lambda.Function``. No ``DEAD_LETTER_QUEUE_URL``: on a direct trigger the runtime raises every failure, and
-      Lambda's retries and this destination take it from there;
+      ``lambda.Function``, and ``ON_FAILURE_QUEUE_URL`` (the on-failure queue's URL): the runtime records an
+      EventBridge, SNS or S3 event it refused for good (a ``PermanentError``, an invalid record) on that queue
+      itself, in the shape of Lambda's own records with ``condition: "PermanentError"``, and the invocation
+      succeeds, so Lambda's retries never run it again (with the destination's grant); a transient failure is
+      raised, and Lambda's retries and this destination take it from there. ``ON_FAILURE_DIRECT=true`` with
+      ``direct_invocations_async``. No ``DEAD_LETTER_QUEUE_URL``;
     - creates five alarms (:class:`EventAlarmThresholds`) and offers :meth:`dashboard_widgets`.
 
     The function may also have an ``IdempotentQueueConsumer`` (the same payments by SQS and by EventBridge): both
@@ -152,6 +156,13 @@ class IdempotentEventConsumer(ConsumerCore):
     :param service_name: ``POWERTOOLS_SERVICE_NAME``. :default: ``None``: not set.
     :param removal_policy: of the ``OnFailureQueue`` created here. :default: ``RemovalPolicy.RETAIN``: it holds the
         only record of events that failed every attempt.
+    :param direct_invocations_async: every direct invocation of the function (``Invoke`` by a caller, not by an
+        EventBridge rule, an SNS subscription or an S3 notification) is asynchronous (``InvocationType="Event"``):
+        a direct invocation refused for good is then recorded on the on-failure queue and succeeds, as the events
+        are. The runtime cannot tell an asynchronous caller from a synchronous one (the Lambda context does not
+        say), and a synchronous caller would get a success for a refusal: leave it off when any caller waits for
+        the answer. :default: ``False``: a direct invocation's failure is raised to its caller (and an asynchronous
+        one's is retried by Lambda, then recorded by Lambda).
     :raises ValueError: ``retry_attempts`` not an ``int`` or outside 0..2, ``max_event_age`` outside 60 s..6 h (both:
         AWS Lambda Developer Guide, "Configuring error handling for asynchronous invocation"; CloudFormation
         AWS::Lambda::EventInvokeConfig); an ``on_failure_queue`` that is not an ``sqs.IQueue``, or a FIFO one (Lambda
@@ -178,7 +189,7 @@ class IdempotentEventConsumer(ConsumerCore):
         function, table: the inputs.
         event_invoke_config (lambda.EventInvokeConfig): the config.
         on_failure_queue (sqs.IQueue): the destination (the given queue or ``OnFailureQueue``).
-        retry_attempts (int), max_event_age (Duration): as configured.
+        retry_attempts (int), max_event_age (Duration), direct_invocations_async (bool): as configured.
         idempotency_expiry (Duration): the expiry this consumer needs on the function.
         on_failure_depth_alarm, on_failure_age_alarm, async_events_dropped_alarm, async_event_age_alarm,
             destination_delivery_failures_alarm (cloudwatch.Alarm | None): ``None`` when ``alarms=False``.
@@ -205,18 +216,15 @@ class IdempotentEventConsumer(ConsumerCore):
         metrics_namespace: str | None = None,
         service_name: str | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        direct_invocations_async: bool = False,
     ) -> None:
         super().__init__(scope, id)
         max_event_age = max_event_age or Duration.seconds(limits.ASYNC_MAX_MAX_EVENT_AGE_SECONDS)
         thresholds = alarm_thresholds or EventAlarmThresholds()
         # Every check before the first resource (a prop breaking two rules names the first).
         _check_props(retry_attempts, max_event_age, on_failure_queue, idempotency_expiry, thresholds, alarms)
-        check_table(table)
-        check_key_prefix(key_prefix)
-        check_placement(self, function, "IdempotentEventConsumer", PLACEMENT_ADVICE)
-        _check_role(function)
-        check_one_event_invoke_config(self, function)
-        _check_shared_settings(function, table, key_prefix)
+        check_type("direct_invocations_async", direct_invocations_async, bool, "a bool")
+        self._check_inputs(function, table, key_prefix)
 
         self.function = function
         self.table = table
@@ -233,7 +241,8 @@ class IdempotentEventConsumer(ConsumerCore):
         )
         self.idempotency_expiry = _idempotency_expiry(self.on_failure_queue, max_event_age, idempotency_expiry)
         self._grant()
-        self._set_runtime_environment(self.key_prefix, metrics_namespace, service_name, keep_longer_expiry=True)
+        self.direct_invocations_async = direct_invocations_async
+        self._set_environment(metrics_namespace, service_name)
         self._advise(idempotency_expiry)
         self.node.add_validation(_SharedSettings(self))
         (
@@ -246,6 +255,15 @@ class IdempotentEventConsumer(ConsumerCore):
         self._wire_queries(log_group)
 
     # --- construction steps, in the order __init__ takes them ---------------------------------------------
+    def _check_inputs(self, function: lambda_.IFunction, table: IdempotencyTable, key_prefix: str | None) -> None:
+        """The table, key prefix and function checks, before the first resource."""
+        check_table(table)
+        check_key_prefix(key_prefix)
+        check_placement(self, function, "IdempotentEventConsumer", PLACEMENT_ADVICE)
+        _check_role(function)
+        check_one_event_invoke_config(self, function)
+        _check_shared_settings(function, table, key_prefix)
+
     def _grant(self) -> None:
         """The table grant, and the config after the role's policy (Lambda checks the destination's permission when
         the config is written)."""
@@ -261,6 +279,15 @@ class IdempotentEventConsumer(ConsumerCore):
                 "function's EventInvokeConfig (IdempotentEventConsumer), which records the error beside the event; "
                 "a dead-letter queue would be a second, older mechanism for the same events.",
             )
+
+    def _set_environment(self, metrics_namespace: str | None, service_name: str | None) -> None:
+        """The runtime's variables (``ON_FAILURE_QUEUE_URL`` came with the config), and ``ON_FAILURE_DIRECT`` with
+        ``direct_invocations_async``."""
+        function = self._set_runtime_environment(
+            self.key_prefix, metrics_namespace, service_name, keep_longer_expiry=True
+        )
+        if function is not None and self.direct_invocations_async:
+            function.add_environment(names.ENV_ON_FAILURE_DIRECT, "true")
 
     def _advise(self, given_expiry: Duration | None) -> None:
         if given_expiry is not None:

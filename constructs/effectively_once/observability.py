@@ -329,7 +329,9 @@ def build_async_invocation(
     scope: Construct, function: lambda_.IFunction, options: AsyncInvocationOptions, removal_policy: RemovalPolicy
 ) -> tuple[lambda_.EventInvokeConfig, sqs.IQueue]:
     """The event invoke config (child ``EventInvokeConfig``) and its on-failure queue (given, or the new child
-    ``OnFailureQueue`` with ``removal_policy``); the destination grants the function ``sqs:SendMessage`` on it."""
+    ``OnFailureQueue`` with ``removal_policy``); the destination grants the function ``sqs:SendMessage`` on it, and
+    a ``lambda.Function`` gets the queue's URL as ``ON_FAILURE_QUEUE_URL``: the runtime records an event it refused
+    for good there itself, with that grant (``effectively_once_runtime.on_failure``)."""
     on_failure = options.on_failure or sqs.Queue(
         scope,
         "OnFailureQueue",
@@ -359,6 +361,8 @@ def build_async_invocation(
         max_event_age=options.max_event_age,
         on_failure=destinations.SqsDestination(on_failure),
     )
+    if isinstance(function, lambda_.Function):
+        function.add_environment(names.ENV_ON_FAILURE_QUEUE_URL, on_failure.queue_url)
     return config, on_failure
 
 

@@ -5,8 +5,10 @@ What every handler built on it does (the guarantees no record function has to re
 - **Triggers** (``events.classify``): SQS batches (standard and FIFO: ``sqs_batch.py``, partial batch responses),
   SNS and S3 notifications invoked directly (each record idempotent on its own), EventBridge events and direct
   invocations. Any other shape (Kinesis, DynamoDB streams, Kafka, ``"Records": []``, a record without its id) raises
-  ``UnsupportedEvent``, one line naming what was expected. On a direct trigger (everything but SQS) a failure,
-  permanent or not, is raised: Lambda retries an asynchronous invocation, then uses its on-failure destination.
+  ``UnsupportedEvent``, one line naming what was expected. On a direct trigger (everything but SQS) a failure is
+  raised: Lambda retries an asynchronous invocation, then uses its on-failure destination. A permanent one on an
+  EventBridge, SNS or S3 trigger (a direct invocation with ``ON_FAILURE_DIRECT``) is recorded by the runtime on the
+  on-failure queue (``ON_FAILURE_QUEUE_URL``, ``on_failure.py``) and the invocation succeeds: never retried.
 - **What the key runs over** (``events.unwrap``): with ``envelope=None`` the SQS body, the SNS or S3 record, or the
   whole event; with ``"sns"`` the SNS ``Message`` parsed as strict JSON; with ``"eventbridge"`` the event's
   ``detail``; ``"auto"`` unwraps whichever envelope it finds. The record function gets that payload.
@@ -202,6 +204,7 @@ class Consumer:
             lambda: self.state.config,
             envelope=self.envelope,
             deadline_margin=self.deadline_margin,
+            on_failure=lambda: self.state.on_failure,
         )
         self.handler: Callable[[Any, Any], Any] = self.metrics.log_metrics(
             self.logger.inject_lambda_context(dispatch.handle, log_event=False)

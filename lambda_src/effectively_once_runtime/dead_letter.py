@@ -73,15 +73,16 @@ def check_permanent(permanent: Any) -> tuple[type[BaseException], ...]:
     return types
 
 
-def queue_region(url: str) -> str | None:
+def queue_region(url: str, variable: str = names.ENV_DEAD_LETTER_QUEUE_URL) -> str | None:
     """The Region in an SQS queue URL; ``None`` for another host (a local endpoint: the client's Region applies).
 
+    :param variable: the environment variable the URL came from, for the message.
     :raises ValueError: ``url`` is not an http(s) URL with a queue path.
     """
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path.count("/") < 2:
         raise ValueError(
-            f"{names.ENV_DEAD_LETTER_QUEUE_URL} must be an SQS queue URL (https://sqs.<region>.amazonaws.com/"
+            f"{variable} must be an SQS queue URL (https://sqs.<region>.amazonaws.com/"
             f"<account>/<name>), but {url!r} was given"
         )
     match = _QUEUE_HOST.fullmatch(parsed.hostname)
@@ -146,7 +147,7 @@ class DeadLetterQueue:
     def __init__(self, url: str, *, client_factory: Callable[[str | None], Any] | None = None) -> None:
         self.url = url
         self.region = queue_region(url)
-        self._client_factory = client_factory or _boto3_sqs
+        self._client_factory = client_factory or sqs_client
         self._client: Any = None
 
     @property
@@ -187,7 +188,8 @@ class DeadLetterQueue:
         return str(self.client.send_message(**request).get("MessageId", ""))
 
 
-def _boto3_sqs(region: str | None) -> Any:
+def sqs_client(region: str | None) -> Any:
+    """A boto3 SQS client in ``region`` (the default Region when ``None``)."""
     import boto3
 
     return boto3.client("sqs", region_name=region) if region else boto3.client("sqs")

@@ -23,6 +23,14 @@ ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 #: The source queue's dead-letter queue (its URL): where the runtime sends a permanent failure on first sight. Unset
 #: or empty: a permanent failure is a batch item failure like any other.
 ENV_DEAD_LETTER_QUEUE_URL = "DEAD_LETTER_QUEUE_URL"
+#: The function's on-failure queue (its URL, set by ``IdempotentEventConsumer``): where the runtime records an
+#: EventBridge, SNS or S3 event it refused for good (a permanent error), in the shape of Lambda's own destination
+#: records, so Lambda's retries never run it again. Unset or empty: the failure is raised, as any other.
+ENV_ON_FAILURE_QUEUE_URL = "ON_FAILURE_QUEUE_URL"
+#: ``true``: a refused direct invocation is recorded on the on-failure queue too (every caller of the function
+#: invokes it asynchronously: a synchronous caller would get a success for a refusal). Unset, empty or ``false``:
+#: a direct invocation's failure is raised to its caller.
+ENV_ON_FAILURE_DIRECT = "ON_FAILURE_DIRECT"
 
 # --- defaults --------------------------------------------------------------------------------------------------------
 #: Seconds a completed record answers duplicates when ``IDEMPOTENCY_EXPIRY_SECONDS`` is unset (Powertools' default).
@@ -43,7 +51,8 @@ METRIC_DUPLICATES_SUPPRESSED = "DuplicatesSuppressed"
 METRIC_INVALID_RECORDS = "InvalidRecords"
 #: Records one SQS invocation reported in ``batchItemFailures``, zero included (the failed-records alarm).
 METRIC_FAILED_RECORDS = "FailedRecords"
-#: Permanent failures the runtime sent to the dead-letter queue on first sight (and reported done).
+#: Permanent failures the runtime sent to the dead-letter queue, or an event's record to the on-failure queue, on
+#: first sight (and reported done).
 METRIC_DEAD_LETTERED = "DeadLettered"
 #: Records of an SQS batch not started because the invocation's remaining time could not fit them (returned as
 #: batch item failures, so SQS redelivers them: each counts a receive). Not in ``FailedRecords``.
@@ -76,6 +85,11 @@ EMF_SERVICE_DIMENSION = "service"
 #: ``error_type``, ``message`` (cut short), ``message_id`` and ``receive_count`` of the original, ``function_name``.
 DEAD_LETTER_REASON_ATTRIBUTE = "effectively-once-reason"
 
+# --- the record on the on-failure queue ------------------------------------------------------------------------------
+#: The ``requestContext.condition`` of a record the runtime sent for an event it refused for good (Lambda's own
+#: records say ``RetriesExhausted`` or ``EventAgeExceeded``); the reason is in ``responsePayload.errorMessage``.
+ON_FAILURE_CONDITION = "PermanentError"
+
 # --- log fields (Powertools Logger JSON) ----------------------------------------------------------------------------
 FIELD_MESSAGE = "message"
 #: The idempotency key of the record being processed (Powertools Logger's correlation id field).
@@ -97,6 +111,8 @@ FIELD_EFFECT = "effect"
 FIELD_ERROR_TYPE = "error_type"
 #: Message id of the copy in the dead-letter queue.
 FIELD_DEAD_LETTER_MESSAGE_ID = "dead_letter_message_id"
+#: Message id of the record on the on-failure queue.
+FIELD_ON_FAILURE_MESSAGE_ID = "on_failure_message_id"
 #: The key a declared effect was called with (``Consumer(effect_key=...)``: scoped or the idempotency key itself).
 FIELD_EFFECT_KEY = "effect_key"
 #: The declared effects that had returned when a record function failed (a list of effect names).
@@ -128,6 +144,13 @@ MSG_RECORD_DEAD_LETTERED = "record dead-lettered"
 #: A permanent failure that could not be sent to the dead-letter queue (field ``reason``): reported as a batch item
 #: failure instead, so SQS moves it after ``maxReceiveCount`` receives.
 MSG_DEAD_LETTER_FAILED = "dead-letter send failed"
+#: An event refused for good (EventBridge, SNS, S3; a direct invocation with ``ON_FAILURE_DIRECT``) recorded on the
+#: on-failure queue, and the invocation reported done (fields ``error_type``, ``on_failure_message_id``,
+#: ``trigger``).
+MSG_RECORD_SENT_ON_FAILURE = "record sent to on-failure queue"
+#: A refused event whose record could not be sent to the on-failure queue (field ``reason``): the failure is raised
+#: instead, so Lambda retries it and then sends its own record.
+MSG_ON_FAILURE_SEND_FAILED = "on-failure send failed"
 #: One WARNING line per record that fails: each record of ``batchItemFailures`` (a FIFO record skipped behind a
 #: failure too, with ``message_group_id`` and ``blocked_by_message_id``; deferred records are not failures) and each
 #: direct invocation that raises; fields ``message_id``, ``idempotency_key``, ``error_type``, ``reason``.

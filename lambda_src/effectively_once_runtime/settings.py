@@ -20,6 +20,12 @@ variable                        required meaning
 ``DEAD_LETTER_QUEUE_URL``       no       The source queue's DLQ: a permanent failure is sent there on first sight
                                          and reported done (``dead_letter.py``). Unset or empty: it is a batch item
                                          failure, and SQS moves it after ``maxReceiveCount`` receives.
+``ON_FAILURE_QUEUE_URL``        no       The function's on-failure queue: an EventBridge, SNS or S3 event refused
+                                         for good is recorded there in Lambda's destination-record shape and the
+                                         invocation succeeds (``on_failure.py``). Unset or empty: it is raised, and
+                                         Lambda retries it.
+``ON_FAILURE_DIRECT``           no       ``true``: a refused direct invocation is recorded there too (every caller
+                                         invokes asynchronously). Default ``false``: raised to the caller.
 =============================== ======== ============================================================================
 """
 
@@ -82,6 +88,8 @@ class RuntimeSettings:
     key_prefix: str
     expiry_seconds: int = names.DEFAULT_EXPIRY_SECONDS
     dead_letter_queue_url: str | None = None
+    on_failure_queue_url: str | None = None
+    on_failure_direct: bool = False
 
     @property
     def table_region(self) -> str | None:
@@ -93,7 +101,8 @@ class RuntimeSettings:
         """Read the settings; ``default_key_prefix`` applies when ``IDEMPOTENCY_KEY_PREFIX`` is unset or empty.
 
         :raises ValueError: ``IDEMPOTENCY_TABLE_NAME`` is missing, or a value is malformed (the message names the
-            variable and the value; ``DEAD_LETTER_QUEUE_URL`` is checked where it is used, ``dead_letter.py``).
+            variable and the value; ``DEAD_LETTER_QUEUE_URL`` and ``ON_FAILURE_QUEUE_URL`` are checked where they are
+            used, ``dead_letter.py`` and ``on_failure.py``).
         """
         env = os.environ if env is None else env
         table = env.get(names.ENV_TABLE_NAME)
@@ -113,4 +122,17 @@ class RuntimeSettings:
             key_prefix=parse_key_prefix(names.ENV_KEY_PREFIX, prefix),
             expiry_seconds=expiry,
             dead_letter_queue_url=env.get(names.ENV_DEAD_LETTER_QUEUE_URL) or None,
+            on_failure_queue_url=env.get(names.ENV_ON_FAILURE_QUEUE_URL) or None,
+            on_failure_direct=_flag(names.ENV_ON_FAILURE_DIRECT, env.get(names.ENV_ON_FAILURE_DIRECT)),
         )
+
+
+def _flag(name: str, raw: str | None) -> bool:
+    """A boolean variable: ``true`` or ``false`` in any case; unset or empty is ``false``.
+
+    :raises ValueError: any other value (the message names the variable and the value).
+    """
+    value = (raw or "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, but {raw!r} was given")
+    return value == "true"

@@ -24,6 +24,7 @@ from botocore.config import Config
 
 from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
+from .on_failure import OnFailureQueue
 from .settings import RuntimeSettings
 
 #: Builds the persistence layer from the settings: ``(table_name=..., boto_config=...)`` like
@@ -38,8 +39,9 @@ _LAYER_OWNERS: weakref.WeakKeyDictionary[BasePersistenceLayer, tuple[object, str
 class ConsumerState:
     """One execution environment's state, built on first use (cold start): settings, persistence layer,
     idempotency config, the idempotent record function, the dead-letter queue (``None`` without
-    ``DEAD_LETTER_QUEUE_URL``; its SQS client is built on its first send) and the marker table of un-keyed effects
-    (the idempotency table, with the layer's client and key layout when it is Powertools' DynamoDB layer)."""
+    ``DEAD_LETTER_QUEUE_URL``; its SQS client is built on its first send), the marker table of un-keyed effects
+    (the idempotency table, with the layer's client and key layout when it is Powertools' DynamoDB layer) and the
+    on-failure queue (``None`` without ``ON_FAILURE_QUEUE_URL``)."""
 
     settings: RuntimeSettings
     persistence_store: BasePersistenceLayer
@@ -47,6 +49,7 @@ class ConsumerState:
     process: Callable[..., Any]
     dead_letter: DeadLetterQueue | None = None
     markers: MarkerTable | None = None
+    on_failure: OnFailureQueue | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,8 @@ def build_state(
     """The state for ``owner``: ``record_function`` made idempotent, ``on_duplicate`` as Powertools' response hook.
 
     :raises ValueError: the environment is incomplete or malformed (``RuntimeSettings.from_env``),
-        ``DEAD_LETTER_QUEUE_URL`` is not a queue URL, or the persistence layer already serves another owner.
+        ``DEAD_LETTER_QUEUE_URL`` or ``ON_FAILURE_QUEUE_URL`` is not a queue URL, or the persistence layer already
+        serves another owner.
     """
     settings = RuntimeSettings.from_env(default_key_prefix=spec.key_prefix, env=env)
     url = settings.dead_letter_queue_url
@@ -111,7 +115,9 @@ def build_state(
         key_prefix=settings.key_prefix,
     )(record_function)
     markers = marker_table(settings, persistence_store)
-    return ConsumerState(settings, persistence_store, config, process, dead_letter, markers)
+    on_failure_url = settings.on_failure_queue_url
+    on_failure = OnFailureQueue(on_failure_url, direct=settings.on_failure_direct) if on_failure_url else None
+    return ConsumerState(settings, persistence_store, config, process, dead_letter, markers, on_failure)
 
 
 def marker_table(settings: RuntimeSettings, store: BasePersistenceLayer) -> MarkerTable:

@@ -198,7 +198,7 @@ def test_the_asynchronous_path_is_counted_from_the_delivery_log() -> None:
         {"message_id": "sqs-1", "receive_count": 1},  # an SQS delivery: not the asynchronous path
     ]
 
-    counts = async_counts(rows)
+    counts = async_counts(rows, refused=2)
 
     assert counts == {
         "events": 3,
@@ -207,9 +207,11 @@ def test_the_asynchronous_path_is_counted_from_the_delivery_log() -> None:
         "retries": 2,
         "killed": 1,
         "errors": 2,
-        "on_failure": {"RetriesExhausted": 1, "EventAgeExceeded": 0},
+        # PermanentError: the runtime's own records of events refused on first sight (issue 30, item 2)
+        "on_failure": {"RetriesExhausted": 1, "EventAgeExceeded": 0, "PermanentError": 2},
         "redrive_invocations": 1,
     }
+    assert async_counts(rows)["on_failure"]["PermanentError"] == 0  # type: ignore[index]
     assert async_counts(rows[-1:]) is None
     assert render_async(counts).startswith("asynchronous: 3 events, 6 invocations, 1 delivered twice without an error,")
 

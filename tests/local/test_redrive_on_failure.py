@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -17,23 +18,28 @@ from moto import mock_aws
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.aws.discovery import StackDiscovery, discover
 from effectively_once_local.cli import main as cli
+from effectively_once_local.profiles import on_failure_redrive as on_failure_module
 from effectively_once_local.profiles import redrive as redrive_module
-from effectively_once_local.profiles.redrive import (
+from effectively_once_local.profiles.on_failure_redrive import (
     OnFailureTarget,
-    RedriveError,
     invoke_on_failure,
     local_redrive_on_failure,
     on_failure_targets,
     record_function,
-    redrive,
 )
+from effectively_once_local.profiles.redrive import RedriveError, redrive
 from effectively_once_local.runner.async_inbox import (
     REDRIVE,
     RETRIES_EXHAUSTED,
     SOURCE_ATTRIBUTE,
     destination_record,
     inbox_name,
+    record_condition,
+    refusal,
+    request_payload,
 )
+from effectively_once_runtime import PermanentError
+from effectively_once_runtime.on_failure import destination_record as runtime_record
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -168,6 +174,53 @@ def test_locally_an_existing_inbox_is_used_and_a_record_naming_no_function_goes_
         assert [json.loads(m["Body"]) for m in _drain(sqs, inbox)] == [_event(0)]
         own = sqs.get_queue_url(QueueName=inbox_name("pay-fn"))["QueueUrl"]
         assert [json.loads(m["Body"]) for m in _drain(sqs, own)] == [_event(1)]
+
+
+def _refused(event: Any) -> str:
+    """The runtime's own record of an event the app refused for good (``effectively_once_runtime.on_failure``)."""
+    context = SimpleNamespace(invoked_function_arn=_arn("pay-fn"), function_version="$LATEST", aws_request_id="r-1")
+    return json.dumps(runtime_record(event, PermanentError("an order needs a customer"), context))
+
+
+def test_the_runtimes_refused_records_are_kept_unless_asked_and_counted_apart() -> None:
+    """Issue 30, item 2: a record of an event the app refused for good would only be refused again; the redrive
+    leaves it in the queue (kept, not a failure), and ``include_refused`` re-invokes it."""
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        refused = [_refused(_event(i)) for i in range(2)]
+        url = _on_failure_queue(sqs, [refused[0], _record(_event(5)), refused[1]])
+
+        kept = local_redrive_on_failure(sqs, url, "pay-fn")
+
+        assert (kept.status, kept.moved, kept.left, kept.kept, kept.ok) == ("COMPLETED", 1, 0, 2, True)
+        assert (
+            kept.line() == "on-failure pay-fn: completed (local: the function's inbox), re-invoked 1, left 0, kept 2: "
+            "2 refused by the app for good (condition PermanentError) kept: --include-refused re-invokes them"
+        )
+        inbox = sqs.get_queue_url(QueueName=inbox_name("pay-fn"))["QueueUrl"]
+        assert [json.loads(m["Body"]) for m in _drain(sqs, inbox)] == [_event(5)]
+
+        again = local_redrive_on_failure(sqs, url, "pay-fn", include_refused=True)
+
+        assert (again.status, again.moved, again.kept) == ("COMPLETED", 2, 0)
+        assert sorted(json.loads(m["Body"])["id"] for m in _drain(sqs, inbox)) == ["evt-0", "evt-1"]
+        assert _drain(sqs, url) == []
+
+
+def test_the_runtimes_record_reads_as_a_refusal_with_its_reason() -> None:
+    assert refusal(_refused(_event(0))) == {
+        "error_type": "PermanentError",
+        "message": "an order needs a customer",
+        "condition": "PermanentError",
+    }
+    assert refusal(_record(_event(0))) is None and refusal("not JSON") is None
+    assert record_condition(_record(_event(0))) == RETRIES_EXHAUSTED and record_condition("[]") is None
+    assert request_payload(_refused(_event(3))) == _event(3)  # one reader takes both kinds
+
+
+def test_cli_rejects_include_refused_without_on_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["redrive", "--stack", "S", "--include-refused"]) == 2
+    assert capsys.readouterr().err.startswith("error: argument --include-refused: only with --on-failure")
 
 
 def test_the_record_names_its_function_without_the_latest_qualifier_only() -> None:
@@ -334,6 +387,7 @@ def test_the_command_discovers_the_stack_once_for_either_path(
 
         monkeypatch.setattr(redrive_module, "discover", counted)
         monkeypatch.setattr(redrive_module, "is_local", lambda client: True)  # moto in process answers on amazonaws.com
+        monkeypatch.setattr(on_failure_module, "is_local", lambda client: True)
 
         cdk_out = tmp_path if on_failure else None
         assert redrive("S", None, None, session=session, on_failure=on_failure, cdk_out=cdk_out) == 0
@@ -386,7 +440,7 @@ def test_the_command_sends_the_stacks_on_failure_records_to_the_inbox_locally(
         function, url = _deployed(session, tmp_path)
         sqs = session.client("sqs")
         sqs.send_message(QueueUrl=url, MessageBody=_record(_event(0), function=function))
-        monkeypatch.setattr(redrive_module, "is_local", lambda client: True)  # moto in process answers on amazonaws.com
+        monkeypatch.setattr(on_failure_module, "is_local", lambda client: True)  # moto answers on amazonaws.com
 
         assert redrive("S", None, None, session=session, on_failure=True, cdk_out=tmp_path) == 0
 
@@ -411,9 +465,12 @@ def test_cli_passes_on_failure_and_cdk_out_to_the_redrive(tmp_path: Path, monkey
     assert cli.main(argv) == 0
     assert cli.main(["redrive", "--stack", "S"]) == 0
 
+    assert cli.main(["redrive", "--stack", "S", "--on-failure", "--include-refused"]) == 0
+
     assert calls == [
-        ("S", None, 5, {"session": None, "on_failure": True, "cdk_out": tmp_path}),
-        ("S", None, None, {"session": None, "on_failure": False, "cdk_out": None}),
+        ("S", None, 5, {"session": None, "on_failure": True, "cdk_out": tmp_path, "include_refused": False}),
+        ("S", None, None, {"session": None, "on_failure": False, "cdk_out": None, "include_refused": False}),
+        ("S", None, None, {"session": None, "on_failure": True, "cdk_out": None, "include_refused": True}),
     ]
 
 

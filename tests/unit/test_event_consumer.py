@@ -31,6 +31,7 @@ from effectively_once import (
     IdempotentQueueConsumer,
     ProcessingQueue,
 )
+from effectively_once._environment_size import function_variables
 from effectively_once.limits import IDEMPOTENCY_TABLE_ACTIONS
 from effectively_once.queue_consumer import ASYNC_INVOCATION_DEPRECATION
 from effectively_once.testing import snapshot_template
@@ -93,6 +94,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         service_name="orders",
         alarms=False,
         log_group=logs.LogGroup(stack, "QueryLogGroup", retention=logs.RetentionDays.ONE_WEEK),
+        direct_invocations_async=True,
     )
     # The same payments by SQS and by EventBridge: one function, one table, one record per business key.
     shared = user_function(stack, "SharedFunction")
@@ -202,11 +204,21 @@ def test_role_gets_exactly_the_table_the_destination_and_its_log_group(synth: di
 
 
 def test_environment_carries_table_arn_and_the_redrive_horizon_as_expiry(synth: dict) -> None:
+    default = synth["wired"]["default"]
     assert _environment(synth, "default") == {
         "IDEMPOTENCY_TABLE_NAME": synth["stack"].resolve(synth["table"].table.table_arn),
         "IDEMPOTENCY_EXPIRY_SECONDS": str(DEFAULT_EXPIRY),
+        "ON_FAILURE_QUEUE_URL": synth["stack"].resolve(default.on_failure_queue.queue_url),
     }
-    assert synth["wired"]["default"].idempotency_expiry.to_seconds() == DEFAULT_EXPIRY
+    assert default.idempotency_expiry.to_seconds() == DEFAULT_EXPIRY
+    assert default.direct_invocations_async is False
+
+
+def test_the_runtime_gets_the_given_on_failure_queue_and_direct_invocations_when_asked(synth: dict) -> None:
+    env = _environment(synth, "given")
+    assert env["ON_FAILURE_QUEUE_URL"] == synth["stack"].resolve(synth["given"].queue_url)
+    assert env["ON_FAILURE_DIRECT"] == "true" and synth["wired"]["given"].direct_invocations_async is True
+    assert "ON_FAILURE_DIRECT" not in _environment(synth, "default")
 
 
 def test_expiry_follows_a_given_queues_retention_and_event_age(synth: dict) -> None:
@@ -225,6 +237,7 @@ def test_a_function_with_a_queue_consumer_keeps_the_longer_expiry_and_one_config
     # The queue consumer's 4 days (its queue's retention) gave way to the redrive horizon; its DLQ URL stays.
     assert env["IDEMPOTENCY_EXPIRY_SECONDS"] == str(DEFAULT_EXPIRY)
     assert env["DEAD_LETTER_QUEUE_URL"] == synth["stack"].resolve(synth["wired"]["queue"].dead_letter_queue.queue_url)
+    assert env["ON_FAILURE_QUEUE_URL"] == synth["stack"].resolve(synth["wired"]["shared"].on_failure_queue.queue_url)
     synth["template"].resource_count_is("AWS::Lambda::EventInvokeConfig", 3)
 
 
@@ -342,6 +355,12 @@ def _event_consumer(stack: Stack, **props: Any) -> IdempotentEventConsumer:
 def test_fails_retry_attempts_outside_zero_to_two(attempts: int) -> None:
     with pytest.raises(ValueError, match=rf"retry_attempts must be between 0 and 2, but {attempts} was given"):
         _event_consumer(new_stack(), retry_attempts=attempts)
+
+
+def test_fails_direct_invocations_async_that_is_not_a_bool() -> None:
+    stack = new_stack()
+    with pytest.raises(ValueError, match="direct_invocations_async must be a bool"):
+        _event_consumer(stack, direct_invocations_async="yes")
 
 
 def test_fails_retry_attempts_that_are_not_an_int() -> None:
@@ -499,6 +518,10 @@ def test_async_invocation_on_a_queue_consumer_is_deprecated_in_python_and_at_syn
         )
     (deprecation,) = [w for w in caught if "async_invocation" in str(w.message)]
     assert str(deprecation.message) == ASYNC_INVOCATION_DEPRECATION
+    consumer = stack.node.find_child("Consumer")
+    variables = function_variables(consumer.function)
+    # The same shape as IdempotentEventConsumer: the runtime records a refused event on the on-failure queue.
+    assert variables["ON_FAILURE_QUEUE_URL"] == stack.resolve(consumer.on_failure_queue.queue_url)
     assert deprecation.filename == __file__  # the line that built the consumer
     assert "removed in 0.4.0: use IdempotentEventConsumer(" in ASYNC_INVOCATION_DEPRECATION
     (found,) = _warnings(stack, "/Test/Consumer")

@@ -107,6 +107,12 @@ def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> 
         "POWERTOOLS_METRICS_NAMESPACE": "EffectivelyOnce",
         # issue 14: permanent failures go to the queue's DLQ on first sight (read by the runtime, not by settings)
         "DEAD_LETTER_QUEUE_URL": resolve(processor.queue.dead_letter_queue.queue_url),
+        # issue 30: an event refused for good is recorded on the event consumer's on-failure queue by the runtime
+        **(
+            {"ON_FAILURE_QUEUE_URL": resolve(sandbox[0].payment_events.on_failure_queue.queue_url)}
+            if kind == "Standard"
+            else {}
+        ),
     }
 
 

@@ -59,10 +59,16 @@ class DlqMessage:
     group_id: str | None = None
     deduplication_id: str | None = None
     copy_deduplication_id: str | None = None
+    #: An on-failure record the runtime wrote for an event the app refused for good, read as a reason
+    #: (``runner.async_inbox.refusal``: ``error_type``, ``message``, ``condition``). :default: ``None``.
+    refusal: dict[str, Any] | None = None
 
     def reason(self) -> dict[str, Any] | None:
-        """The runtime's dead-letter reason (``effectively-once-reason``: ``message_id``, ``receive_count``, ...),
-        or ``None`` for a message SQS moved after ``maxReceiveCount`` receives (or one that is not JSON)."""
+        """The runtime's dead-letter reason (``effectively-once-reason``: ``message_id``, ``receive_count``, ...) or
+        its refusal on an on-failure queue (``refusal``), or ``None`` for a message SQS moved after
+        ``maxReceiveCount`` receives, a record Lambda wrote after its retries (or one that is not JSON)."""
+        if self.refusal is not None:
+            return self.refusal
         value = self.attributes.get(names.DEAD_LETTER_REASON_ATTRIBUTE, {}).get("StringValue")
         try:
             parsed = json.loads(value) if value else None

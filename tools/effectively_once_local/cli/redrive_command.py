@@ -27,7 +27,8 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         "destination of an EventInvokeConfig) instead; each Lambda destination record's requestPayload is invoked "
         "again asynchronously as the function the record names (AWS: Invoke with InvocationType Event, 202 "
         "expected; a local AWS: the function's inbox, which the local runner invokes), then the record is deleted. "
-        "A body that is not a destination record, or whose invoke failed, is left in the queue and counted. Safe "
+        "A body that is not a destination record, or whose invoke failed, is left in the queue and counted; a "
+        "record of an event the app refused for good (condition PermanentError) is kept unless --include-refused. Safe "
         "to repeat: the consumer is idempotent. Exit code 0: all moved or re-invoked; 1: some left. "
         "README: 'Dead letters: runbook'.",
     )
@@ -53,6 +54,12 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         "no EventInvokeConfig (default: ask Lambda)",
     )
     redrive.add_argument(
+        "--include-refused",
+        action="store_true",
+        help="with --on-failure: re-invoke the records the runtime wrote for events the app refused for good "
+        "(condition PermanentError) too; they would be refused again (default: left in the queue, counted as kept)",
+    )
+    redrive.add_argument(
         "--max-per-second",
         type=integer(1, MAX_MESSAGES_PER_SECOND),
         default=None,
@@ -63,7 +70,8 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
 
 def check(parser: Parser, args: argparse.Namespace) -> None:
     """Nothing across ``redrive``'s arguments to check here: ``--queue`` and ``--on-failure`` exclude each other in
-    the parser, and ``profiles.redrive.redrive`` refuses ``--cdk-out`` without ``--on-failure``."""
+    the parser, and ``profiles.redrive.redrive`` refuses ``--cdk-out`` and ``--include-refused`` without
+    ``--on-failure``."""
 
 
 def options(args: argparse.Namespace) -> RedriveOptions:
@@ -74,6 +82,7 @@ def options(args: argparse.Namespace) -> RedriveOptions:
         max_per_second=args.max_per_second,
         on_failure=args.on_failure,
         cdk_out=args.cdk_out,
+        include_refused=args.include_refused,
     )
 
 

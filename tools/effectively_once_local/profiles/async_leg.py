@@ -12,7 +12,7 @@ The ``async`` block of the report (:func:`leg`): ``payments`` (sent through the 
 ``lost`` (neither charged nor in the on-failure queue), ``double_charged``, ``on_failure`` (the records the run left,
 by condition) and ``redrive``: the on-failure queue's records, plus an outage backlog of K charged and K new payments
 written as Lambda's destination records, invoked again through the function's inbox
-(``redrive.local_redrive_on_failure``) with the runner polling calmly: ``charged_resent`` and
+(``on_failure_redrive.local_redrive_on_failure``) with the runner polling calmly: ``charged_resent`` and
 ``charged_new_provider_calls`` (must be 0), ``new_sent`` and ``new_charged`` (all of them), ``double_charged`` (0).
 """
 
@@ -34,9 +34,9 @@ from ..chaos.fault_model import ChaosConfig
 from ..runner.async_inbox import RETRIES_EXHAUSTED, destination_record
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.producer import Sender, event_sender
+from .on_failure_redrive import local_redrive_on_failure
 from .payments_input import STANDARD, Line, route
 from .pipeline import drain
-from .redrive import local_redrive_on_failure
 
 #: The share of the standard queue's valid payments sent through the bus instead.
 DEFAULT_SHARE = 0.2

@@ -44,12 +44,13 @@ from ..proof.key_check import (
 from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, writers
 from ..report.page import RunClock, conclude, read_events
-from ..runner.async_inbox import request_payload
+from ..runner.async_inbox import refusal, request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
 from ..traffic.producer import SOURCE_SENDERS, Sender, plan, sent_line, source_sender
+from .on_failure_redrive import local_redrive_on_failure
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
-from .redrive import local_move, local_redrive_on_failure, mapping_targets
+from .redrive import local_move, mapping_targets
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,13 @@ class _Outcome:
 
 def _unwrapped(message: DlqMessage) -> DlqMessage:
     """An on-failure record (Lambda's destination record, ``async_queue.destination_record``) as the line it holds:
-    its ``requestPayload``'s body; any other message as it is."""
+    its ``requestPayload``'s body, with the runtime's reason when the app refused the event for good (condition
+    ``PermanentError``: ``async_inbox.refusal``); any other message as it is."""
     try:
         event = request_payload(message.body)
     except ValueError:
         return message
-    return replace(message, body=sent_line(event), attributes={})
+    return replace(message, body=sent_line(event), attributes={}, refusal=refusal(message.body))
 
 
 def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
@@ -150,7 +152,7 @@ def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[D
 
 def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
     """Every DLQ moved back to its source queue (``redrive.local_move``), every on-failure queue's records invoked
-    again through the function's inbox (``redrive.local_redrive_on_failure``); the messages moved."""
+    again through the function's inbox (``on_failure_redrive.local_redrive_on_failure``); the messages moved."""
     queued = [m for m in mappings if m.mapping.async_config is None]
     moved = sum(local_move(sqs, target).moved for target in mapping_targets(sqs, queued))
     for m in mappings:
@@ -336,7 +338,8 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
     )
     add_states(report, states, dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)))
-    report["async"] = async_counts(deliveries)
+    refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
+    report["async"] = async_counts(deliveries, refused=refused)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 

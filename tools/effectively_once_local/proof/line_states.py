@@ -10,10 +10,11 @@ from typing import Any
 
 #: Passing states: a key effected once (``effected_once``), a key effected once after the run's redrive brought it
 #: back from a DLQ (``redriven_then_effected``), a line the app refused, in a DLQ (``invalid_in_dlq``; moved by the
-#: runtime with its reason, or by SQS after maxReceiveCount). Failing states: ``stranded`` (a valid key only in a
-#: DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the delivery log never shows it),
-#: ``vanished`` (delivered and reported done, with no effect and no DLQ copy), ``duplicated``; and ``unexpected``
-#: keys (effects for keys never sent) from :func:`build`.
+#: runtime with its reason, or by SQS after maxReceiveCount) or on an on-failure queue (the runtime's record of an
+#: event refused for good, condition ``PermanentError``, with its reason; never ``stranded``). Failing states:
+#: ``stranded`` (a valid key only in a DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the
+#: delivery log never shows it), ``vanished`` (delivered and reported done, with no effect and no DLQ copy),
+#: ``duplicated``; and ``unexpected`` keys (effects for keys never sent) from :func:`build`.
 PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
 FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
 
@@ -213,21 +214,23 @@ def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]
 
 #: The on-failure record conditions an asynchronous target's run can end an event with (Lambda's destination
 #: record's ``requestContext.condition``; ``runner/async_inbox.py``).
-ON_FAILURE_CONDITIONS = ("RetriesExhausted", "EventAgeExceeded")
+ON_FAILURE_CONDITIONS = ("RetriesExhausted", "EventAgeExceeded", "PermanentError")
 
 
-def async_counts(deliveries: list[dict[str, Any]]) -> dict[str, Any] | None:
+def async_counts(deliveries: list[dict[str, Any]], *, refused: int = 0) -> dict[str, Any] | None:
     """The asynchronous path's figures from the delivery log's asynchronous lines (``runner/async_poller.py``):
     ``events`` (inbox messages: one event each), ``invocations``, ``delivered_twice`` (Lambda's duplicate deliveries
     without an error), ``retries`` (invocations of a later attempt), ``killed``, ``errors``, ``on_failure`` (records
-    by condition, each condition shown) and ``redrive_invocations`` (invocations of events the run's redrive sent
-    back); ``None`` when the run had no asynchronous target."""
+    by condition, each condition shown: Lambda's from the delivery log, ``PermanentError`` the ``refused`` records
+    the runtime itself wrote, read from the on-failure queues after the run) and ``redrive_invocations``
+    (invocations of events the run's redrive sent back); ``None`` when the run had no asynchronous target."""
     rows = [d for d in deliveries if d.get("async")]
     if not rows:
         return None
     invoked = [d for d in rows if d.get("invoked")]
     first = [d for d in invoked if not d.get("duplicate")]
     failed = Counter(str(d.get("condition")) for d in rows if d.get("outcome") == "on_failure")
+    failed["PermanentError"] += refused
     return {
         "events": len({d.get("message_id") for d in rows}),
         "invocations": len(invoked),

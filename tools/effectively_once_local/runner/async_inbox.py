@@ -28,7 +28,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from effectively_once_runtime import events
+from effectively_once_runtime import events, names
 
 from ..traffic.producer import SOURCE_SENDERS
 
@@ -55,8 +55,10 @@ RETRY_DELAYS_SECONDS = (60, 120)
 TIME_SCALE_ENV = "EFFECTIVELY_ONCE_ASYNC_TIME_SCALE"
 #: 1 minute -> 3 s, 2 minutes -> 6 s, 6 hours -> 18 minutes.
 DEFAULT_TIME_SCALE = 0.05
-#: The on-failure record's ``requestContext.condition`` values.
+#: The on-failure record's ``requestContext.condition`` values: Lambda's own two, and the runtime's for an event the
+#: app refused for good (``effectively_once_runtime.on_failure``).
 RETRIES_EXHAUSTED, EVENT_AGE_EXCEEDED = "RetriesExhausted", "EventAgeExceeded"
+PERMANENT_ERROR = names.ON_FAILURE_CONDITION
 
 
 def inbox_name(function_name: str) -> str:
@@ -122,6 +124,33 @@ def destination_record(
         record["responseContext"]["functionError"] = "Unhandled"
         record["responsePayload"] = {"errorType": error_type, "errorMessage": error_message or "", "trace": []}
     return record
+
+
+def record_condition(body: str) -> str | None:
+    """An on-failure record's ``requestContext.condition`` (``RetriesExhausted``, ``EventAgeExceeded``, or the
+    runtime's ``PermanentError``); ``None`` for a body that is not a destination record."""
+    try:
+        record = json.loads(body)
+    except ValueError:
+        return None
+    context = record.get("requestContext") if isinstance(record, dict) else None
+    condition = context.get("condition") if isinstance(context, dict) else None
+    return condition if isinstance(condition, str) else None
+
+
+def refusal(body: str) -> dict[str, Any] | None:
+    """The reason of a record the runtime wrote for an event the app refused for good (condition
+    ``PermanentError``, ``effectively_once_runtime.on_failure``), in the shape of a DLQ copy's reason attribute:
+    ``error_type``, ``message`` and ``condition``; ``None`` for any other body (Lambda's own records included)."""
+    if record_condition(body) != names.ON_FAILURE_CONDITION:
+        return None
+    response = json.loads(body).get("responsePayload")
+    response = response if isinstance(response, dict) else {}
+    return {
+        "error_type": response.get("errorType"),
+        "message": response.get("errorMessage"),
+        "condition": names.ON_FAILURE_CONDITION,
+    }
 
 
 def request_payload(body: str) -> Any:
