@@ -6,7 +6,8 @@ and the completion of the record (``RecordExecution``; ``Consumer`` holds one).
   record is stored as ``names.RESULT_NOT_STORED``.
 - A declared effect runs inside ``run_effect``: called with its effect key, handed the per-call context
   (``effects._context.EffectCall``: names, keys, the deadline, the marker table, logger and metrics), logged
-  ``effect executed`` once it returned.
+  ``effect executed`` once it returned, and its result kept for the record (``effect_results.py``): a later run of
+  the record after a failure is answered from it (``effect answered from marker``), never calls it again.
 - A completion that Powertools could not save is retried with backoff within the invocation's usable time
   (``deadline.Deadline``), then logged ``completion failed`` and raised.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -29,10 +31,11 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from . import effect_keys, events, identity, names
+from . import effect_keys, effect_results, events, identity, names
 from .body import SHOWN_CHARS, json_safe
 from .dead_letter import is_permanent
 from .deadline import Deadline
+from .effect_results import EffectResults
 from .effects._context import EffectCall, running
 from .errors import InvalidRecord, PermanentError
 from .record_keys import key_text
@@ -56,6 +59,10 @@ class _Run:
 
     key: Any
     effects: list[str] = field(default_factory=list)
+    #: The effects whose results were kept (``effect_results``), or answered from a kept result.
+    kept: list[str] = field(default_factory=list)
+    #: Calls of each effect so far in this run (the n of its result marker).
+    calls: Counter[str] = field(default_factory=Counter)
     returned: bool = False
     stored: Any = None
     result: Any = None
@@ -111,17 +118,41 @@ class RecordExecution:
         key = current.key
         passed = self.effect_key_for(effect, key)
         markers = self._state().markers
+        current.calls[effect] += 1
+        results = EffectResults(markers) if markers is not None and effect_results.enabled(key) else None
+        marker = None if results is None else results.marker(effect, current.calls[effect], str(key))
+        fields = {names.FIELD_IDEMPOTENCY_KEY: key, names.FIELD_EFFECT: effect, names.FIELD_EFFECT_KEY: passed}
+        if results is not None and marker is not None:
+            found, kept = results.find(marker)
+            if found:
+                current.kept.append(effect)
+                self.logger.info(
+                    names.MSG_EFFECT_ANSWERED_FROM_MARKER, extra={**fields, names.FIELD_EFFECT_MARKER: marker}
+                )
+                return kept  # type: ignore[no-any-return]
         call = EffectCall(effect, passed, key, self.deadline.monotonic(), markers, self.logger, self.metrics)
         with running(call):
             result = function(*args, idempotency_key=passed, **kwargs)
         current.effects.append(effect)
-        self.logger.info(
-            names.EFFECT_EXECUTED,
-            extra={names.FIELD_IDEMPOTENCY_KEY: key, names.FIELD_EFFECT: effect, names.FIELD_EFFECT_KEY: passed},
-        )
+        self.logger.info(names.EFFECT_EXECUTED, extra=fields)
         self.logger.registered_handler.flush()
         self.metrics.add_metric(name=names.METRIC_EFFECTS_EXECUTED, unit=MetricUnit.Count, value=1)
+        if results is not None and marker is not None:
+            self._keep(results, marker, result, fields)
         return result
+
+    def _keep(self, results: EffectResults, marker: str, result: Any, fields: dict[str, Any]) -> None:
+        """Keep an effect's result for its record (``effect_results``), or log why not."""
+        assert self.run is not None
+        problem = results.keep(marker, result, {k: v for k, v in fields.items() if isinstance(v, str)})
+        if problem is None:
+            self.run.kept.append(str(fields[names.FIELD_EFFECT]))
+            return
+        self.logger.warning(
+            names.MSG_EFFECT_RESULT_NOT_KEPT,
+            extra={**fields, names.FIELD_EFFECT_MARKER: marker, names.FIELD_REASON: problem},
+        )
+        self.logger.registered_handler.flush()
 
     # --- one record -------------------------------------------------------------------------------------------------
 
@@ -202,10 +233,11 @@ class RecordExecution:
         try:
             result = json_safe(self.record_function(record))
         except Exception as error:
-            if run.effects:
+            repeated = list((Counter(run.effects) - Counter(run.kept)).elements())
+            if repeated:
                 self.logger.warning(
                     names.MSG_EFFECT_REPEATED_AFTER_FAILURE,
-                    extra={names.FIELD_EFFECTS: list(run.effects), names.FIELD_ERROR_TYPE: type(error).__name__},
+                    extra={names.FIELD_EFFECTS: repeated, names.FIELD_ERROR_TYPE: type(error).__name__},
                 )
             raise
         run.returned, run.result, run.stored = True, result, self._storable(result)

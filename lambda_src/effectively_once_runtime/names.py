@@ -161,10 +161,17 @@ MSG_RECORDS_DEFERRED = "records deferred"
 #: The record function returned but the idempotency record could not be completed after retries (fields
 #: ``error_type``, ``reason``, ``attempts``): the record fails, and its effect's own key must stop a second effect.
 MSG_COMPLETION_FAILED = "completion failed"
-#: A record function failed after declared effects had returned (field ``effects``): Powertools deletes the
-#: in-progress record, so the record's next delivery (a retry or a redrive) runs those effects again; only an effect
-#: that takes its key makes that repeat harmless.
+#: A record function failed after declared effects had returned whose results were not kept (field ``effects``):
+#: Powertools deletes the in-progress record, so the record's next delivery (a retry or a redrive) runs those effects
+#: again; only an effect that takes its key makes that repeat harmless. An effect whose result was kept
+#: (``effect_results.py``) is answered from its marker instead, and not listed.
 MSG_EFFECT_REPEATED_AFTER_FAILURE = "effect repeated after failure"
+#: A declared effect answered from the marker its earlier run of the same record kept (``effect_results.py``): not
+#: called again (fields ``effect``, ``effect_key``, ``effect_marker``). The record's earlier run failed after it.
+MSG_EFFECT_ANSWERED_FROM_MARKER = "effect answered from marker"
+#: A declared effect returned but its marker was not written (WARNING; fields ``effect``, ``effect_marker``,
+#: ``reason``: a result that is not JSON, or a failed write): a later run of the record calls it again.
+MSG_EFFECT_RESULT_NOT_KEPT = "effect result not kept"
 #: A result too large for the idempotency record was not stored (field ``reason``); duplicates are answered with
 #: ``RESULT_NOT_STORED``.
 MSG_RESULT_NOT_STORED = "result not stored"

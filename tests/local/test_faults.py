@@ -17,8 +17,10 @@ from effectively_once_local.chaos.fault_model import AFTER_WRITE, RANDOM_MOMENT,
 from effectively_once_local.chaos.faults import (
     DEAD_LETTER,
     EFFECT,
+    EFFECT_RESULT,
     ENV_WATCH_KEYS,
     IDEMPOTENCY_RECORD,
+    KILL_POINT_ROLES,
     WriteWatch,
     item_identity,
     record_hash_candidates,
@@ -98,6 +100,21 @@ def test_an_item_in_the_idempotency_table_that_is_no_powertools_record_is_an_eff
     assert role("dynamodb", "PutItem", marker, env) == EFFECT
     assert role("dynamodb", "PutItem", record, env) == IDEMPOTENCY_RECORD
     assert role("dynamodb", "PutItem", record, {}) == EFFECT, "without the table's name every write is an effect"
+
+
+def test_the_runtimes_effect_result_markers_and_on_failure_records_have_their_own_roles() -> None:
+    """Issue 30, item 2: an effect's result marker is the runtime's bookkeeping (logged, no kill point), however its
+    key ends (a long key ends in a SHA-256, as a record id does); a refused event's record on the on-failure queue is
+    the runtime's refusal send, as a DLQ copy is."""
+    env = {names.ENV_TABLE_NAME: "idem", names.ENV_ON_FAILURE_QUEUE_URL: "https://q/on-failure"}
+    hexed = {"TableName": "idem", "Item": {"id": {"S": "shop/orders#effect-result#confirm#1#" + "ab" * 32}}}
+    plain = {"TableName": "idem", "Item": {"id": {"S": "shop/orders#effect-result#confirm#1#o-1"}}}
+
+    assert role("dynamodb", "PutItem", hexed, env) == role("dynamodb", "PutItem", plain, env) == EFFECT_RESULT
+    assert EFFECT_RESULT not in KILL_POINT_ROLES
+    assert role("sqs", "SendMessage", {"QueueUrl": "https://q/on-failure"}, env) == DEAD_LETTER
+    assert role("sqs", "SendMessage", {"QueueUrl": "https://q/other"}, env) == EFFECT
+    assert role("sqs", "SendMessage", {"QueueUrl": "https://q/other"}, {names.ENV_ON_FAILURE_QUEUE_URL: ""}) == EFFECT
 
 
 def _chaos(tmp_path: Path, config: ChaosConfig) -> InvocationChaos:

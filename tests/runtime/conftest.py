@@ -113,7 +113,14 @@ class Env:
         return sum(1 for item in self.ledger() if item["payment_id"]["S"] == payment_id)
 
     def idempotency_items(self) -> list[dict[str, Any]]:
-        return self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+        """The Powertools records in the idempotency table (not the effects' result markers)."""
+        return [item for item in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] if is_record(item)]
+
+
+def is_record(item: dict[str, Any]) -> bool:
+    """Whether an idempotency-table item is a Powertools record, not an effect's result marker
+    (``<prefix>#effect-result#...``, ``effect_results.py``) or an un-keyed effect's marker."""
+    return "#effect-result#" not in item["id"]["S"] and "#effect-marker#" not in item["id"]["S"]
 
 
 def failures(response: dict[str, Any]) -> set[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from effectively_once_runtime import Consumer, PermanentError
 
-from .conftest import IDEMPOTENCY_TABLE, FakeLambdaContext
+from .conftest import IDEMPOTENCY_TABLE, FakeLambdaContext, is_record
 
 KEY_PREFIX = "shop/orders"
 
@@ -36,7 +36,12 @@ class Orders:
         return self.consumer.handler(event, context or FakeLambdaContext())
 
     def stored_keys(self) -> list[str]:
-        return [i["id"]["S"] for i in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]]
+        """The ids of the Powertools records in the idempotency table (not the effects' result markers)."""
+        return [i["id"]["S"] for i in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] if is_record(i)]
+
+    def result_markers(self) -> list[str]:
+        """The ids of the effects' result markers in the idempotency table (``effect_results.py``)."""
+        return [i["id"]["S"] for i in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] if not is_record(i)]
 
     def log_lines(self) -> list[dict[str, Any]]:
         out = self.capsys.readouterr().out

@@ -21,6 +21,7 @@ from .conftest import (
     Env,
     FakeLambdaContext,
     failures,
+    is_record,
     payment,
     redeliver,
     sqs_record,
@@ -124,7 +125,7 @@ def test_a_completion_that_fails_once_is_retried_and_logged_processed_after_the_
 
     assert failures(response) == set()
     assert len(calls) == 3
-    [item] = orders.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+    [item] = [i for i in orders.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] if is_record(i)]
     assert item["status"]["S"] == "COMPLETED"
     assert [line["message"] for line in lines].count(names.MSG_RECORD_PROCESSED) == 1
     assert names.MSG_COMPLETION_FAILED not in [line["message"] for line in lines]
@@ -148,9 +149,8 @@ def test_a_completion_that_keeps_failing_fails_the_record_logged_and_counted_and
     [failed] = [line for line in lines if line.get("message") == names.MSG_COMPLETION_FAILED]
     assert failed[names.FIELD_ERROR_TYPE] == "_Throttled" and failed[names.FIELD_ATTEMPTS] == 5
     assert _metric(lines, names.METRIC_COMPLETION_FAILURES) == [1.0]
-    assert [item["status"]["S"] for item in orders.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]] == [
-        "INPROGRESS"
-    ]
+    items = orders.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+    assert [item["status"]["S"] for item in items if is_record(item)] == ["INPROGRESS"]
 
 
 def test_completion_retries_stay_within_the_remaining_time(orders: Orders, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,14 +163,19 @@ def test_completion_retries_stay_within_the_remaining_time(orders: Orders, monke
     assert time.monotonic() - started < 1.0
 
 
-def test_a_failure_after_an_effect_returned_is_logged_as_effect_repeated_after_failure(orders: Orders) -> None:
+def test_a_failure_after_an_effect_whose_result_was_not_kept_is_logged_as_effect_repeated_after_failure(
+    orders: Orders,
+) -> None:
+    """An effect whose result is not JSON keeps no marker (``effect result not kept``): after a failure the record's
+    next run calls it again, and the failure's line says so."""
     consumer = Consumer(key="order.id", key_prefix=KEY_PREFIX, service="orders", effect_key="scoped")
     consumer.logger.registered_handler.stream = orders.consumer.logger.registered_handler.stream
     calls: list[str] = []
 
     @consumer.effect
-    def deposit(item: dict[str, Any], *, idempotency_key: str) -> None:
+    def deposit(item: dict[str, Any], *, idempotency_key: str) -> object:
         calls.append(idempotency_key)
+        return object()  # not JSON: no result marker
 
     @consumer.effect
     def notify(item: dict[str, Any], *, idempotency_key: str) -> None:

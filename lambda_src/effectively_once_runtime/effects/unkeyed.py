@@ -66,7 +66,7 @@ class MarkerUnavailable(Exception):
 
 
 @dataclass(frozen=True)
-class _Table:
+class ResolvedTable:
     """The resolved marker table (a ``MarkerTable`` with its client built): client, name, key layout (Powertools'
     attribute names), prefix and expiry."""
 
@@ -153,9 +153,9 @@ def run_marked(
 ) -> R | None:
     """The marker machinery of :func:`unkeyed` for an adapter that already formed its key (``adapter_key``)."""
     effect = current()
-    table = _resolve(effect, markers)
+    table = resolve_table(effect, markers)
     marker = marker_id(table.key_prefix, adapter, effect.effect if effect is not None else "-", key)
-    _check_key_size(table, marker)
+    check_key_size(table, marker)
     run = _Marked(table, marker, delivery, _fields(effect, adapter, key, marker, delivery), effect)
     return run.execute(adapter, call, not_sent)
 
@@ -168,7 +168,7 @@ def marker_id(key_prefix: str, adapter: str, effect: str, key: str) -> str:
 class _Marked:
     """One un-keyed call and its marker."""
 
-    def __init__(self, table: _Table, marker: str, delivery: str, fields: dict[str, Any], effect: Any) -> None:
+    def __init__(self, table: ResolvedTable, marker: str, delivery: str, fields: dict[str, Any], effect: Any) -> None:
         self.table, self.marker, self.delivery, self.fields, self.effect = table, marker, delivery, fields, effect
         self.names = {"#k": table.key_attr, "#e": table.expiry_attr, "#s": "status", "#a": "attempts"}
 
@@ -184,7 +184,7 @@ class _Marked:
         else:
             found, attempts = self._attempt(adapter, now)
             if found is not None:
-                return cast("R | None", _stored_result(found))
+                return cast("R | None", stored_result(found))
             if attempts > 1:
                 self._count(names.MSG_EFFECT_REPEATED, names.METRIC_EFFECTS_REPEATED, attempts=attempts)
         try:
@@ -292,7 +292,7 @@ class _Marked:
     def _done(self, result: Any) -> None:
         values: dict[str, Any] = {":done": {"S": DONE}, ":now": {"N": str(int(time.time()))}}
         update = "SET #s = :done, done_at = :now"
-        stored = _storable(result)
+        stored = storable_result(result)
         if stored is not None:
             values[":r"] = {"S": stored}
             update += ", stored_result = :r"
@@ -316,7 +316,7 @@ class _Marked:
     def _replay_at_most_once(self, found: dict[str, Any]) -> Any:
         status = _status(found)
         if status == DONE:
-            return _stored_result(found)
+            return stored_result(found)
         if status != LOST:
             self._count(names.MSG_EFFECT_POSSIBLY_LOST, names.METRIC_EFFECTS_POSSIBLY_LOST)
             # Counted once: later replays find "lost" and skip silently. A kill before this write counts it again.
@@ -360,7 +360,7 @@ def _status(item: dict[str, Any]) -> str | None:
     return cast("str | None", (item.get("status") or {}).get("S"))
 
 
-def _storable(result: Any) -> str | None:
+def storable_result(result: Any) -> str | None:
     try:
         text = json.dumps(result, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
@@ -368,12 +368,12 @@ def _storable(result: Any) -> str | None:
     return text if len(text.encode()) <= MAX_STORED_RESULT_BYTES else None
 
 
-def _stored_result(item: dict[str, Any]) -> Any:
+def stored_result(item: dict[str, Any]) -> Any:
     text = (item.get("stored_result") or {}).get("S")
     return None if text is None else json.loads(text)
 
 
-def _check_key_size(table: _Table, marker: str) -> None:
+def check_key_size(table: ResolvedTable, marker: str) -> None:
     limit = names.DYNAMODB_MAX_PARTITION_KEY_BYTES if table.sort_key_attr is None else DYNAMODB_MAX_SORT_KEY_BYTES
     size = len(marker.encode("utf-8", "surrogatepass"))
     if size > limit:
@@ -383,7 +383,7 @@ def _check_key_size(table: _Table, marker: str) -> None:
         )
 
 
-def _resolve(effect: EffectCall | None, markers: MarkerTable | None) -> _Table:
+def resolve_table(effect: EffectCall | None, markers: MarkerTable | None) -> ResolvedTable:
     """The explicit ``markers``, else the declaring consumer's idempotency table (``EffectCall.markers``)."""
     table = markers if markers is not None else effect.markers if effect is not None else None
     if table is None:
@@ -391,7 +391,7 @@ def _resolve(effect: EffectCall | None, markers: MarkerTable | None) -> _Table:
             "an un-keyed effect outside a Consumer's declared effect needs markers=MarkerTable(table_name=..., "
             "key_prefix=...)"
         )
-    return _Table(
+    return ResolvedTable(
         table.table_name,
         table.client or _shared_client(table.table_name),
         table.key_prefix,

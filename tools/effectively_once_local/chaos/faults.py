@@ -13,7 +13,11 @@ Each accepted write gets a role (:func:`role`):
 - ``idempotency_record``: Powertools' own record writes (the in-progress put, the completion, the delete after a
   failure) on the idempotency table (``IDEMPOTENCY_TABLE_NAME``), told apart by their id, ``<key prefix>#<hash>``.
   Logged, never a kill point: a kill after the record's completion is "after completion".
-- ``dead_letter``: the runtime's send of a record to its DLQ (``DEAD_LETTER_QUEUE_URL``). A kill point.
+- ``effect_result``: the runtime's marker of a declared effect's result on the same table (``<key prefix>#
+  effect-result#...``, ``effectively_once_runtime.effect_results``), the runtime's bookkeeping as the record is.
+  Logged, never a kill point: the effect's own write before it is one.
+- ``dead_letter``: the runtime's send of a record to its DLQ (``DEAD_LETTER_QUEUE_URL``), or of an event's record to
+  its on-failure queue (``ON_FAILURE_QUEUE_URL``). A kill point.
 - ``effect``: any other write, declared or not. A kill point.
 
 Every accepted write and every kill goes into the environment's chaos log (``chaos-<label>-<pid>.jsonl``) with one
@@ -54,6 +58,9 @@ WRITE_OPERATIONS: dict[str, frozenset[str]] = {
 EFFECT = "effect"
 DEAD_LETTER = "dead_letter"
 IDEMPOTENCY_RECORD = "idempotency_record"
+EFFECT_RESULT = "effect_result"
+#: What every effect result marker's id holds after the key prefix (``effect_results.RESULT_INFIX``).
+_RESULT_INFIX = "#effect-result#"
 #: The roles a kill may follow.
 KILL_POINT_ROLES = (EFFECT, DEAD_LETTER)
 #: A Powertools record id: ``<key prefix>#<hex digest>`` (md5 by default: 32 hex characters; longer digests too).
@@ -77,10 +84,12 @@ def role(service: str, operation: str, params: dict[str, Any], env: Mapping[str,
     table = environment.get(names.ENV_TABLE_NAME)
     if service == "dynamodb" and table and params.get("TableName") == table:
         record = _record_id(params)
+        if record is not None and _RESULT_INFIX in record:
+            return EFFECT_RESULT
         if record is not None and _RECORD_ID.fullmatch(record):
             return IDEMPOTENCY_RECORD
-    dlq = environment.get(names.ENV_DEAD_LETTER_QUEUE_URL)
-    if service == "sqs" and dlq and params.get("QueueUrl") == dlq:
+    refusals = {environment.get(names.ENV_DEAD_LETTER_QUEUE_URL), environment.get(names.ENV_ON_FAILURE_QUEUE_URL)}
+    if service == "sqs" and params.get("QueueUrl") in refusals - {None, ""}:
         return DEAD_LETTER
     return EFFECT
 
