@@ -19,6 +19,9 @@ Stacks:
   OrdersEventsOnly          the same function behind the EventBridge rule alone: no queue (issue 30, item 1).
   OrdersTopicOnly           the same function behind an SNS topic (``OrdersTopic``, a ``lambda`` subscription) alone:
                             no queue.
+  OrdersDirectOnly          the same function with its ``IdempotentEventConsumer`` and nothing in the stack invoking
+                            it: its callers ``Invoke`` it with ``InvocationType="Event"``
+                            (``direct_invocations_async=True``: a refused one is recorded on the on-failure queue).
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``max_receive_count`` (default 5),
 ``batch_size`` (records per invocation, default 10), ``visibility_timeout_seconds`` (the queues'; default: filled in
@@ -62,7 +65,8 @@ ORDER_EVENT_DETAIL_TYPE = "OrderPlaced"
 class OrdersStack(Stack):
     """One order function per queue kind in ``kinds`` (``"Standard"``, ``"Fifo"``), all on one outbox; with no kind,
     one function (``EventsConfirm``) with no queue. ``events``: the functions behind an EventBridge rule too;
-    ``topic``: behind an SNS topic (only without ``kinds``)."""
+    ``topic``: behind an SNS topic (only without ``kinds``); ``direct``: invoked directly, asynchronously (only
+    without ``kinds``, ``events`` and ``topic``)."""
 
     def __init__(
         self,
@@ -73,6 +77,7 @@ class OrdersStack(Stack):
         kinds: tuple[str, ...],
         events: bool = False,
         topic: bool = False,
+        direct: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -125,6 +130,16 @@ class OrdersStack(Stack):
                 self._order_events(fn, table, removal)
             if topic:
                 self._order_topic(fn, table, removal, consumer=not events)
+            if direct:
+                IdempotentEventConsumer(
+                    self,
+                    "OrderEvents",
+                    function=fn,
+                    table=table,
+                    removal_policy=removal,
+                    direct_invocations_async=True,
+                )
+                CfnOutput(self, "OrdersFunctionName", value=fn.function_name)
         CfnOutput(self, "OutboxTableName", value=outbox.table_name)
 
     def _function(
@@ -184,4 +199,5 @@ if __name__ == "__main__":
     OrdersStack(app, "OrdersEvents", handler="order_events.lambda_handler", kinds=("Standard",), events=True)
     OrdersStack(app, "OrdersEventsOnly", handler="order_events.lambda_handler", kinds=(), events=True)
     OrdersStack(app, "OrdersTopicOnly", handler="order_events.lambda_handler", kinds=(), topic=True)
+    OrdersStack(app, "OrdersDirectOnly", handler="order_events.lambda_handler", kinds=(), direct=True)
     app.synth()

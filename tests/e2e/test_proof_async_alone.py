@@ -1,6 +1,7 @@
 """Event-only stacks under the proof (issue 30, items 1 and 2): a stack with no queue runs. The orders example's
-``OrdersEventsOnly`` (an EventBridge rule on a custom bus to the order function with its ``IdempotentEventConsumer``)
-and ``OrdersTopicOnly`` (an SNS topic's ``lambda`` subscription to it), deployed once together. Each correct app
+``OrdersEventsOnly`` (an EventBridge rule on a custom bus to the order function with its ``IdempotentEventConsumer``),
+``OrdersTopicOnly`` (an SNS topic's ``lambda`` subscription to it) and ``OrdersDirectOnly`` (nothing in the stack
+invokes it: the run invokes it directly, ``InvocationType="Event"``), deployed once together. Each correct app
 exits 0 with every valid key effected once, its one target discovered as asynchronous, the input lines naming no
 target; the start-up line describes the target in its own terms. Its invalid orders are refused on first sight: the
 runtime records each on the on-failure queue (condition ``PermanentError``), the run calls them invalid with their
@@ -26,7 +27,7 @@ from .conftest import LocalAws
 pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "orders"
-STACKS = ("OrdersEventsOnly", "OrdersTopicOnly")
+STACKS = ("OrdersEventsOnly", "OrdersTopicOnly", "OrdersDirectOnly")
 CONTEXT = {"function_timeout_seconds": "2", "max_receive_count": "2", "destroy_on_delete": "true"}
 OUTBOX = EffectStore("table", "Outbox", "order_id")
 KEYS = 12
@@ -76,15 +77,21 @@ def _invalid(name: str, i: int) -> dict[str, Any]:
     return {"order_id": order_id, "customer": "", "total": 5} if i % 2 else {"order_id": order_id, "total": -1}
 
 
-@pytest.mark.parametrize(("stack", "source"), [("OrdersEventsOnly", "eventbridge"), ("OrdersTopicOnly", "sns")])
+@pytest.mark.parametrize(
+    ("stack", "source"),
+    [("OrdersEventsOnly", "eventbridge"), ("OrdersTopicOnly", "sns"), ("OrdersDirectOnly", "invoke")],
+)
 def test_a_stack_with_no_queue_runs_and_the_correct_app_passes(alone: Any, stack: str, source: str) -> None:
     code, report, logged = alone(stack)
 
     assert code == 0, " | ".join(report["verdict"]["reasons"])
     (target,) = report["run"]["mappings"].values()
     assert target["kind"] == "async" and target["max_retry_attempts"] == 2 and target["on_failure_queue"], target
-    (name,) = target["sources"]
-    assert ("OrderPlaced" if source == "eventbridge" else "OrdersTopic") in name, target
+    if source == "invoke":  # nothing in the stack invokes it: the run's direct Invoke (InvocationType Event)
+        assert target["sources"] == [], target
+    else:
+        (name,) = target["sources"]
+        assert ("OrderPlaced" if source == "eventbridge" else "OrdersTopic") in name, target
     assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
     assert report["total"]["lost"] == 0 and report["total"]["duplicated"] == 0
     per_key = report["states"]["per_key"]
@@ -92,6 +99,7 @@ def test_a_stack_with_no_queue_runs_and_the_correct_app_passes(alone: Any, stack
     assert report["async"]["events"] >= KEYS and report["async"]["invocations"] >= KEYS, report["async"]
     (line,) = [ln for ln in logged if "asynchronous, retries 2, maximum event age" in ln]
     assert "batch size" not in line and "maxReceiveCount" not in line, line
+    assert ("invoked by direct Invoke (Event)" in line) == (source == "invoke"), line
 
 
 @pytest.mark.parametrize("stack", STACKS)

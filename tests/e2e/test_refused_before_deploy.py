@@ -40,7 +40,7 @@ def _refused(tmp_path: Path, stack: str, line: dict[str, Any]) -> tuple[Exceptio
 @pytest.mark.parametrize(
     ("stack", "line", "error"),
     [
-        ("OrdersNowhere", ORDER, r"^stack OrdersNowhere is not in the app in .*: its stacks are OrdersEvents, "),
+        ("OrdersNowhere", ORDER, r"^stack OrdersNowhere is not in the app in .*: its stacks are OrdersDirectOnly, "),
         ("OrdersExample", {"body": ORDER, "queue": "payments"}, r"^queue 'payments' matches no queue of the stack"),
         ("OrdersExample", ORDER, r"^the stack has 2 targets .*each line must name its queue \(FifoOrders"),
     ],

@@ -24,6 +24,7 @@ from effectively_once_local.aws import moto_patches as _moto_server
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.aws.discovery import AsyncSource, disable, discover_async_targets
 from effectively_once_local.runner import async_inbox as async_queue
+from effectively_once_local.traffic.producer import EVENT_ID_HEADER
 
 from .conftest import PARTITION, source_env
 
@@ -42,10 +43,12 @@ def _moto_as_is(method: Any) -> Any:
 def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """moto in process, with moto's EventBridge and SNS delivery as is (restored after the test), the EventBus Ref
     fix applied (report 8), and no endpoint or time scale from the environment."""
+    from moto.awslambda import models as lambda_models
     from moto.events import models as events_models
     from moto.sns import models as sns_models
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setattr(lambda_models.LambdaBackend, "invoke", _moto_as_is(lambda_models.LambdaBackend.invoke))
     monkeypatch.delenv(async_queue.TIME_SCALE_ENV, raising=False)
     monkeypatch.setattr(events_models.Rule, "send_to_targets", _moto_as_is(events_models.Rule.send_to_targets))
     monkeypatch.setattr(sns_models.Subscription, "publish", _moto_as_is(sns_models.Subscription.publish))
@@ -60,6 +63,7 @@ def _bridge() -> None:
     for _ in (1, 2):  # a second call wraps nothing twice
         _moto_server.eventbridge_lambda_targets()
         _moto_server.sns_lambda_subscriptions()
+        _moto_server.lambda_event_invocations()
 
 
 @pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
@@ -219,6 +223,41 @@ def test_input_and_input_path_are_refused(target: dict[str, str]) -> None:
     with pytest.raises(NotImplementedError, match=next(iter(target))):
         _put({"payment_id": "p-1"})
     assert _inbox() == []
+
+
+# --- a direct Invoke with InvocationType Event (report 12) ------------------------------------------------------
+
+
+def test_an_event_invocation_reaches_the_inbox(bridged: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.awslambda.models import LambdaFunction
+
+    handed_to_docker: list[Any] = []  # moto as is runs it in its Docker-backed Lambda: recorded instead
+
+    def run_in_docker(self: Any, *args: Any, **kwargs: Any) -> bytes:
+        handed_to_docker.append(self.function_name)
+        return b"error running docker"
+
+    monkeypatch.setattr(LambdaFunction, "invoke", run_in_docker)
+    _function()
+    lam = boto3.client("lambda", region_name=REGION)
+
+    answer = lam.invoke(FunctionName="pay", InvocationType="Event", Payload=b'{"payment_id": "p-1"}')
+
+    assert answer["StatusCode"] == 202
+    if not bridged:
+        assert (handed_to_docker, _inbox()) == (["pay"], []), "moto as is: the reason for the fix"
+        return
+    assert handed_to_docker == [] and answer["Payload"].read() == b""
+    event_id = answer["ResponseMetadata"]["HTTPHeaders"][EVENT_ID_HEADER]
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.get_queue_url(QueueName=async_queue.inbox_name("pay"))["QueueUrl"]
+    [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])["Messages"]
+    attributes = {name: value["StringValue"] for name, value in message["MessageAttributes"].items()}
+    assert json.loads(message["Body"]) == {"payment_id": "p-1"}, "the payload as it is: the event"
+    assert attributes == {async_queue.SOURCE_ATTRIBUTE: async_queue.INVOKE, async_queue.EVENT_ID_ATTRIBUTE: event_id}
+    # A request-response invocation is moto's own, as before.
+    lam.invoke(FunctionName="pay", Payload=b"{}")
+    assert handed_to_docker == ["pay"]
 
 
 # --- SNS -----------------------------------------------------------------------------------------------------

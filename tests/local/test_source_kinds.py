@@ -7,6 +7,7 @@ event id and key read the runtime's own shape knowledge (``events.classify``, ``
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +17,7 @@ from effectively_once_local.aws.async_sources import SOURCE_FINDERS, AsyncSource
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.profiles.chaos_run import _senders
 from effectively_once_local.runner.async_inbox import EVENTBRIDGE, INVOKE, REDRIVE, SNS, SOURCES
-from effectively_once_local.traffic.producer import SOURCE_SENDERS, sent_line, source_sender
+from effectively_once_local.traffic.producer import EVENT_ID_HEADER, SOURCE_SENDERS, SendError, sent_line, source_sender
 from effectively_once_runtime import events
 
 
@@ -28,15 +29,31 @@ def test_every_source_kind_the_inbox_knows_has_a_sender_and_a_finder() -> None:
     assert set(kinds) <= set(events.TRIGGERS), "a source kind is the runtime's trigger of the events it delivers"
 
 
+class _Lambda:
+    """A Lambda client stand-in: its ``Invoke`` calls; the first answer carries the local AWS's event id header, the
+    next ones only a request id (as Lambda itself answers)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def invoke(self, **request: Any) -> dict[str, Any]:
+        self.calls.append(request)
+        n = len(self.calls)
+        headers = {EVENT_ID_HEADER: f"event-{n}"} if n == 1 else {}
+        return {"StatusCode": 202, "ResponseMetadata": {"RequestId": f"request-{n}", "HTTPHeaders": headers}}
+
+
 class _Session:
     """A boto3 session stand-in: the services it was asked a client of."""
 
     def __init__(self) -> None:
         self.services: list[str] = []
+        self.clients: dict[str, Any] = {}
 
     def client(self, service: str) -> Any:
         self.services.append(service)
-        return SimpleNamespace(service=service)
+        self.clients[service] = _Lambda() if service == "lambda" else SimpleNamespace(service=service)
+        return self.clients[service]
 
 
 RULE = AsyncSource(kind=EVENTBRIDGE, bus_name="bus", rule_name="r", source="shop", detail_type="Paid")
@@ -66,8 +83,9 @@ def test_a_target_is_sent_to_through_its_first_source_of_the_first_kind(
     assert session.services == ([service] if service else [])
 
 
-def test_a_target_nothing_sends_to_fails_naming_every_kind() -> None:
-    target = SimpleNamespace(label="async-Pay", mapping=SimpleNamespace(async_config=object()), sources=())
+def test_a_target_whose_sources_cannot_take_input_fails_naming_every_kind() -> None:
+    mapping = SimpleNamespace(async_config=object(), function_name="pay")
+    target = SimpleNamespace(label="async-Pay", mapping=mapping, sources=(PATTERNLESS_RULE,))
 
     with pytest.raises(DeployError) as caught:
         _senders(_Session(), [target])  # type: ignore[list-item]
@@ -76,6 +94,27 @@ def test_a_target_nothing_sends_to_fails_naming_every_kind() -> None:
         "async-Pay: no EventBridge rule (with a plain source and detail-type) or SNS topic of the stack invokes the "
         "function: the run cannot send it input"
     )
+
+
+def test_a_target_nothing_in_the_stack_invokes_is_sent_to_by_direct_asynchronous_invocations() -> None:
+    """Issue 30, item 1: ``Invoke`` with ``InvocationType="Event"``, the body as the payload; each id the one the
+    local AWS answered with (``producer.EVENT_ID_HEADER``), else the request id."""
+    mapping = SimpleNamespace(async_config=object(), function_name="pay-fn")
+    target = SimpleNamespace(label="async-Pay", mapping=mapping, sources=())
+    session = _Session()
+
+    sender = _senders(session, [target])["async-Pay"]  # type: ignore[list-item]
+
+    assert session.services == ["lambda"]
+    lam = session.clients["lambda"]
+    lines = [SimpleNamespace(number=n, body=json.dumps({"order_id": f"o-{n}"})) for n in (1, 2)]
+    ids = sender([SimpleNamespace(line=line) for line in lines])  # type: ignore[misc]
+    assert ids == ["event-1", "request-2"]
+    assert lam.calls == [
+        {"FunctionName": "pay-fn", "InvocationType": "Event", "Payload": line.body.encode()} for line in lines
+    ]
+    with pytest.raises(SendError, match="line 3: a direct invocation takes a JSON payload"):
+        sender([SimpleNamespace(line=SimpleNamespace(number=3, body="not json"))])  # type: ignore[misc]
 
 
 def _sns_event(message: Any) -> dict[str, Any]:

@@ -68,15 +68,19 @@ def test_the_targets_are_read_from_the_template(resources: dict[str, Any], expec
     assert planned_targets({"Resources": resources}, "S") == expected
 
 
-def test_a_stack_with_nothing_to_drive_is_refused_naming_its_functions_and_the_uninvoked_one() -> None:
+def test_a_stack_with_nothing_to_drive_is_refused_naming_its_functions() -> None:
+    with pytest.raises(DeployError) as refused:
+        planned_targets({"Resources": {**_fn("Worker"), **_fn("Handler")}}, "Idle")
+    assert str(refused.value).startswith("stack Idle has nothing to drive: no SQS event source mapping")
+    assert str(refused.value).endswith("its functions: Handler, Worker")
+
+
+def test_a_function_nothing_in_the_stack_invokes_is_driven_by_direct_invocations() -> None:
+    """Issue 30, item 1: an ``IdempotentEventConsumer``'s function with no rule or topic is a target (its callers
+    ``Invoke`` it with ``InvocationType="Event"``), no longer refused."""
     resources = {**_fn("Worker"), **_fn("Handler"), **_config("Handler")}
 
-    with pytest.raises(DeployError) as refused:
-        planned_targets({"Resources": resources}, "Idle")
-    assert str(refused.value).startswith("stack Idle has nothing to drive: no SQS event source mapping")
-    assert str(refused.value).endswith(
-        "its functions: Handler, Worker; nothing invokes Handler, which has an EventInvokeConfig"
-    )
+    assert planned_targets({"Resources": resources}, "Direct") == {"async-Handler": "async-Handler"}
 
 
 def test_input_lines_are_checked_against_the_planned_targets() -> None:

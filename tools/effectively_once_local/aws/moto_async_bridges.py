@@ -4,9 +4,10 @@ rule on a custom bus needs (:func:`event_bus_ref_is_its_name`), for the local to
 module docstring lists every patch and the module that holds it. A bridge creates a missing inbox under
 :data:`.moto_locking.SQS_LOCK`.
 
-Bridged (moto 5.2.5): Lambda's asynchronous invocation from EventBridge and SNS (issue 23). moto raises
-``NotImplementedError`` for an EventBridge rule whose target is a Lambda function, and hands an SNS ``lambda``
-subscription's message to its Docker-backed Lambda (no Docker here: the message is lost with a log line). The local
+Bridged (moto 5.2.5): Lambda's asynchronous invocation from EventBridge and SNS (issue 23), and a direct
+``Invoke`` with ``InvocationType="Event"`` (issue 30). moto raises ``NotImplementedError`` for an EventBridge rule
+whose target is a Lambda function, and hands an SNS ``lambda`` subscription's message and an ``Event`` invocation to
+its Docker-backed Lambda (no Docker here: the message is lost with a log line, the invocation fails). The local
 AWS plays Lambda's asynchronous queue as an SQS queue per function, its *inbox* (``runner/async_inbox.py``), which the
 local runner drains with Lambda's retry policy: the bridges put each event there exactly as the function receives it,
 with the message attribute ``async_queue.SOURCE_ATTRIBUTE`` naming its source. Rules on custom buses too.
@@ -22,7 +23,8 @@ from typing import Any
 
 from effectively_once_runtime.events import EVENTBRIDGE, SNS
 
-from ..runner.async_inbox import SOURCE_ATTRIBUTE, inbox_name
+from ..runner.async_inbox import EVENT_ID_ATTRIBUTE, INVOKE, SOURCE_ATTRIBUTE, inbox_name
+from ..traffic.producer import EVENT_ID_HEADER
 from .moto_locking import SQS_LOCK
 
 #: Lambda's default function timeout, in seconds (AWS Lambda Developer Guide, "Configure Lambda function
@@ -60,10 +62,11 @@ def _is_function_arn(arn: str) -> bool:
     return True
 
 
-def put_in_inbox(function_arn: str, body: str, source: str) -> None:
+def put_in_inbox(function_arn: str, body: str, source: str, event_id: str | None = None) -> None:
     """Queue ``body`` (the event, as the function receives it) in the inbox of the function ``function_arn`` names
     (``async_queue.inbox_name`` of its name; a qualifier is dropped), in the SQS backend of that ARN's account and
-    Region, with the message attribute ``SOURCE_ATTRIBUTE`` = ``source``. A missing inbox is created first, with the
+    Region, with the message attribute ``SOURCE_ATTRIBUTE`` = ``source`` (and ``EVENT_ID_ATTRIBUTE`` = ``event_id``
+    when given). A missing inbox is created first, with the
     visibility timeout :func:`inbox_visibility_timeout` of the function's timeout
     (:data:`LAMBDA_DEFAULT_TIMEOUT_SECONDS` when moto does not know the function: the event is queued anyway, for a
     runner to find).
@@ -84,6 +87,8 @@ def put_in_inbox(function_arn: str, body: str, source: str) -> None:
                 timeout = LAMBDA_DEFAULT_TIMEOUT_SECONDS
             sqs.create_queue(queue, VisibilityTimeout=inbox_visibility_timeout(timeout))
     attributes = {SOURCE_ATTRIBUTE: {"DataType": "String", "StringValue": source}}
+    if event_id is not None:
+        attributes[EVENT_ID_ATTRIBUTE] = {"DataType": "String", "StringValue": event_id}
     sqs.send_message(queue, body, message_attributes=attributes)
 
 
@@ -269,6 +274,40 @@ def sns_lambda_subscriptions() -> None:
     sns_models.Subscription.publish = publish_to_inbox  # type: ignore[method-assign]
 
 
+def lambda_event_invocations() -> None:
+    """moto 5.2.5: ``LambdaBackend.invoke`` (awslambda/models.py) runs every invocation in its Docker-backed Lambda,
+    ``InvocationType="Event"`` included (no Docker here: it fails). Lambda queues such an event and answers 202 at
+    once. The patch puts the payload, as it is, in the function's inbox (:func:`put_in_inbox`, source
+    ``async_inbox.INVOKE``) under a new event id (a UUID), which the answer carries in the header
+    ``traffic.producer.EVENT_ID_HEADER`` and the inbox message in ``async_inbox.EVENT_ID_ATTRIBUTE``, and answers 202
+    with an empty payload; a qualifier is dropped, as the other bridges do. Other invocation types stay moto's. A
+    second call changes nothing. docs/moto-bugs.md, report 12; tests: ``test_an_event_invocation_reaches_the_inbox``
+    (tests/local/test_async_bridges.py)."""
+    from moto.awslambda import models as lambda_models
+
+    invoke: Callable[..., Any] = lambda_models.LambdaBackend.invoke
+    if getattr(invoke, _BRIDGED, False):
+        return
+
+    @wraps(invoke)
+    def invoke_or_queue(
+        self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> Any:
+        if (headers or {}).get("X-Amz-Invocation-Type") != "Event":
+            return invoke(self, function_name, qualifier, body, headers, response_headers)
+        import uuid
+
+        function = self.get_function(function_name, None)  # raises moto's own "not found" for an unknown name
+        event_id = str(uuid.uuid4())
+        payload = body.decode("utf-8") if isinstance(body, bytes) else str(body)
+        put_in_inbox(function.function_arn, payload, INVOKE, event_id)
+        response_headers[EVENT_ID_HEADER] = event_id
+        return b""
+
+    setattr(invoke_or_queue, _BRIDGED, True)
+    lambda_models.LambdaBackend.invoke = invoke_or_queue  # type: ignore[method-assign]
+
+
 def event_bus_ref_is_its_name() -> None:
     """moto 5.2.5: an ``AWS::Events::EventBus`` has no ``physical_resource_id``, so ``{"Ref": <bus>}`` resolves to
     the Python object, and a rule on it (``EventBusName``: what CDK emits for a custom bus) fails CreateStack with a
@@ -285,3 +324,4 @@ def apply_bridges() -> None:
     event_bus_ref_is_its_name()
     eventbridge_lambda_targets()
     sns_lambda_subscriptions()
+    lambda_event_invocations()

@@ -20,9 +20,10 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
 - :mod:`.moto_powertools`: Powertools' public SSM parameters, :func:`powertools_parameters` (docs/moto-bugs.md, "Not
   reported: Powertools' public SSM parameters").
 - :mod:`.moto_async_bridges`: Lambda's asynchronous invocation from EventBridge and SNS,
-  :func:`eventbridge_lambda_targets` (report 9) and :func:`sns_lambda_subscriptions` (report 10), with the inbox they
-  put events in (:func:`put_in_inbox`, :func:`inbox_visibility_timeout`), and a custom event bus's ``Ref``,
-  :func:`event_bus_ref_is_its_name` (report 8); all three applied by :func:`.moto_async_bridges.apply_bridges`.
+  :func:`eventbridge_lambda_targets` (report 9) and :func:`sns_lambda_subscriptions` (report 10), and by a direct
+  ``Invoke`` with ``InvocationType="Event"``, :func:`lambda_event_invocations` (report 12), with the inbox they put
+  events in (:func:`put_in_inbox`, :func:`inbox_visibility_timeout`), and a custom event bus's ``Ref``,
+  :func:`event_bus_ref_is_its_name` (report 8); all four applied by :func:`.moto_async_bridges.apply_bridges`.
 
 Every public name of those modules (but :mod:`.fifo_order`'s) is importable from here too (:data:`__all__`), as
 before they were split out of this module. A setting is read in the module that defines it: set one (say
@@ -45,6 +46,7 @@ from .moto_async_bridges import (
     eventbridge_event_for_lambda,
     eventbridge_lambda_targets,
     inbox_visibility_timeout,
+    lambda_event_invocations,
     put_in_inbox,
     sns_lambda_subscriptions,
     sns_record_for_lambda,
@@ -100,6 +102,7 @@ __all__ = [
     "eventbridge_event_for_lambda",
     "eventbridge_lambda_targets",
     "inbox_visibility_timeout",
+    "lambda_event_invocations",
     "lazy_queue_attributes",
     "powertools_parameters",
     "powertools_release",

@@ -4,16 +4,17 @@ item 1): a run that cannot work is refused in the seconds of a ``cdk synth``, no
 The targets are the ones discovery finds after the deploy (``aws/discovery.py``), named the same way: an SQS event
 source mapping by its queue's logical id (an ``AWS::Lambda::EventSourceMapping`` whose ``EventSourceArn`` is a
 ``Fn::GetAtt`` of an ``AWS::SQS::Queue`` of the stack), and an asynchronous target as ``async-<function logical id>``
-(an ``AWS::Lambda::EventInvokeConfig`` of qualifier ``$LATEST``) when an EventBridge rule's target or an SNS
-``lambda`` subscription names its function. Each comes with the names an input line's ``queue`` may match
-(``traffic/chaos_input.resolve_queue``): the label, and a queue's ``QueueName`` when the template sets one, else
-the ``<stack>-<logical id>`` that CloudFormation's generated names start with.
+(an ``AWS::Lambda::EventInvokeConfig`` of qualifier ``$LATEST``): driven through the EventBridge rules and SNS
+``lambda`` subscriptions that name its function, or, when nothing in the stack invokes it, by direct asynchronous
+invocations (``Invoke`` with ``InvocationType="Event"``: ``traffic.producer.invoke_sender``). Each comes with the
+names an input line's ``queue`` may match (``traffic/chaos_input.resolve_queue``): the label, and a queue's
+``QueueName`` when the template sets one, else the ``<stack>-<logical id>`` that CloudFormation's generated names
+start with.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +76,8 @@ def _s3_notified(resources: dict[str, Any]) -> list[tuple[str, str]]:
 def planned_targets(template: dict[str, Any], stack: str) -> dict[str, str]:
     """``{label: queue name}`` of what a chaos run of ``stack`` will drive (module docstring), from its template.
 
-    :raises DeployError: nothing to drive (the message names the stack's functions, and any function with an
-        ``EventInvokeConfig`` that nothing invokes), or an S3 notification to a function: the local AWS cannot
-        deliver one.
+    :raises DeployError: nothing to drive (the message names the stack's functions), or an S3 notification to a
+        function: the local AWS cannot deliver one.
     """
     resources: dict[str, Any] = template.get("Resources") or {}
     notified = _s3_notified(resources)
@@ -94,31 +94,27 @@ def planned_targets(template: dict[str, Any], stack: str) -> dict[str, str]:
         queue = _named(props.get("EventSourceArn")) if res.get("Type") == _ESM else None
         if queue is not None and (resources.get(queue) or {}).get("Type") == _QUEUE:
             targets[queue] = str((resources[queue].get("Properties") or {}).get("QueueName") or f"{stack}-{queue}")
-    invoked, uninvoked = _invoked(resources), []
     for res in resources.values():
         props = res.get("Properties") or {}
         if res.get("Type") != _INVOKE_CONFIG or props.get("Qualifier", "$LATEST") != "$LATEST":
             continue
         function = _named(props.get("FunctionName"))
-        if function in invoked:
+        if function is not None:
             targets[f"async-{function}"] = f"async-{function}"
-        elif function is not None:
-            uninvoked.append(function)
     if not targets:
         functions = [name for name, res in resources.items() if res.get("Type") == _FUNCTION]
-        raise nothing_to_drive(stack, functions, uninvoked)
+        raise nothing_to_drive(stack, functions)
     return targets
 
 
-def nothing_to_drive(stack: str, functions: list[str], uninvoked: Sequence[str] = ()) -> DeployError:
-    """The one-line refusal of a stack with nothing a chaos run can drive, naming its ``functions`` (logical ids)
-    and the ``uninvoked`` ones: with an ``EventInvokeConfig``, but nothing invokes them. Before the deploy
-    (:func:`planned_targets`) and after it (``discovery.discover_targets``)."""
-    idle = f"; nothing invokes {', '.join(sorted(uninvoked))}, which has an EventInvokeConfig" if uninvoked else ""
+def nothing_to_drive(stack: str, functions: list[str]) -> DeployError:
+    """The one-line refusal of a stack with nothing a chaos run can drive, naming its ``functions`` (logical ids).
+    Before the deploy (:func:`planned_targets`) and after it (``discovery.discover_targets``)."""
     return DeployError(
         f"stack {stack} has nothing to drive: no SQS event source mapping, and no function with an"
-        " AWS::Lambda::EventInvokeConfig (an IdempotentEventConsumer) invoked by an EventBridge rule or an SNS"
-        f" subscription; its functions: {', '.join(sorted(functions)) or 'none'}{idle}"
+        " AWS::Lambda::EventInvokeConfig (an IdempotentEventConsumer: driven through its EventBridge rules and SNS"
+        " subscriptions, or by direct asynchronous invocations); its functions:"
+        f" {', '.join(sorted(functions)) or 'none'}"
     )
 
 

@@ -37,8 +37,9 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         help="deploy any CDK app to a local AWS, run every SQS mapping and asynchronous target of a stack under"
         " chaos, report per key",
         description="Deploy --app-dir's CDK app to a local AWS (moto, loopback), run every SQS event source mapping"
-        " of --stack, and every function with an EventInvokeConfig that an EventBridge rule or SNS subscription"
-        " invokes (either kind alone is enough), with the local runner under chaos, and report per business key:"
+        " of --stack, and every function with an EventInvokeConfig (through the EventBridge rules and SNS"
+        " subscriptions that invoke it, else by direct asynchronous Invoke; either kind alone is enough), with the"
+        " local runner under chaos, and report per business key:"
         " lost, duplicated, unexpected, replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
     )
     chaos.add_argument("--app-dir", type=folder, required=True, help="folder with the app's cdk.json")
@@ -50,7 +51,8 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         help="JSON Lines: a body per line, or {body, queue, group}: queue names the target (an SQS mapping's"
         " queue, or async for an asynchronous target; not needed with one target), group a FIFO message group. Per"
         " trigger: an SQS queue takes any body (a string verbatim); an EventBridge rule a JSON object, sent as the"
-        " event's detail with the rule's source and detail-type; an SNS topic any body, as the Message",
+        " event's detail with the rule's source and detail-type; an SNS topic any body, as the Message; a function"
+        " nothing in the stack invokes JSON, as the payload of an Invoke with InvocationType Event",
     )
     chaos.add_argument("--key", required=True, help="JMESPath over each body: the business key (e.g. order_id)")
     chaos.add_argument(

@@ -47,7 +47,7 @@ from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import refusal, request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
-from ..traffic.producer import SOURCE_SENDERS, Sender, plan, sent_line, source_sender
+from ..traffic.producer import SOURCE_SENDERS, Sender, invoke_sender, plan, sent_line, source_sender
 from .on_failure_redrive import local_redrive_on_failure
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from .redrive import local_move, mapping_targets
@@ -164,12 +164,17 @@ def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
 def _senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
     """How input reaches each asynchronous target: through its first source of the first kind that can take input
     (``traffic.producer.source_sender``: an EventBridge rule's ``PutEvents`` with the rule's source and detail-type on
-    its bus, else an SNS topic's ``Publish``).
+    its bus, else an SNS topic's ``Publish``); when nothing in the stack invokes the function, by direct asynchronous
+    invocations (``traffic.producer.invoke_sender``: ``Invoke`` with ``InvocationType="Event"``).
 
-    :raises DeployError: an asynchronous target with none (nothing in the stack invokes it)."""
+    :raises DeployError: an asynchronous target whose sources cannot take input (a rule without a plain source and
+        detail-type)."""
     found: dict[str, Sender] = {}
     for m in mappings:
         if m.mapping.async_config is None:
+            continue
+        if not m.sources:
+            found[m.label] = invoke_sender(session.client("lambda"), function_name=m.mapping.function_name)
             continue
         sender = source_sender(session, m.sources)
         if sender is None:

@@ -104,7 +104,7 @@ def describe(mapping: DeployedMapping) -> str:
     c = mapping.mapping
     if c.async_config is not None:
         a = c.async_config
-        sources = ", ".join(s.rule_name or s.topic_arn or s.kind for s in mapping.sources) or "none"
+        sources = ", ".join(s.rule_name or s.topic_arn or s.kind for s in mapping.sources) or "direct Invoke (Event)"
         return (
             f"{mapping.label} ({mapping.queue_name}) -> {c.function_name} [{c.handler}]: asynchronous, retries"
             f" {a.max_retry_attempts}, maximum event age {a.max_event_age_seconds}s, on failure"

@@ -10,7 +10,8 @@ Guide, "Invoking a Lambda function asynchronously", "Configuring error handling 
 queue as an SQS queue per function, the *inbox* (:func:`inbox_name`), which the bridges fill and the runner drains:
 
 - one message per event: its body is the event exactly as the function receives it; the message attribute
-  :data:`SOURCE_ATTRIBUTE` says where it came from (:data:`SOURCES`);
+  :data:`SOURCE_ATTRIBUTE` says where it came from (:data:`SOURCES`), and for a direct ``Invoke`` (whose event holds
+  no id of its own) :data:`EVENT_ID_ATTRIBUTE` the id the local AWS answered the ``Invoke`` with;
 - the message's ``ApproximateReceiveCount`` is the attempt number; ``SentTimestamp`` starts its age;
 - a retry is the message made visible again after :func:`retry_delay_seconds` (Lambda: about 1 minute before the
   second attempt, 2 before the third), scaled by :data:`TIME_SCALE_ENV` (one stated factor for the delays and the
@@ -40,6 +41,9 @@ _QUEUE_NAME_CHARS = 80
 _OTHER = re.compile(r"[^A-Za-z0-9_-]")
 #: The inbox message attribute naming the event's source.
 SOURCE_ATTRIBUTE = "EffectivelyOnceAsyncSource"
+#: The inbox message attribute holding a direct ``Invoke``'s event id, which the local AWS also answered the
+#: ``Invoke`` with (in ``traffic.producer.EVENT_ID_HEADER``): the send log and the delivery log meet on it.
+EVENT_ID_ATTRIBUTE = "EffectivelyOnceEventId"
 #: The sources of the inbox's own: a direct ``Invoke`` (``InvocationType="Event"``) and a redriven on-failure record.
 INVOKE, REDRIVE = "invoke", "redrive"
 #: Two kinds of the asynchronous sources the local AWS bridges (the runtime's triggers), under their old names here.

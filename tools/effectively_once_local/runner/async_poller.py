@@ -28,6 +28,7 @@ from ..base.run_figures import record_peak
 from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
 from .async_inbox import (
     EVENT_AGE_EXCEEDED,
+    EVENT_ID_ATTRIBUTE,
     RETRIES_EXHAUSTED,
     SOURCE_ATTRIBUTE,
     destination_record,
@@ -138,8 +139,9 @@ class AsyncPoller:
 
     The delivery log (``deliveries-<label>-<pid>.jsonl``) gets one line per invocation and per record sent without
     one: ``message_id``, ``receive_count`` (as an SQS delivery), ``async`` (``true``), ``attempt``, ``source``
-    (the inbox message's ``async_queue.SOURCE_ATTRIBUTE``), ``event_id`` (:func:`async_event_id`), ``duplicate``
-    (``true``, the extra delivery only), ``request_id`` (the invocation's Lambda request id; ``null`` without
+    (the inbox message's ``async_queue.SOURCE_ATTRIBUTE``), ``event_id`` (:func:`async_event_id`; for a direct
+    ``Invoke``, the inbox message's ``async_queue.EVENT_ID_ATTRIBUTE``), ``duplicate`` (``true``, the extra delivery
+    only), ``request_id`` (the invocation's Lambda request id; ``null`` without
     one), ``invoked`` and ``outcome``: ``ok``, ``error`` (with ``error_type``, ``error_message``), ``killed`` (with
     the kill's ``phase``, written just before the kill), ``on_failure`` (with ``condition``,
     ``approximate_invoke_count``, the error when known and ``destination``: whether a record was sent) or
@@ -265,14 +267,17 @@ class AsyncPoller:
             line.write("error", error_type=error[0], error_message=error[1])
 
     def _fields(self, message: dict[str, Any], event: Any, attempt: int) -> dict[str, Any]:
-        source = message.get("MessageAttributes", {}).get(SOURCE_ATTRIBUTE, {}).get("StringValue")
+        attributes = message.get("MessageAttributes", {})
+        source = attributes.get(SOURCE_ATTRIBUTE, {}).get("StringValue")
+        # A direct Invoke's event holds no id: the local AWS gave it one (async_inbox.EVENT_ID_ATTRIBUTE).
+        given = attributes.get(EVENT_ID_ATTRIBUTE, {}).get("StringValue")
         return {
             "message_id": message["MessageId"],
             "receive_count": attempt,
             "async": True,
             "attempt": attempt,
             "source": source,
-            "event_id": async_event_id(event),
+            "event_id": async_event_id(event) or given,
         }
 
     def invoke(self, event: Any, fields: dict[str, Any]) -> tuple[tuple[str, str] | None, _Line]:

@@ -14,8 +14,10 @@ accepted written to the send log (``sent-<label>.jsonl`` in the run folder) with
 ties an input line to the delivery log (``attribution.sent_never_delivered``). An asynchronous target (a function
 behind an EventBridge rule or an SNS topic) is sent to through a :data:`Sender` of its own (:func:`event_sender`,
 :func:`topic_sender`): every copy is a new put, with a new event id, as a producer's retry is; the send log keeps
-that id as the ``message_id``. :data:`SOURCE_SENDERS`: every kind of asynchronous source, its sender and how the line
-comes back out of the events it delivers (:func:`source_sender`, :func:`sent_line`).
+that id as the ``message_id``. A function nothing in the stack invokes is sent to directly (:func:`invoke_sender`:
+``Invoke`` with ``InvocationType="Event"``, the body as the payload). :data:`SOURCE_SENDERS`: every kind of
+asynchronous source, its sender and how the line comes back out of the events it delivers (:func:`source_sender`,
+:func:`sent_line`).
 """
 
 from __future__ import annotations
@@ -112,6 +114,39 @@ def topic_sender(sns: Any, *, topic_arn: str) -> Sender:
         return [str(sns.publish(TopicArn=topic_arn, Message=m.line.body)["MessageId"]) for m in chunk]
 
     return publish
+
+
+#: The response header in which the local AWS answers a direct asynchronous ``Invoke`` with the id it gave the event
+#: (``aws/moto_async_bridges.lambda_event_invocations``; the inbox message carries the same id,
+#: ``runner.async_inbox.EVENT_ID_ATTRIBUTE``). Lambda itself answers with its request id only.
+EVENT_ID_HEADER = "x-effectively-once-event-id"
+
+
+def invoke_sender(lam: Any, *, function_name: str) -> Sender:
+    """``Invoke`` of ``function_name`` with ``InvocationType="Event"``, one call per line, the body as the payload
+    (JSON: Lambda refuses anything else). Each id is the event id the local AWS answered (:data:`EVENT_ID_HEADER`),
+    else the request id.
+
+    :raises SendError: a body that is not JSON, or an answer other than 202 (the event was not queued).
+    """
+
+    def invoke(chunk: list[Outgoing[Any]]) -> list[str]:
+        ids = []
+        for msg in chunk:
+            try:
+                json.loads(msg.line.body)
+            except ValueError:
+                raise SendError(f"line {msg.line.number}: a direct invocation takes a JSON payload") from None
+            answer = lam.invoke(FunctionName=function_name, InvocationType="Event", Payload=msg.line.body.encode())
+            if answer.get("StatusCode") != 202:
+                raise SendError(
+                    f"Invoke of {function_name} answered {answer.get('StatusCode')} for line {msg.line.number}"
+                )
+            meta = answer.get("ResponseMetadata") or {}
+            ids.append(str((meta.get("HTTPHeaders") or {}).get(EVENT_ID_HEADER) or meta.get("RequestId")))
+        return ids
+
+    return invoke
 
 
 def _rule_sender(session: Any, rule: Any) -> Sender | None:
