@@ -124,6 +124,9 @@ def test_the_correct_app_passes(gallery: Any) -> None:
     assert report["states"]["invalid_lines"] == [{"line": 25, "state": "invalid_in_dlq", "moved_by": "runtime"}]
     # (a kill after the runtime's DLQ send and before the delete can leave a second copy: a standard DLQ keeps both)
     assert set(report["dlq"][next(q for q in report["dlq"] if "Standard" in q)]["why"]) == {"InvalidRecord"}
+    # FIFO order (issue 30, item 7): the FIFO groups' keys checked (those not redriven: at maxReceiveCount 2 a kill
+    # sends a group's batch to the DLQ after two receives), none out of order
+    assert report["fifo_order"]["keys_checked"] >= 2 and report["fifo_order"]["reordered"] == [], report["fifo_order"]
 
 
 def test_an_app_that_normalises_ids_passes_an_input_that_repeats_them_in_other_forms(gallery: Any) -> None:
@@ -208,6 +211,19 @@ def test_a_transient_failure_after_an_unkeyed_effect_is_caught(gallery: Any) -> 
 
     assert code == 1
     assert report["total"]["duplicated"] > 0, _reasons(report)
+
+
+def test_a_fifo_group_handled_out_of_order_is_caught(gallery: Any) -> None:
+    """Issue 30, item 7: each batch's records handed to the handler last first. The correct run (the same groups:
+    two FIFO groups of six orders each) is checked the same way and passes (``test_the_correct_app_passes``)."""
+    code, report = gallery("reordered")
+
+    assert code == 1
+    assert report["total"]["reordered"] > 0, _reasons(report)
+    assert report["total"]["duplicated"] == 0 and report["total"]["stranded"] == 0, _reasons(report)
+    found = report["fifo_order"]["reordered"]
+    assert all("FifoOrders" in r["queue"] and r["group"] in ("c1", "c3") for r in found), found
+    assert any("reordered" in reason and " before " in reason for reason in report["verdict"]["reasons"])
 
 
 def test_input_silently_dropped_is_caught(gallery: Any) -> None:

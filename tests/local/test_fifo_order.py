@@ -30,6 +30,8 @@ def fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bo
     if request.param:
         fifo_order.fifo_groups_keep_their_order()
         fifo_order.fifo_groups_keep_their_order()  # a second call wraps nothing twice
+        fifo_order.sequence_numbers_increase()
+        fifo_order.sequence_numbers_increase()
         moto_patches.serialize_queue_mutations()
     return bool(request.param)
 
@@ -130,3 +132,28 @@ def test_the_local_aws_server_keeps_the_group_in_order() -> None:
         again = _bodies(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
 
     assert again == ["m2", "m3", "m4"]
+
+
+def test_sequence_numbers_increase_in_the_order_messages_were_sent(fixed: bool) -> None:
+    """Report 13: SQS's SequenceNumber "continues to increase for a particular MessageGroupId"; moto's are random
+    digits. The chaos run orders a group's keys by it (``proof/group_order.py``)."""
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="seq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        numbers = []
+        for n in range(12):
+            entries = [
+                {"Id": str(i), "MessageBody": f"m{n}-{i}", "MessageGroupId": "g", "MessageDeduplicationId": f"{n}-{i}"}
+                for i in range(3)
+            ]
+            numbers += [
+                int(ok["SequenceNumber"]) for ok in sqs.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]
+            ]
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3, AttributeNames=["SequenceNumber"])
+
+    if not fixed:
+        assert numbers != sorted(numbers), "moto as is: random digits (36 in increasing order: 1 in 36!)"
+        return
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    assert all(len(str(n)) == 20 for n in numbers)
+    assert [int(m["Attributes"]["SequenceNumber"]) for m in received["Messages"]] == numbers[:3]

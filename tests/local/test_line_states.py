@@ -82,8 +82,28 @@ def test_every_line_gets_exactly_one_state(states: dict[str, Any]) -> None:
         "never_delivered": 1,
         "vanished": 2,  # key "vanished" and line 8
         "duplicated": 0,
+        "reordered": 0,
     }
     assert sum(states["counts"].values()) == len(LINES)
+
+
+def test_a_key_effected_before_an_earlier_key_of_its_fifo_group_is_reordered_not_effected_once() -> None:
+    """Issue 30, item 7: the later key of the pair (``group_order.reordered``'s ``then``) ends ``reordered``."""
+    found = line_states(
+        lines=LINES,
+        effects=Counter({"done": 1, "redriven": 1}),
+        duplicated=[],
+        redriven={"redriven", "stranded"},
+        dlq_messages=DLQ,
+        sent_rows=SENT,
+        deliveries=DELIVERED,
+        kill_records=KILLS,
+        key_of=_key_of,
+        reordered={"done"},
+    )
+
+    assert found["counts"]["reordered"] == 1 and found["counts"]["effected_once"] == 0
+    assert found["keys"]["reordered"] == ["done"]
 
 
 def test_failing_lines_are_named_with_their_evidence(states: dict[str, Any]) -> None:

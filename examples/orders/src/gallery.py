@@ -23,6 +23,8 @@ Variants:
   makes the replay write a fresh audit row again, a second execution's writes. Must fail: duplicated (and the keys
   no kill struck must count once).
 - ``drop_invalid``: a wrapper reports bodies that are not JSON as done and sends them nowhere. Must fail: vanished.
+- ``reordered``: the orders handler, handed each batch's records last first: within a FIFO message group a later
+  order is confirmed before an earlier one. Must fail: reordered.
 - ``normalized``: the orders handler with ``Consumer(normalize=("strip", "casefold"))``: ``" ABC-1 "`` and
   ``"abc-1"`` are one order. Must pass a run whose input repeats ids in another case or with spaces, under
   ``--normalize strip --normalize casefold``; the ``correct`` variant, keyed on the raw id, must fail it: duplicated.
@@ -122,6 +124,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> Any:
         return normalized.handler(event, context)
     if variant == "message_id":
         return orders.by_message_id_handler(event, context)
+    if variant == "reordered":
+        event = {**event, "Records": list(reversed(event.get("Records", [])))}
     if variant == "drop_invalid":
         kept = []
         for record in event.get("Records", []):

@@ -11,16 +11,55 @@ its pass reaches it, so of a batch that timed out together the first message is 
 others) and a later one is delivered first. This module's patch counts a group in flight only while one of its
 messages is invisible, and takes every timed-out message out of the pending set before a receive looks at the queue,
 so the group's messages come back in order, in one batch as SQS sends them.
+
+A second fix (report 13): moto 5.2.5 gives each FIFO message a random 20-digit ``SequenceNumber``, so a later message
+can carry a smaller one. SQS's "continues to increase for a particular MessageGroupId" (Amazon SQS API Reference,
+SendMessage, SequenceNumber), and the chaos run orders a group's keys by it (``proof/group_order.py``).
+:func:`sequence_numbers_increase` numbers the messages from one counter of the process instead.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 #: Marks a patched ``receive_message``, so a second call of the patch wraps nothing twice.
 _PATCHED = "__effectively_once_fifo_order__"
+#: Where the local sequence numbers start: 20 digits, as SQS's (which are 128-bit numbers shown in decimal).
+SEQUENCE_BASE = 10**19
+_SEQUENCE = itertools.count(1)
+_SEQUENCE_LOCK = threading.Lock()
+
+
+def next_sequence_number() -> str:
+    """The next FIFO sequence number of this process: larger than every one before it, 20 digits."""
+    with _SEQUENCE_LOCK:
+        return str(SEQUENCE_BASE + next(_SEQUENCE))
+
+
+def sequence_numbers_increase() -> None:
+    """Patch moto's ``SQSBackend.send_message`` (which ``SendMessageBatch`` calls per entry) so that a FIFO message
+    gets :func:`next_sequence_number` instead of moto's random digits: the numbers increase in the order the
+    messages were accepted, in every group. A second call changes nothing. docs/moto-bugs.md, report 13; test:
+    ``test_sequence_numbers_increase_in_the_order_messages_were_sent`` (tests/local/test_fifo_order.py)."""
+    from moto.sqs import models
+
+    send = models.SQSBackend.send_message
+    if getattr(send, _PATCHED, False):
+        return
+
+    @wraps(send)
+    def send_numbered(self: Any, *args: Any, **kwargs: Any) -> Any:
+        message = send(self, *args, **kwargs)
+        if getattr(message, "sequence_number", None) is not None:
+            message.sequence_number = next_sequence_number()
+        return message
+
+    setattr(send_numbered, _PATCHED, True)
+    models.SQSBackend.send_message = send_numbered  # type: ignore[method-assign]
 
 
 def groups_in_flight(queue: Any) -> set[str]:

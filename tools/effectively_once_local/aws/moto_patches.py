@@ -16,7 +16,7 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
 - :mod:`.moto_deduplication`: FIFO deduplication, :func:`remember_deduplication_ids` (SQS, report 5) and
   :func:`sns_content_based_deduplication_ids` (SNS, report 6).
 - :mod:`.fifo_order`: a FIFO message group's order after a visibility timeout, :func:`fifo_groups_keep_their_order`
-  (report 11).
+  (report 11), and sequence numbers that increase, :func:`sequence_numbers_increase` (report 13).
 - :mod:`.moto_powertools`: Powertools' public SSM parameters, :func:`powertools_parameters` (docs/moto-bugs.md, "Not
   reported: Powertools' public SSM parameters").
 - :mod:`.moto_async_bridges`: Lambda's asynchronous invocation from EventBridge and SNS,
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from .fifo_order import fifo_groups_keep_their_order
+from .fifo_order import fifo_groups_keep_their_order, sequence_numbers_increase
 from .moto_async_bridges import (
     EVENT_FIELDS,
     INBOX_VISIBILITY_MARGIN_SECONDS,
@@ -148,6 +148,7 @@ def apply() -> None:
     powertools_parameters()
     remember_deduplication_ids()  # before the serialization, which then wraps it too
     fifo_groups_keep_their_order()  # before the serialization too: its receive runs under the lock
+    sequence_numbers_increase()  # before the serialization: the numbering runs under the lock too
     sns_content_based_deduplication_ids()
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()

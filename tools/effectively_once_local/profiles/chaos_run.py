@@ -31,6 +31,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
+from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
     build,
     effect_lines,
@@ -314,7 +315,8 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     dlq_bodies = [m.body for messages in outcome.dlq_messages.values() for m in messages]
     store, _ = combine(outcome.store_counts) if outcome.store_counts else (None, {})
     same = normalizer(opts.normalize)
-    log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effect_lines(opts.run_dir))
+    effected = effect_lines(opts.run_dir)
+    log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effected)
     kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in kills(opts.run_dir)]
     report = build(
         sent=Counter(ln.key for ln in lines if ln.key is not None),
@@ -330,6 +332,8 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     )
     sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
     deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
+    first = first_executions(effected, lambda key: None if key is None else same(str(key)))
+    out_of_order, checked = reordered(sent_rows, first, outcome.redriven)
     states = line_states(
         lines=lines,
         effects=store if store is not None else log_counts,
@@ -341,8 +345,10 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         kill_records=kill_records,
         key_of=lambda body: body_key(key_path, body),
         suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
+        reordered={r["then"] for r in out_of_order},
     )
     add_states(report, states, dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)))
+    report["fifo_order"] = {"keys_checked": checked, "reordered": out_of_order}
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
     report["async"] = async_counts(deliveries, refused=refused)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})

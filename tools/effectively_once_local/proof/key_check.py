@@ -317,12 +317,13 @@ _FAILING = {
     "stranded": "valid keys stranded (only in a DLQ after the run's redrive, never effected)",
     "never_delivered": "lines never delivered (SQS accepted them, the delivery log never shows them)",
     "vanished": "lines vanished (delivered and reported done, with no effect and no DLQ copy)",
+    "reordered": "keys reordered (executed before a key of their FIFO group that SQS sequenced earlier)",
 }
 
 
 def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
     """Exit 1 on anything lost, duplicated, unexpected or replayed without a kill to explain it, and, with the
-    per-line states (``states``), on any line stranded, never delivered or vanished."""
+    per-line states (``states``), on any line stranded, never delivered, vanished or reordered."""
     total = report["total"]
     reasons = []
     if "states" in report:
@@ -331,6 +332,11 @@ def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
                 keys = list(report["states"]["keys"].get(state, [])) + [
                     f"line {i['line']}" for i in report["states"]["invalid_lines"] if i["state"] == state
                 ]
+                if state == "reordered":  # the group and both keys
+                    keys = [
+                        f"{r['then']} before {r['first']} in group {r['group']}"
+                        for r in report.get("fifo_order", {}).get("reordered", [])
+                    ]
                 shown = ", ".join(str(k) for k in keys[:5]) + (" ..." if len(keys) > 5 else "")
                 reasons.append(f"{total[state]} {words}: {shown}")
     elif total["lost"]:
@@ -391,6 +397,12 @@ def render(report: dict[str, Any]) -> str:
         out.append("sent: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
     if report.get("async"):
         out.append(render_async(report["async"]))
+    order = report.get("fifo_order")
+    if order and order["keys_checked"]:
+        out.append(
+            f"FIFO order: {order['keys_checked']} keys checked in their groups, {len(order['reordered'])} reordered"
+            + "".join(f"; {r['then']} before {r['first']} in group {r['group']}" for r in order["reordered"][:5])
+        )
     for queue, held in report.get("dlq", {}).items():
         why = ", ".join(f"{w} {n}" for w, n in held["why"].items()) or "empty"
         out.append(f"DLQ {queue}: {held['messages']} messages ({why})")

@@ -6,6 +6,7 @@ contents by reason, and how the input was sent (``send_kinds``)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 #: Passing states: a key effected once (``effected_once``), a key effected once after the run's redrive brought it
@@ -14,9 +15,10 @@ from typing import Any
 #: event refused for good, condition ``PermanentError``, with its reason; never ``stranded``). Failing states:
 #: ``stranded`` (a valid key only in a DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the
 #: delivery log never shows it), ``vanished`` (delivered and reported done, with no effect and no DLQ copy),
-#: ``duplicated``; and ``unexpected`` keys (effects for keys never sent) from :func:`build`.
+#: ``duplicated``, ``reordered`` (effected once, but before a key of its FIFO group that SQS sequenced earlier:
+#: ``proof/group_order.py``); and ``unexpected`` keys (effects for keys never sent) from :func:`build`.
 PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
-FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated")
+FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated", "reordered")
 
 
 def _sent_id(delivery: dict[str, Any]) -> Any:
@@ -48,6 +50,7 @@ def line_states(
     kill_records: list[dict[str, Any]],
     key_of: Any,
     suppressed: Counter[str] | None = None,
+    reordered: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     """The state of every input line (the constants above), with evidence for each failing one, and a row per key
     (``per_key``: its state, sends, deliveries, effects, duplicates suppressed, kills by kind).
@@ -55,23 +58,21 @@ def line_states(
     ``lines``: the input (``number``, ``body``, ``key``); ``effects``: effects per key (store or log lines);
     ``dlq_messages``: each DLQ's messages after the run's redrive (``readback.DlqMessage``), by queue name;
     ``sent_rows``: the send log; ``deliveries``: the delivery log; ``key_of(body)``: a body's business key;
-    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines).
+    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines); ``reordered``: the keys
+    executed before a key of their FIFO group sequenced earlier (``group_order.reordered``'s ``then``).
     """
     delivered, delivered_lines = _delivered_keys(sent_rows, deliveries)
     in_dlq, dlq_bodies = _dlq_entries(dlq_messages, key_of)
     states: dict[str, str] = {}
     for key in dict.fromkeys(ln.key for ln in lines if ln.key is not None):
-        entries = in_dlq.get(key, [])
         if key in duplicated:
             states[key] = "duplicated"
+        elif key in reordered:
+            states[key] = "reordered"  # effected, before a key of its FIFO group sequenced earlier
         elif effects[key] >= 1:
             states[key] = "redriven_then_effected" if key in redriven else "effected_once"
-        elif entries and all(e["moved_by"] == "runtime" for e in entries):
-            states[key] = "invalid_in_dlq"  # the app refused it (a permanent error), with its reason
-        elif entries:
-            states[key] = "stranded"
         else:
-            states[key] = "vanished" if key in delivered else "never_delivered"
+            states[key] = _unexecuted(in_dlq.get(key, []), key in delivered)
     invalid = []
     for ln in lines:
         if ln.key is not None:
@@ -95,6 +96,15 @@ def line_states(
             for key in failing[state][:50]
         },
     }
+
+
+def _unexecuted(entries: list[dict[str, Any]], delivered: bool) -> str:
+    """The state of a key with no effect, from its DLQ entries and whether it was delivered."""
+    if entries and all(e["moved_by"] == "runtime" for e in entries):
+        return "invalid_in_dlq"  # the app refused it (a permanent error), with its reason
+    if entries:
+        return "stranded"
+    return "vanished" if delivered else "never_delivered"
 
 
 def _dlq_entries(

@@ -275,6 +275,15 @@ def dedup_id(msg: Outgoing[Any]) -> str:
     return late_dedup_id(msg.line.dedup_id) if msg.kind == LATE_RESEND else str(msg.line.dedup_id)
 
 
+def _fifo_fields(msg: Outgoing[Any], accepted: dict[str, Any]) -> dict[str, Any]:
+    """What the send log keeps of a FIFO message SQS accepted: its deduplication id, group and sequence number."""
+    return {
+        "deduplication_id": dedup_id(msg),
+        "group": msg.line.group_id,
+        "sequence_number": accepted.get("SequenceNumber"),
+    }
+
+
 def send(
     sqs: Any,
     urls: dict[str, str],
@@ -287,7 +296,8 @@ def send(
     """Send ``messages`` with ``SendMessageBatch``; returns the messages sent per queue label.
 
     :param record: called once per accepted message with ``queue`` (the label), ``line``, ``key``, ``kind``,
-        ``message_id`` (the id SQS returned) and, for FIFO, ``deduplication_id`` (``EventLog.write`` of the run's
+        ``message_id`` (the id SQS returned) and, for FIFO, ``deduplication_id``, ``group`` and ``sequence_number``
+        (the one SQS assigned: it increases within a group) (``EventLog.write`` of the run's
         ``sent-<label>.jsonl``). SQS answers a FIFO message it dropped as a duplicate of its deduplication id with
         an id too.
     :param senders: a label's own sender (an asynchronous target): used instead of SQS for that label.
@@ -327,7 +337,7 @@ def send(
                         key=msg.line.key,
                         kind=msg.kind,
                         message_id=ok.get("MessageId"),
-                        **({"deduplication_id": dedup_id(msg)} if fifo[label] else {}),
+                        **(_fifo_fields(msg, ok) if fifo[label] else {}),
                     )
             sent[label] += len(chunk)
             progress(len(chunk))
