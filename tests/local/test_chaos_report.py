@@ -254,12 +254,16 @@ def test_handler_keyed_on_the_message_id_shows_as_duplicates_and_unexpected_keys
         ),
         (["--key", "missing"], "argument --key: 'missing' finds no key in any line"),
         (["--crash-after-effect", "0.6", "--timeouts", "0.6"], "must not exceed 1"),
+        (
+            ["--effect", "bucket:Invoices:invoices/{key}-*.json"],
+            "argument --effect: the object-name template 'invoices/{key}-*.json' can match one name two ways",
+        ),
     ],
 )
 def test_chaos_command_fails_bad_arguments_in_one_line_before_anything_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    path = write(tmp_path, {"order_id": "o1"})
+    path = write(tmp_path, {"order_id": "o1"}, {"order_id": "o1-2"})  # one key starts another
     argv = [
         "chaos",
         "--app-dir",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from effectively_once_runtime.identity import NORMALIZATIONS
 
 from ..chaos.fault_model import ChaosConfig
+from ..proof.object_names import TemplateError, check_template
 from ..traffic.chaos_input import InputFileError, compile_key
 from .arguments import (
     Parser,
@@ -115,7 +116,8 @@ def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
         default=None,
         metavar="KIND:NAME:KEYPATH",
         help="a store the effects are counted in (repeatable; default: none): table:NAME:ATTRIBUTE,"
-        " bucket:NAME:TEMPLATE with {key} (and * for any characters), queue:NAME:JMESPATH,"
+        " bucket:NAME:TEMPLATE with {key} or {effect_key} (matched against the input's keys; * for any"
+        " characters), queue:NAME:JMESPATH,"
         " provider:[PATH]:JMESPATH (the stand-in's calls, under PATH if given), sqlite:FILE:TABLE:COLUMN,"
         " postgres:DSN:TABLE:COLUMN",
     )
@@ -216,6 +218,12 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
         parser.error(f"argument --input: {exc}")
     if not any(ln.key is not None for ln in lines):
         parser.error(f"argument --key: {args.key!r} finds no key in any line of {args.input}; nothing was sent")
+    for store in args.effect or ():
+        try:
+            if store.kind == "bucket":
+                check_template(store.key_path, {ln.key for ln in lines if ln.key is not None})
+        except TemplateError as exc:
+            parser.error(f"argument --effect: {exc}")
 
 
 def options(args: argparse.Namespace) -> ChaosOptions:

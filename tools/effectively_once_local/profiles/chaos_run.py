@@ -43,6 +43,7 @@ from ..proof.key_check import (
     verdict,
 )
 from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
+from ..proof.object_names import check_template
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, writers
 from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import refusal, request_payload
@@ -246,7 +247,8 @@ def _run(
         labels = {m.label: m.queue_name for m in mappings}
         routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
         fifo = {m.label: m.fifo for m in mappings}
-        stores = [Store(session, opts.stack, spec, opts.run_dir, opts.normalize) for spec in opts.effect_stores()]
+        keys = sent_keys(lines)
+        stores = [Store(session, opts.stack, s, opts.run_dir, opts.normalize, keys=keys) for s in opts.effect_stores()]
         table = next((st.name for st in stores if st.spec.kind == "table"), None)
         for st in stores:
             st.snapshot()
@@ -289,6 +291,11 @@ def _run(
         written = writers(opts.run_dir)
         counts = {str(st.spec): st.count(written) for st in stores}
         return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
+
+
+def sent_keys(lines: list[InputLine]) -> set[str]:
+    """The business keys of the input (a bucket store's ``{key}`` is matched against them)."""
+    return {ln.key for ln in lines if ln.key is not None}
 
 
 def _check_plan(stack: str, lines: list[InputLine], cdk_out: Path) -> None:
@@ -446,10 +453,14 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     report (also written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
 
     :raises InputFileError: the input cannot be used or names no queue of the stack.
+    :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.
     :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
     """
     lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
     compile_key(opts.key, opts.normalize)
+    for spec in opts.effect_stores():
+        if spec.kind == "bucket":
+            check_template(spec.key_path, sent_keys(lines))
     clear_run_dir(opts.run_dir)
     started = time.monotonic()
     clock = RunClock()

@@ -6,8 +6,10 @@ Kinds:
 - ``table:NAME:ATTRIBUTE``: a DynamoDB table of the stack (its logical id, physical name, or a part of the logical
   id naming one table); one item per effect, the business key in ``ATTRIBUTE``.
 - ``bucket:NAME:TEMPLATE``: an S3 bucket of the stack; one object per effect, its key matching ``TEMPLATE`` with
-  ``{key}`` where the business key stands (``receipts/{key}.json``) and ``*`` for any characters
-  (``receipts/{key}/*``: the business key is then the shortest match).
+  ``{key}`` where the business key stands (``receipts/{key}.json``) or ``{effect_key}`` where the runtime's scoped
+  effect key stands (``<key prefix>#<effect>#<key>``), and ``*`` for any characters (``receipts/{key}/*``). The
+  placeholder is matched against the business keys the run sent, never against any characters
+  (``proof/object_names.py``; a template that can match a name two ways for the input is refused before the run).
 - ``queue:NAME:JMESPATH``: an SQS queue of the stack (or an SNS topic's subscribed queue); one message per effect,
   the business key the JMESPath over its body (strict JSON). The queue is read without consuming it.
 - ``provider:PATH:JMESPATH``: the HTTP provider stand-in the run starts (``aws/provider_stand_in.py``); one executed
@@ -37,7 +39,7 @@ import json
 import re
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,7 @@ from ..aws.readback import read_dlq_messages, scan_table
 from ..base.json_lines import read_jsonl
 from ..chaos.faults import IDEMPOTENCY_RECORD, item_identity
 from ..traffic.chaos_input import body_key, compile_key
+from .object_names import matcher, placeholder
 
 KINDS = ("table", "bucket", "queue", "provider", "sqlite", "postgres")
 #: The kinds whose store is a SQL table outside the stack: ``KIND:TARGET:TABLE:COLUMN``.
@@ -77,7 +80,8 @@ def parse_effect(text: str) -> EffectStore:
     ``name`` ``TARGET:TABLE`` and ``key_path`` ``COLUMN``.
 
     :raises ValueError: another kind, a missing part, a provider name that is not a path, a template without
-        ``{key}``, a JMESPath the runtime does not accept, or a SQL table or column that is not a plain identifier.
+        exactly one ``{key}`` or ``{effect_key}``, a JMESPath the runtime does not accept, or a SQL table or column
+        that is not a plain identifier.
     """
     kind, sep, rest = text.partition(":")
     if kind in SQL_KINDS:
@@ -92,8 +96,8 @@ def parse_effect(text: str) -> EffectStore:
             f"{text!r}: the provider stand-in has no name: provider::JMESPATH, or a path prefix starting with '/' "
             "(provider:/v1/charges:JMESPATH)"
         )
-    if kind == "bucket" and "{key}" not in key_path:
-        raise ValueError(f"{text!r}: the object-key template needs {{key}} where the business key stands")
+    if kind == "bucket":
+        placeholder(key_path)  # TemplateError (a ValueError): not exactly one of {key} and {effect_key}
     if kind in ("queue", "provider"):
         compile_key(key_path)  # InputFileError (a ValueError) for an expression the runtime refuses
     return EffectStore(kind, name, key_path)
@@ -140,16 +144,6 @@ def _attr_text(value: dict[str, Any] | None) -> str | None:
     return json.dumps(value, sort_keys=True)
 
 
-def _template(template: str) -> re.Pattern[str]:
-    head, _, tail = template.partition("{key}")
-    return re.compile(_wildcards(head) + "(?P<key>.+?)" + _wildcards(tail))
-
-
-def _wildcards(text: str) -> str:
-    """``text`` as a pattern: literal, but ``*`` for any characters."""
-    return ".*".join(re.escape(part) for part in text.split("*"))
-
-
 def _quoted(table: str) -> str:
     """A table name checked by :func:`parse_effect` (``name`` or ``schema.name``), each part double-quoted."""
     return ".".join(f'"{part}"' for part in table.split("."))
@@ -186,12 +180,22 @@ def _sql_rows(kind: str, target: str, table: str) -> list[dict[str, Any]]:
 
 
 class Store:
-    """One named store, resolved in the deployed stack: ``snapshot()`` before the run, ``count()`` after it."""
+    """One named store, resolved in the deployed stack: ``snapshot()`` before the run, ``count()`` after it.
+    ``keys``: the business keys the run sent, which a bucket's object-name template is matched against
+    (``object_names.matcher``; none: any characters)."""
 
     def __init__(
-        self, session: Any, stack: str, store: EffectStore, run_dir: Path, normalize: tuple[str, ...] = ()
+        self,
+        session: Any,
+        stack: str,
+        store: EffectStore,
+        run_dir: Path,
+        normalize: tuple[str, ...] = (),
+        *,
+        keys: Iterable[str] = (),
     ) -> None:
         self.spec = store
+        self.keys = frozenset(keys)
         self.normalize = normalize
         self.session = session
         self.run_dir = run_dir
@@ -219,13 +223,13 @@ class Store:
                 for item in scan_table(self.session.client("dynamodb"), self.name)
             ]
         if kind == "bucket":
-            s3, pattern = self.session.client("s3"), _template(path)
-            keys = [
+            s3, key_of = self.session.client("s3"), matcher(path, self.keys)
+            names = [
                 obj["Key"]
                 for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.name)
                 for obj in page.get("Contents", [])
             ]
-            return [(k, m.group("key") if (m := pattern.fullmatch(k)) else None) for k in keys]
+            return [(name, key_of(name)) for name in names]
         if kind in SQL_KINDS:
             target, table = self.spec.name.rsplit(":", 1)
             rows = _sql_rows(kind, target, table)
