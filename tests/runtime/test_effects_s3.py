@@ -151,6 +151,43 @@ def test_bad_arguments_are_refused_before_any_call(client: Any) -> None:
     assert calls == ["PutObject"], "only the key that fits was written"
 
 
+# --- object_name: the object key as a template (issue 30, item 5) ------------------------------------------------
+def test_object_name_names_the_object_by_the_business_key_or_the_effect_key(client: Any) -> None:
+    with _in_effect():
+        invoice = _put(client, b"invoice", object_name="invoices/{key}.json", name=None)
+    with _in_effect():
+        receipt = _put(client, b"receipt", object_name="receipts/{effect_key}.json", name="receipt")
+    with _in_effect():  # a replay: the same object, nothing written
+        assert _put(client, b"invoice", object_name="invoices/{key}.json") == invoice
+
+    assert invoice.key == "invoices/order-1.json", "the record's business key, as the docs' own example names it"
+    assert receipt.key == f"receipts/{KEY}#receipt.json"
+    assert client.get_object(Bucket=BUCKET, Key="invoices/order-1.json")["Body"].read() == b"invoice"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"object_name": "invoices/{key}.json", "prefix": "x/"}, "prefix= or object_name=, not both"),
+        ({"object_name": "invoices/order.json"}, "needs exactly one of {key}"),
+        ({"object_name": "i/{key}/{effect_key}.json"}, "needs exactly one of {key}"),
+        ({"object_name": "invoices/{key}.json", "name": "invoice"}, "names one object per record"),
+    ],
+)
+def test_object_name_is_refused_before_any_call_when_it_cannot_name_one_object(
+    client: Any, options: dict[str, Any], message: str
+) -> None:
+    with _in_effect(), pytest.raises(ValueError, match=message):
+        _put(client, b"x", **options)
+    assert client.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_object_name_with_the_business_key_needs_a_declared_effect(client: Any) -> None:
+    with pytest.raises(ValueError, match="has none .*use \\{effect_key\\}"):
+        _put(client, b"x", object_name="invoices/{key}.json")
+    assert _put(client, b"x", object_name="r/{effect_key}").key == f"r/{KEY}"
+
+
 # --- the 409 path (AWS only: moto serialises nothing and never answers 409) --------------------------------------
 def _stubbed() -> tuple[Any, Stubber]:
     client = boto3.client("s3", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")

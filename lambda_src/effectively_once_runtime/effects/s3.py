@@ -1,12 +1,14 @@
 """S3: an object written once per effect key (``put_object``). boto3/botocore and the standard library only.
 
-The object key is derived from the effect key, the write is ``PutObject`` with ``If-None-Match: *``, and the body's
-SHA-256 goes with it as user metadata (:data:`HASH_METADATA`). S3 refuses a conditional put on a key that already
-holds an object with ``412 Precondition Failed`` (a replay: the effect ran before and a kill came before its record
-was completed); the adapter then reads the object back (``GetObject``) and compares the hash: the same body answers
-with the stored object, another body is :class:`S3ContentMismatch` (permanent). Two conditional puts on one key at
-the same time: S3 lets one through and may answer the other ``409 ConditionalRequestConflict``, "On a 409 failure you
-should retry the upload"; the adapter retries after :data:`CONFLICT_RETRY_DELAYS_SECONDS`, then reads back.
+The object key is derived from the effect key (``prefix`` + the adapter key, or an ``object_name`` template naming
+the object by the business key or the effect key: :func:`object_key`), the write is ``PutObject`` with
+``If-None-Match: *``, and the body's SHA-256 goes with it as user metadata (:data:`HASH_METADATA`). S3 refuses a
+conditional put on a key that already holds an object with ``412 Precondition Failed`` (a replay: the effect ran
+before and a kill came before its record was completed); the adapter then reads the object back (``GetObject``) and
+compares the hash: the same body answers with the stored object, another body is :class:`S3ContentMismatch`
+(permanent). Two conditional puts on one key at the same time: S3 lets one through and may answer the other ``409
+ConditionalRequestConflict``, "On a 409 failure you should retry the upload"; the adapter retries after
+:data:`CONFLICT_RETRY_DELAYS_SECONDS`, then reads back.
 
 Sources: Amazon S3 User Guide, How to prevent object overwrites with conditional writes
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html); Amazon S3 API Reference, PutObject,
@@ -25,7 +27,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import PermanentError
-from ._context import adapter_key
+from ._context import adapter_key, current
 
 #: The adapter's name (``adapter_key``'s ``adapter``, and in error messages).
 ADAPTER = "s3.put_object"
@@ -36,6 +38,9 @@ MAX_OBJECT_KEY_BYTES = 1024
 #: Seconds waited before each retry of a put answered ``409 ConditionalRequestConflict`` (then the object is read
 #: back). Short: the other writer's put is under way, and S3 answers the retry 412 once it is done.
 CONFLICT_RETRY_DELAYS_SECONDS = (0.05, 0.1, 0.2)
+
+#: The placeholders of ``object_name``: the record's business key, and the key the effect was called with.
+KEY_PLACEHOLDER, EFFECT_KEY_PLACEHOLDER = "{key}", "{effect_key}"
 
 _HASH_CHUNK_BYTES = 1024 * 1024
 _sleep = time.sleep  # the tests record the waits instead
@@ -102,6 +107,33 @@ def _checked_key(key: str) -> str:
     return key
 
 
+def object_key(template: str, *, effect_key: str, record_key: Any) -> str:
+    """The object key an ``object_name`` template names: its one placeholder filled, ``{key}`` with the record's
+    business key (``EffectCall.record_key``) or ``{effect_key}`` with the key the effect was called with (the
+    adapter key: with ``name=``, ``<effect key>#<name>``). Every other character is kept as it is. A ``{key}``
+    object is one per record: two effects, or two calls with ``name=`` (refused), of one record must not both write
+    it, or the second is a replay with another body (:class:`S3ContentMismatch`). The chaos command's ``--effect
+    bucket:NAME:TEMPLATE`` takes the same template.
+
+    :raises ValueError: not exactly one placeholder; ``{key}`` with no business key (outside a declared effect, or a
+        record processed without one).
+    """
+    found = template.count(KEY_PLACEHOLDER) + template.count(EFFECT_KEY_PLACEHOLDER)
+    if found != 1:
+        raise ValueError(
+            f"{ADAPTER}: object_name {template!r} needs exactly one of {KEY_PLACEHOLDER} (the record's business key) "
+            f"or {EFFECT_KEY_PLACEHOLDER} (the key the effect was called with)"
+        )
+    if EFFECT_KEY_PLACEHOLDER in template:
+        return template.replace(EFFECT_KEY_PLACEHOLDER, effect_key)
+    if not isinstance(record_key, str) or not record_key:
+        raise ValueError(
+            f"{ADAPTER}: object_name {template!r} names the object by the record's business key, and this call has "
+            "none (outside a declared effect, or a record without a key): use {effect_key}"
+        )
+    return template.replace(KEY_PLACEHOLDER, record_key)
+
+
 def put_object(
     *,
     client: Any,
@@ -110,11 +142,12 @@ def put_object(
     idempotency_key: str,
     name: str | None = None,
     prefix: str = "",
+    object_name: str | None = None,
     content_type: str | None = None,
     metadata: Mapping[str, str] | None = None,
 ) -> S3Object:
-    """Write ``body`` to ``s3://<bucket>/<prefix><adapter key>`` once: the first call writes it, a replay (the same
-    key and body) returns the stored object without writing.
+    """Write ``body`` to ``s3://<bucket>/<prefix><adapter key>`` (or the ``object_name`` template's key) once: the
+    first call writes it, a replay (the same key and body) returns the stored object without writing.
 
     Call it inside a declared effect with the key the effect was handed::
 
@@ -137,6 +170,8 @@ def put_object(
     :param name: tells apart two calls in one effect: the second writes under ``<key>#<name>``. :default: ``None``.
     :param prefix: put before the adapter key, for example ``"receipts/"``; with the adapter key, at most
         :data:`MAX_OBJECT_KEY_BYTES` bytes in UTF-8. :default: ``""``.
+    :param object_name: the object key as a template instead of ``prefix``: ``"invoices/{key}.json"`` (the
+        business key) or ``"receipts/{effect_key}.json"`` (the effect key), :func:`object_key`. :default: ``None``.
     :param content_type: the object's ``Content-Type``. :default: ``None`` (S3's ``binary/octet-stream``).
     :param metadata: more user metadata (``x-amz-meta-*``), not :data:`HASH_METADATA`; S3 takes at most 2 KB of user
         metadata in all (Amazon S3 User Guide, Working with object metadata). :default: ``None``.
@@ -144,7 +179,8 @@ def put_object(
     :raises S3ContentMismatch: the key already holds another body (permanent: the record goes to the DLQ).
     :raises S3WriteConflict: concurrent writes on the key kept answering 409 and nothing was stored (transient).
     :raises ValueError: an empty ``idempotency_key`` or ``name``; in one effect, a second call with the same
-        ``name``; an object key over :data:`MAX_OBJECT_KEY_BYTES` bytes; ``metadata`` naming :data:`HASH_METADATA`.
+        ``name``; a key over :data:`MAX_OBJECT_KEY_BYTES` bytes; ``metadata`` naming :data:`HASH_METADATA`; an
+        ``object_name`` with ``prefix``, with ``name=`` and ``{key}``, or one :func:`object_key` refuses.
     :raises TypeError: ``body`` is not ``bytes``.
     :raises botocore.exceptions.ClientError: any other S3 error (no such bucket, access denied), as S3 answered it.
     """
@@ -153,13 +189,30 @@ def put_object(
     extra = dict(metadata or {})
     if any(k.lower() == HASH_METADATA for k in extra):
         raise ValueError(f"{ADAPTER}: metadata must not name {HASH_METADATA!r}: the adapter writes it")
-    key = _checked_key(prefix + adapter_key(ADAPTER, idempotency_key, name))
+    key = _checked_key(_name(idempotency_key, name, prefix, object_name))
     digest = hashlib.sha256(body).hexdigest()
-    request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
-    request["Metadata"] = {**extra, HASH_METADATA: digest}
-    if content_type is not None:
-        request["ContentType"] = content_type
-    return _put_once(client, request, digest)
+    typed = {} if content_type is None else {"ContentType": content_type}
+    request = {"Bucket": bucket, "Key": key, "Body": body, "IfNoneMatch": "*", **typed}
+    return _put_once(client, {**request, "Metadata": {**extra, HASH_METADATA: digest}}, digest)
+
+
+def _name(idempotency_key: str, name: str | None, prefix: str, object_name: str | None) -> str:
+    """The object key: ``prefix`` + the adapter key, or the ``object_name`` template filled."""
+    if object_name is None:
+        return prefix + adapter_key(ADAPTER, idempotency_key, name)
+    if prefix:
+        raise ValueError(f"{ADAPTER}: give prefix= or object_name=, not both (the template holds the whole key)")
+    if name is not None and KEY_PLACEHOLDER in object_name:
+        raise ValueError(
+            f"{ADAPTER}: object_name {object_name!r} names one object per record ({KEY_PLACEHOLDER}); with name= "
+            f"two calls would write it: use {EFFECT_KEY_PLACEHOLDER}"
+        )
+    effect = current()
+    return object_key(
+        object_name,
+        effect_key=adapter_key(ADAPTER, idempotency_key, name),
+        record_key=effect.record_key if effect is not None else None,
+    )
 
 
 def _put_once(client: Any, request: dict[str, Any], digest: str) -> S3Object:
