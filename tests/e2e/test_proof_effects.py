@@ -46,7 +46,8 @@ AT_LEAST_ONCE_PATH = "/unkeyed/at-least-once/"
 
 
 def _stores(run_dir: Path, dsn: str) -> tuple[EffectStore, ...]:
-    """The keyed stores and the at-most-once calls' log (0 duplicated is what each must show)."""
+    """The keyed stores and the at-most-once calls' log (0 duplicated is what each must show); every store is
+    required of every key but the at-most-once calls', which a kill may leave without its call (``:optional``)."""
     return (
         parse_effect("table:Receipts:order_id"),
         parse_effect("bucket:Documents:documents/{key}/*"),
@@ -54,7 +55,7 @@ def _stores(run_dir: Path, dsn: str) -> tuple[EffectStore, ...]:
         parse_effect(f"sqlite:{run_dir / 'effects.sqlite3'}:shipments:order_id"),
         parse_effect(f"postgres:{dsn}:shipments:order_id"),
         parse_effect("provider:/keyed/:order_id"),
-        parse_effect(f"provider:{AT_MOST_ONCE_PATH}:order_id"),
+        parse_effect(f"provider:{AT_MOST_ONCE_PATH}:order_id:optional"),
     )
 
 
@@ -205,6 +206,22 @@ def test_the_naive_twin_fails_naming_each_store_of_a_duplicate(effects: Runs) ->
     per_store = report["run"]["effect_stores"]
     assert {s for s, found in per_store.items() if found["duplicated"]} == set(per_store), per_store
     assert report["unkeyed"]["calls"] == {}, "without markers, nothing counts what the un-keyed calls did"
+
+
+def test_the_torn_twin_fails_as_incomplete_not_invalid(effects: Runs) -> None:
+    """Issue 30, item 6: rows committed, then the documents service refuses every order for good: each key's row is
+    in the SQL stores and nothing is in the others. Refused after one of its effects was written, a key is
+    incomplete, never invalid."""
+    code, report, _ = effects("torn")
+
+    assert code == 1
+    assert report["total"]["incomplete"] == KEYS, _reasons(report)
+    assert report["total"]["invalid_in_dlq"] == 1, "the line that is not JSON, and only it"
+    assert any(reason.startswith(f"{KEYS} keys incomplete") for reason in report["verdict"]["reasons"])
+    per_store = report["run"]["effect_stores"]
+    assert {name: found["effects"] > 0 for name, found in per_store.items() if "shipments" in name} == {
+        name: True for name in per_store if "shipments" in name
+    }
 
 
 def test_the_docs_sql_patterns_are_struck_after_their_commits(effects: Runs) -> None:

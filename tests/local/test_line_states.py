@@ -82,13 +82,15 @@ def test_every_line_gets_exactly_one_state(states: dict[str, Any]) -> None:
         "never_delivered": 1,
         "vanished": 2,  # key "vanished" and line 8
         "duplicated": 0,
+        "incomplete": 0,
         "reordered": 0,
     }
     assert sum(states["counts"].values()) == len(LINES)
 
 
-def test_a_key_effected_before_an_earlier_key_of_its_fifo_group_is_reordered_not_effected_once() -> None:
-    """Issue 30, item 7: the later key of the pair (``group_order.reordered``'s ``then``) ends ``reordered``."""
+def test_the_failing_states_found_elsewhere_take_their_keys() -> None:
+    """Issue 30, items 6 and 7: the later key of a reordered pair (``group_order.reordered``'s ``then``) ends
+    ``reordered``, not ``effected_once``; a key in some required stores only ends ``incomplete``, not invalid."""
     found = line_states(
         lines=LINES,
         effects=Counter({"done": 1, "redriven": 1}),
@@ -99,11 +101,13 @@ def test_a_key_effected_before_an_earlier_key_of_its_fifo_group_is_reordered_not
         deliveries=DELIVERED,
         kill_records=KILLS,
         key_of=_key_of,
-        reordered={"done"},
+        marked={"incomplete": {"refused"}, "reordered": {"done"}},
     )
 
     assert found["counts"]["reordered"] == 1 and found["counts"]["effected_once"] == 0
     assert found["keys"]["reordered"] == ["done"]
+    # incomplete wins over invalid: a key refused after one of its effects was written (issue 30, item 6)
+    assert found["keys"]["incomplete"] == ["refused"] and found["counts"]["invalid_in_dlq"] == 1
 
 
 def test_failing_lines_are_named_with_their_evidence(states: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ KIND:NAME:KEYPATH``, only what the run added, each key normalised as the input i
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +301,34 @@ def test_the_chaos_command_refuses_a_bad_store_or_step_in_one_line(
 
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_a_store_marked_optional_is_parsed_and_shown_with_its_suffix() -> None:
+    """Issue 30, item 6: ``:optional``, after any kind's parts."""
+    from effectively_once_local.proof.stores import parse_effect as parse
+
+    assert parse("provider:/unkeyed/at-most-once/:order_id:optional") == EffectStore(
+        "provider", "/unkeyed/at-most-once/", "order_id", optional=True
+    )
+    sql = parse("sqlite:e.db:shipments:order_id:optional")
+    assert (sql.name, sql.key_path, sql.optional) == ("e.db:shipments", "order_id", True)
+    assert str(sql) == "sqlite:e.db:shipments:order_id:optional"
+    assert parse("table:Receipts:order_id").optional is False
+
+
+def test_a_key_in_some_required_stores_and_not_the_others_is_incomplete() -> None:
+    """Issue 30, item 6: every store is required by default; an optional one is counted, never required."""
+    from effectively_once_local.proof.stores import incomplete_keys
+
+    counts = {
+        "sqlite:e.db:shipments:order_id": Counter({"torn": 1, "whole": 1}),
+        "bucket:Documents:documents/{key}/*": Counter({"whole": 1}),
+        "provider:/sms/:order_id:optional": Counter({"whole": 1}),
+        "table:Receipts:order_id": Counter({"whole": 2, "torn": 0}),
+    }
+    keys = {"torn", "whole", "refused"}
+
+    assert incomplete_keys(counts, {"provider:/sms/:order_id:optional"}, keys) == ["torn"]
+    assert incomplete_keys({"table:Receipts:order_id": Counter({"a": 1})}, set(), {"a", "b"}) == [], "one store"
+    only_optional = {name: c for name, c in counts.items() if "sqlite" in name or "optional" in name}
+    assert incomplete_keys(only_optional, {"provider:/sms/:order_id:optional"}, keys) == []

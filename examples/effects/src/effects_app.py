@@ -31,6 +31,9 @@ Variants, one deploy (``EFFECTS_VARIANT``, read per record; a chaos run sets it 
   uuid, an object under a fresh key, a FIFO message with a fresh deduplication id, a ``POST`` with a fresh
   ``Idempotency-Key``, an ``INSERT`` under a fresh id, and the un-keyed calls without their markers. A kill after a
   write and before the record's completion repeats each of them: the chaos run must fail, naming every store.
+- ``torn``: commits its rows (SQLite, PostgreSQL), then the documents service refuses the order for good (a
+  ``PermanentError`` before any other write): every key's row exists without its receipt, document, notice or
+  provider call. The chaos run must fail: incomplete.
 """
 
 from __future__ import annotations
@@ -180,27 +183,34 @@ def fulfil(order: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
     if _variant() == "naive":
         _fulfil_naively(order)
         return {"order_id": order["order_id"], "variant": "naive"}
+    if _variant() == "torn":
+        for database in _databases():
+            _insert(database, _fields(order), idempotency_key)()
+        raise PermanentError(f"the documents service refused order {order['order_id']} for good")
     _fulfil(order, idempotency_key)
     return {"order_id": order["order_id"], "variant": "adapters"}
+
+
+def _insert(database: Callable[[], Any], row: dict[str, Any], key: str) -> Callable[[], None]:
+    """The order's row in ``database``, once per key (``insert_once``)."""
+
+    def call() -> None:
+        # The docs' patterns (docs/effects.md, "SQL"): sqlite3's `with conn:` and psycopg's
+        # `with conn.transaction():` commit at the end of the block, a kill point of the chaos run.
+        with database() as conn, conn if database is _sqlite else conn.transaction():
+            name = None if database is _sqlite else "postgres"  # one effect, two databases: a name for the second
+            insert_once(conn, table=SQL_TABLE, key_column=SQL_KEY, row=row, idempotency_key=key, name=name)
+
+    return call
 
 
 def _fulfil(order: dict[str, Any], key: str) -> None:
     row, order_id = _fields(order), str(order["order_id"])
     body = json.dumps(row, sort_keys=True)
 
-    def insert(database: Callable[[], Any]) -> Callable[[], None]:
-        def call() -> None:
-            # The docs' patterns (docs/effects.md, "SQL"): sqlite3's `with conn:` and psycopg's
-            # `with conn.transaction():` commit at the end of the block, a kill point of the chaos run.
-            with database() as conn, conn if database is _sqlite else conn.transaction():
-                name = None if database is _sqlite else "postgres"  # one effect, two databases: a name for the second
-                insert_once(conn, table=SQL_TABLE, key_column=SQL_KEY, row=row, idempotency_key=key, name=name)
-
-        return call
-
     _turned(
         [
-            *(insert(database) for database in _databases()),
+            *(_insert(database, row, key) for database in _databases()),
             lambda: post_json(os.environ[ENV_PROVIDER_URL] + KEYED_PATH, row, idempotency_key=key),
             lambda: put_item(
                 client=_client("dynamodb"),

@@ -44,7 +44,7 @@ from ..proof.key_check import (
 )
 from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.object_names import check_template
-from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, writers
+from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys, writers
 from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import refusal, request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
@@ -315,6 +315,12 @@ def _keys_of(opts: ChaosOptions, message: str) -> Counter[str]:
     return Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in log_lines(opts.run_dir, message))
 
 
+def _incomplete(opts: ChaosOptions, outcome: _Outcome, lines: list[InputLine]) -> list[str]:
+    """The input's keys in some of the run's required stores and not in the others (``stores.incomplete_keys``)."""
+    optional = {str(spec) for spec in opts.effect_stores() if spec.optional}
+    return incomplete_keys(outcome.store_counts, optional, sent_keys(lines))
+
+
 def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-key check (``key_check.build``) with every input line's state (``line_states``) and the DLQs'
     contents: the report before its findings and its ``run`` block; and how the lines were sent (``send_kinds``)."""
@@ -352,7 +358,7 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         kill_records=kill_records,
         key_of=lambda body: body_key(key_path, body),
         suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
-        reordered={r["then"] for r in out_of_order},
+        marked={"incomplete": set(_incomplete(opts, outcome, lines)), "reordered": {r["then"] for r in out_of_order}},
     )
     add_states(report, states, dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)))
     report["fifo_order"] = {"keys_checked": checked, "reordered": out_of_order}

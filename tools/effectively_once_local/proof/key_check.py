@@ -317,13 +317,14 @@ _FAILING = {
     "stranded": "valid keys stranded (only in a DLQ after the run's redrive, never effected)",
     "never_delivered": "lines never delivered (SQS accepted them, the delivery log never shows them)",
     "vanished": "lines vanished (delivered and reported done, with no effect and no DLQ copy)",
+    "incomplete": "keys incomplete (their effect in some of the run's required stores and not in the others)",
     "reordered": "keys reordered (executed before a key of their FIFO group that SQS sequenced earlier)",
 }
 
 
 def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
     """Exit 1 on anything lost, duplicated, unexpected or replayed without a kill to explain it, and, with the
-    per-line states (``states``), on any line stranded, never delivered, vanished or reordered."""
+    per-line states (``states``), on any line stranded, never delivered, vanished, incomplete or reordered."""
     total = report["total"]
     reasons = []
     if "states" in report:

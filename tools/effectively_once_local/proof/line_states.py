@@ -6,6 +6,7 @@ contents by reason, and how the input was sent (``send_kinds``)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -15,10 +16,12 @@ from typing import Any
 #: event refused for good, condition ``PermanentError``, with its reason; never ``stranded``). Failing states:
 #: ``stranded`` (a valid key only in a DLQ after the run's redrive), ``never_delivered`` (SQS accepted it, the
 #: delivery log never shows it), ``vanished`` (delivered and reported done, with no effect and no DLQ copy),
-#: ``duplicated``, ``reordered`` (effected once, but before a key of its FIFO group that SQS sequenced earlier:
-#: ``proof/group_order.py``); and ``unexpected`` keys (effects for keys never sent) from :func:`build`.
+#: ``duplicated``, ``incomplete`` (its effect in some of the run's required stores and not in the others at the end,
+#: ``stores.incomplete_keys``; it wins over ``invalid_in_dlq``), ``reordered`` (effected once, but before a key of
+#: its FIFO group that SQS sequenced earlier: ``proof/group_order.py``); and ``unexpected`` keys (effects for keys
+#: never sent) from :func:`build`.
 PASSING_STATES = ("effected_once", "redriven_then_effected", "invalid_in_dlq")
-FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated", "reordered")
+FAILING_STATES = ("stranded", "never_delivered", "vanished", "duplicated", "incomplete", "reordered")
 
 
 def _sent_id(delivery: dict[str, Any]) -> Any:
@@ -50,7 +53,7 @@ def line_states(
     kill_records: list[dict[str, Any]],
     key_of: Any,
     suppressed: Counter[str] | None = None,
-    reordered: AbstractSet[str] = frozenset(),
+    marked: Mapping[str, AbstractSet[str]] | None = None,
 ) -> dict[str, Any]:
     """The state of every input line (the constants above), with evidence for each failing one, and a row per key
     (``per_key``: its state, sends, deliveries, effects, duplicates suppressed, kills by kind).
@@ -58,17 +61,19 @@ def line_states(
     ``lines``: the input (``number``, ``body``, ``key``); ``effects``: effects per key (store or log lines);
     ``dlq_messages``: each DLQ's messages after the run's redrive (``readback.DlqMessage``), by queue name;
     ``sent_rows``: the send log; ``deliveries``: the delivery log; ``key_of(body)``: a body's business key;
-    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines); ``reordered``: the keys
-    executed before a key of their FIFO group sequenced earlier (``group_order.reordered``'s ``then``).
+    ``suppressed``: duplicates suppressed per key (the ``duplicate suppressed`` log lines); ``marked``: the keys of
+    the failing states found elsewhere, by state, in order of precedence (after ``duplicated``): ``incomplete``
+    (``stores.incomplete_keys``), ``reordered`` (``group_order.reordered``'s ``then``).
     """
     delivered, delivered_lines = _delivered_keys(sent_rows, deliveries)
     in_dlq, dlq_bodies = _dlq_entries(dlq_messages, key_of)
     states: dict[str, str] = {}
     for key in dict.fromkeys(ln.key for ln in lines if ln.key is not None):
+        mark = next((state for state, keys in (marked or {}).items() if key in keys), None)
         if key in duplicated:
             states[key] = "duplicated"
-        elif key in reordered:
-            states[key] = "reordered"  # effected, before a key of its FIFO group sequenced earlier
+        elif mark is not None:
+            states[key] = mark  # incomplete (refused or not), or reordered
         elif effects[key] >= 1:
             states[key] = "redriven_then_effected" if key in redriven else "effected_once"
         else:

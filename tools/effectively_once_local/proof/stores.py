@@ -23,6 +23,11 @@ Kinds:
 SQL rows are identified by their values (a row is written by a commit no write log sees, ``chaos/faults.py``, so each
 row counts as an effect of its own: an app that inserts one row per key under a fresh id shows its duplicates).
 
+Every store is required by default: a key whose effect shows in some of the run's required stores and not in the
+others at the end is ``incomplete`` (:func:`incomplete_keys`), a failing state that wins over ``invalid``. A store
+written at most once, or only under a condition, is marked optional with a ``:optional`` suffix
+(``provider:/unkeyed/at-most-once/:order_id:optional``): counted, never required.
+
 Only what the run added counts: each store is read before the first message is sent (:func:`snapshot`) and what
 was there then is left out, so several runs can share one deploy.
 
@@ -40,7 +45,7 @@ import re
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +60,8 @@ from ..traffic.chaos_input import body_key, compile_key
 from .object_names import matcher, placeholder
 
 KINDS = ("table", "bucket", "queue", "provider", "sqlite", "postgres")
+#: Marks a store that not every key must show (``--effect KIND:NAME:KEYPATH:optional``).
+OPTIONAL_SUFFIX = ":optional"
 #: The kinds whose store is a SQL table outside the stack: ``KIND:TARGET:TABLE:COLUMN``.
 SQL_KINDS = ("sqlite", "postgres")
 _SQL_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -70,9 +77,11 @@ class EffectStore:
     kind: str
     name: str
     key_path: str
+    #: Counted, but not required of every key (``:optional``): a store written at most once or under a condition.
+    optional: bool = False
 
     def __str__(self) -> str:
-        return f"{self.kind}:{self.name}:{self.key_path}"
+        return f"{self.kind}:{self.name}:{self.key_path}" + (OPTIONAL_SUFFIX if self.optional else "")
 
 
 def parse_effect(text: str) -> EffectStore:
@@ -83,6 +92,8 @@ def parse_effect(text: str) -> EffectStore:
         exactly one ``{key}`` or ``{effect_key}``, a JMESPath the runtime does not accept, or a SQL table or column
         that is not a plain identifier.
     """
+    if text.endswith(OPTIONAL_SUFFIX) and text.count(":") > 2:
+        return replace(parse_effect(text.removesuffix(OPTIONAL_SUFFIX)), optional=True)
     kind, sep, rest = text.partition(":")
     if kind in SQL_KINDS:
         return _sql_store(text, kind, rest)
@@ -291,6 +302,16 @@ def writers(run_dir: Path) -> dict[tuple[str, str], str]:
 
 #: The provider stand-in's call log in the run folder (``aws/provider_stand_in.py``).
 PROVIDER_LOG = "standin-calls.jsonl"
+
+
+def incomplete_keys(counts: Mapping[str, Counter[str]], optional: set[str], keys: set[str]) -> list[str]:
+    """The ``keys`` whose effect shows in some of the required stores and not in all of them (``counts``: effects
+    per key by store, :meth:`Store.count`; ``optional``: the stores not required). Fewer than two required stores:
+    none."""
+    required = [c for name, c in counts.items() if name not in optional]
+    if len(required) < 2:
+        return []
+    return sorted(k for k in keys if 0 < sum(1 for c in required if c[k] > 0) < len(required))
 
 
 def combine(counts: dict[str, Counter[str]]) -> tuple[Counter[str], dict[str, Any]]:
