@@ -134,19 +134,26 @@ def reason(record: SQSRecord, error: BaseException, function_name: str | None) -
     )
 
 
-class DeadLetterQueue:
-    """The queue permanent failures are sent to, with one SQS client per execution environment (built on the first
-    send, in the Region of the queue URL).
+class RuntimeQueue:
+    """A queue the runtime sends to, with one SQS client per execution environment, built on the first send in the
+    Region of the queue URL (the DLQ here, the on-failure queue in ``on_failure.py``).
 
-    :param url: the DLQ's URL (``DEAD_LETTER_QUEUE_URL``).
+    :param url: the queue's URL.
+    :param variable: the environment variable it came from, for the error message.
     :param client_factory: builds the SQS client, called once as ``client_factory(region_name)``.
         :default: ``boto3.client("sqs", region_name=...)``.
     :raises ValueError: ``url`` is not a queue URL.
     """
 
-    def __init__(self, url: str, *, client_factory: Callable[[str | None], Any] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        variable: str = names.ENV_DEAD_LETTER_QUEUE_URL,
+        *,
+        client_factory: Callable[[str | None], Any] | None = None,
+    ) -> None:
         self.url = url
-        self.region = queue_region(url)
+        self.region = queue_region(url, variable)
         self._client_factory = client_factory or sqs_client
         self._client: Any = None
 
@@ -155,6 +162,18 @@ class DeadLetterQueue:
         if self._client is None:
             self._client = self._client_factory(self.region)
         return self._client
+
+
+class DeadLetterQueue(RuntimeQueue):
+    """The queue permanent failures are sent to (``DEAD_LETTER_QUEUE_URL``), as a :class:`RuntimeQueue`.
+
+    :param url: the DLQ's URL.
+    :param client_factory: builds the SQS client. :default: ``boto3.client("sqs", region_name=...)``.
+    :raises ValueError: ``url`` is not a queue URL.
+    """
+
+    def __init__(self, url: str, *, client_factory: Callable[[str | None], Any] | None = None) -> None:
+        super().__init__(url, names.ENV_DEAD_LETTER_QUEUE_URL, client_factory=client_factory)
 
     def message(self, record: SQSRecord, error: BaseException, function_name: str | None) -> dict[str, Any]:
         """The ``SendMessage`` request for ``record``'s copy.

@@ -37,7 +37,7 @@ from typing import Any
 
 from . import names
 from .body import SHOWN_CHARS
-from .dead_letter import queue_region, sqs_client
+from .dead_letter import RuntimeQueue
 
 #: The version Lambda's destination records carry.
 RECORD_VERSION = "1.0"
@@ -80,9 +80,9 @@ def destination_record(
     }
 
 
-class OnFailureQueue:
-    """The function's on-failure queue, with one SQS client per execution environment (built on the first send, in
-    the Region of the queue URL).
+class OnFailureQueue(RuntimeQueue):
+    """The function's on-failure queue, as a ``dead_letter.RuntimeQueue`` (one SQS client per execution environment,
+    built on the first send in the Region of the queue URL).
 
     :param url: the queue's URL (``ON_FAILURE_QUEUE_URL``).
     :param direct: record refused direct invocations too (``ON_FAILURE_DIRECT``). :default: ``False``.
@@ -94,16 +94,8 @@ class OnFailureQueue:
     def __init__(
         self, url: str, *, direct: bool = False, client_factory: Callable[[str | None], Any] | None = None
     ) -> None:
-        self.url, self.direct = url, direct
-        self.region = queue_region(url, names.ENV_ON_FAILURE_QUEUE_URL)
-        self._client_factory = client_factory or sqs_client
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = self._client_factory(self.region)
-        return self._client
+        super().__init__(url, names.ENV_ON_FAILURE_QUEUE_URL, client_factory=client_factory)
+        self.direct = direct
 
     def send(self, event: Any, error: BaseException, context: Any) -> str:
         """Send the record of ``event``; the record's message id.

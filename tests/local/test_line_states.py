@@ -58,8 +58,8 @@ DLQ = {
 KILLS = [{"key": "stranded", "phase": "after_write", "seq": 4, "last_write": {"op": "dynamodb.PutItem"}}]
 
 
-@pytest.fixture(scope="module")
-def states() -> dict[str, Any]:
+def _line_states(**more: Any) -> dict[str, Any]:
+    """The states of :data:`LINES` with the run's facts above, and ``more`` (``marked``)."""
     return line_states(
         lines=LINES,
         effects=Counter({"done": 1, "redriven": 1}),
@@ -70,7 +70,13 @@ def states() -> dict[str, Any]:
         deliveries=DELIVERED,
         kill_records=KILLS,
         key_of=_key_of,
+        **more,
     )
+
+
+@pytest.fixture(scope="module")
+def states() -> dict[str, Any]:
+    return _line_states()
 
 
 def test_every_line_gets_exactly_one_state(states: dict[str, Any]) -> None:
@@ -91,18 +97,7 @@ def test_every_line_gets_exactly_one_state(states: dict[str, Any]) -> None:
 def test_the_failing_states_found_elsewhere_take_their_keys() -> None:
     """Issue 30, items 6 and 7: the later key of a reordered pair (``group_order.reordered``'s ``then``) ends
     ``reordered``, not ``effected_once``; a key in some required stores only ends ``incomplete``, not invalid."""
-    found = line_states(
-        lines=LINES,
-        effects=Counter({"done": 1, "redriven": 1}),
-        duplicated=[],
-        redriven={"redriven", "stranded"},
-        dlq_messages=DLQ,
-        sent_rows=SENT,
-        deliveries=DELIVERED,
-        kill_records=KILLS,
-        key_of=_key_of,
-        marked={"incomplete": {"refused"}, "reordered": {"done"}},
-    )
+    found = _line_states(marked={"incomplete": {"refused"}, "reordered": {"done"}})
 
     assert found["counts"]["reordered"] == 1 and found["counts"]["effected_once"] == 0
     assert found["keys"]["reordered"] == ["done"]
