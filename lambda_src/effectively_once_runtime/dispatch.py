@@ -16,11 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 from . import events, names
-from .body import SHOWN_CHARS
 from .deadline import Deadline
 from .execution import NO_DEADLINE, RecordExecution
 from .on_failure import OnFailureQueue
@@ -105,28 +103,12 @@ class Dispatch:
             return False
         if kind not in ALWAYS_ASYNC and not (kind == events.DIRECT and queue.direct):
             return False
-        try:
-            record_id = queue.send(request, error, context)
-        except Exception as send_error:  # noqa: BLE001 - any failure is raised as the original: nothing is lost
-            execution.logger.warning(
-                names.MSG_ON_FAILURE_SEND_FAILED,
-                extra={
-                    names.FIELD_ERROR_TYPE: type(error).__name__,
-                    names.FIELD_REASON: f"{type(send_error).__name__}: {send_error}"[: SHOWN_CHARS * 5],
-                    names.FIELD_TRIGGER: kind,
-                },
-            )
-            return False
-        execution.metrics.add_metric(name=names.METRIC_DEAD_LETTERED, unit=MetricUnit.Count, value=1)
-        execution.logger.warning(
-            names.MSG_RECORD_SENT_ON_FAILURE,
-            extra={
-                names.FIELD_ERROR_TYPE: type(error).__name__,
-                names.FIELD_ON_FAILURE_MESSAGE_ID: record_id,
-                names.FIELD_TRIGGER: kind,
-            },
+        return execution.send_refusal(
+            lambda: queue.send(request, error, context),
+            error,
+            (names.MSG_RECORD_SENT_ON_FAILURE, names.FIELD_ON_FAILURE_MESSAGE_ID, names.MSG_ON_FAILURE_SEND_FAILED),
+            **{names.FIELD_TRIGGER: kind},
         )
-        return True
 
     def _handle_records(self, kind: str, records: list[Any], context: Any) -> list[Any]:
         """SNS or S3 records (a trigger of ``events.RECORD_TRIGGERS`` other than SQS): each on its own, with its

@@ -303,6 +303,27 @@ class RecordExecution:
         or one declared ``permanent=``, raised or found in its ``__cause__`` chain."""
         return is_permanent(error, self.rules.permanent)
 
+    def send_refusal(
+        self, send: Callable[[], str], error: BaseException, lines: tuple[str, str, str], **extra: Any
+    ) -> bool:
+        """Send a record refused for good to the queue that keeps it (the DLQ, the on-failure queue); whether it
+        was sent. ``lines``: the log message when sent, the field of the sent message's id, the message when the
+        send failed. Sent: counted ``DeadLettered`` and logged with ``error_type`` and the id; failed: logged with
+        the send's error as ``reason``, never raised (the caller keeps the record: nothing is lost). ``extra``:
+        more fields of both lines."""
+        sent_line, id_field, failed_line = lines
+        try:
+            sent_id = send()
+        except Exception as send_error:  # noqa: BLE001 - any failure keeps the record where it is
+            reason = f"{type(send_error).__name__}: {send_error}"[: SHOWN_CHARS * 5]
+            self.logger.warning(
+                failed_line, extra={names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_REASON: reason, **extra}
+            )
+            return False
+        self.metrics.add_metric(name=names.METRIC_DEAD_LETTERED, unit=MetricUnit.Count, value=1)
+        self.logger.warning(sent_line, extra={names.FIELD_ERROR_TYPE: type(error).__name__, id_field: sent_id, **extra})
+        return True
+
     def log_failure(self, error: BaseException, **extra: Any) -> None:
         """The ``record failed`` line of a record (or a direct invocation) that did not succeed."""
         self.logger.warning(

@@ -47,7 +47,6 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from . import events, names
-from .body import SHOWN_CHARS
 from .dead_letter import DeadLetterQueue
 from .deadline import (
     CLOSING_WORK_MS,
@@ -240,25 +239,12 @@ class SqsBatch:
         dead_letter = self._dead_letter_queue()
         if dead_letter is None:
             return False
-        logger = self.execution.logger
         function_name = getattr(lambda_context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
-        try:
-            copy_id = dead_letter.send(record, error, function_name)
-        except Exception as send_error:  # noqa: BLE001 - any failure keeps the record in the queue: nothing is lost
-            logger.warning(
-                names.MSG_DEAD_LETTER_FAILED,
-                extra={
-                    names.FIELD_ERROR_TYPE: type(error).__name__,
-                    names.FIELD_REASON: f"{type(send_error).__name__}: {send_error}"[: SHOWN_CHARS * 5],
-                },
-            )
-            return False
-        self.execution.metrics.add_metric(name=names.METRIC_DEAD_LETTERED, unit=MetricUnit.Count, value=1)
-        logger.warning(
-            names.MSG_RECORD_DEAD_LETTERED,
-            extra={names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_DEAD_LETTER_MESSAGE_ID: copy_id},
+        return self.execution.send_refusal(
+            lambda: dead_letter.send(record, error, function_name),
+            error,
+            (names.MSG_RECORD_DEAD_LETTERED, names.FIELD_DEAD_LETTER_MESSAGE_ID, names.MSG_DEAD_LETTER_FAILED),
         )
-        return True
 
     # --- the batch's end --------------------------------------------------------------------------------------------
 

@@ -38,13 +38,12 @@ def placeholder(template: str) -> str:
 
     :raises TemplateError: none, or more than one.
     """
-    found = [p for p in (KEY, EFFECT_KEY) for _ in range(template.count(p))]
-    if len(found) != 1:
+    if template.count(KEY) + template.count(EFFECT_KEY) != 1:
         raise TemplateError(
             f"the object-name template {template!r} needs exactly one of {KEY} (the business key) or {EFFECT_KEY} "
             "(the runtime's scoped effect key) where the key stands"
         )
-    return found[0]
+    return KEY if KEY in template else EFFECT_KEY
 
 
 def _wildcards(text: str) -> str:
