@@ -168,6 +168,22 @@ def test_every_keyed_adapter_shows_0_duplicated_under_kills_after_every_write(ef
     assert all(per_store[s]["effects"] == KEYS for s in keyed), {s: per_store[s]["effects"] for s in keyed}
 
 
+def test_kills_between_the_stores_are_listed_torn_and_their_answered_replays_counted(effects: Runs) -> None:
+    """Issue 30, item 6: a kill after one store's write and before another's leaves the key torn for a moment; its
+    replay repairs it (the run passes) and the stores answer what was written: listed as a torn moment, never
+    failing, and the key counted replayed after a kill though its replay logged no second effect line."""
+    code, report, _ = effects("adapters")
+    torn = report["torn_moments"]
+
+    assert code == 0, _reasons(report)
+    assert report["total"]["torn_moments"] == len(torn) > 0, "kills after a write struck between two stores"
+    assert all(m["written"] and m["missing"] for m in torn), torn[:3]
+    replayed = set(report["keys"]["replayed_after_kill"]) | set(report["keys"]["replayed_after_error"])
+    # A key with a copy left in a DLQ (a resend SQS moved) is not counted replayed: the copy may be all that ran.
+    in_dlq = {key for held in report["dlq"].values() for key in held["keys"]}
+    assert {m["key"] for m in torn} - in_dlq <= replayed, "each torn key ran again, and the stores answered its replay"
+
+
 def test_at_most_once_never_repeats_and_its_missing_sends_are_counted_possibly_lost(effects: Runs) -> None:
     _, report, run_dir = effects("adapters")
     executed = _executions(run_dir, AT_MOST_ONCE_PATH)

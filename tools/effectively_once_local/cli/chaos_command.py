@@ -132,7 +132,8 @@ def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="after the queues drained, redrive the DLQs while they hold valid keys; a key still only in a DLQ then"
-        " is stranded and fails the run",
+        " is stranded and fails the run, a key that finished through it is listed with its rounds (passing);"
+        " --no-redrive shows what production would hold in its DLQs",
     )
     chaos.add_argument("--redrive-rounds", type=integer(1), default=3, help="the most redrive rounds")
     chaos.add_argument(

@@ -45,6 +45,7 @@ from ..proof.key_check import (
 from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.object_names import check_template
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys, writers
+from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import refusal, request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
@@ -125,8 +126,9 @@ class _Outcome:
     dlq_messages: dict[str, list[DlqMessage]]  # each DLQ's messages after the redrive, by queue name
     store_counts: dict[str, Counter[str]]  # effects per key that the run added, per named store
     table: str | None  # the first table store's physical name (the report's effect_store)
-    redriven: set[str]  # keys the run's redrive brought back from a DLQ
+    redriven: dict[str, list[int]]  # keys the run's redrive brought back from a DLQ, with the rounds that did
     redrive_rounds: list[dict[str, int]]
+    store_refs: dict[str, StoreRef]  # every named store as the write logs name it, by its --effect text
 
 
 def _unwrapped(message: DlqMessage) -> DlqMessage:
@@ -206,12 +208,13 @@ def _redrive(
     specs: list[tuple[PollerSpec, int]],
     clock: RunClock,
     log: Callable[[str], None],
-) -> tuple[set[str], list[dict[str, int]]]:
+) -> tuple[dict[str, list[int]], list[dict[str, int]]]:
     """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
-    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain."""
+    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain. Returns each key
+    brought back with the rounds that brought it back, and each round's counts."""
     key_path = compile_key(opts.key, opts.normalize)
     calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
-    redriven: set[str] = set()
+    redriven: dict[str, list[int]] = {}
     rounds: list[dict[str, int]] = []
     for number in range(1, opts.redrive_rounds + 1 if opts.redrive else 1):
         pending = _pending(_dlq_messages(sqs, mappings), key_path)
@@ -220,7 +223,8 @@ def _redrive(
         clock.mark(f"redrive {number}")
         moved = _move_back(sqs, mappings)
         log(f"redrive round {number}: {len(pending)} valid keys in the DLQs, {moved} messages moved back")
-        redriven |= pending
+        for key in sorted(pending):
+            redriven.setdefault(key, []).append(number)
         pool = PollerPool(calm)
         pool.start()
         try:
@@ -290,7 +294,8 @@ def _run(
         dlq = _dlq_messages(sqs, mappings)
         written = writers(opts.run_dir)
         counts = {str(st.spec): st.count(written) for st in stores}
-        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds)
+        refs = {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}
+        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds, refs)
 
 
 def sent_keys(lines: list[InputLine]) -> set[str]:
@@ -330,7 +335,8 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     same = normalizer(opts.normalize)
     effected = effect_lines(opts.run_dir)
     log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effected)
-    kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in kills(opts.run_dir)]
+    raw_kills = kills(opts.run_dir)
+    kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in raw_kills]
     report = build(
         sent=Counter(ln.key for ln in lines if ln.key is not None),
         invalid_lines=sum(1 for ln in lines if ln.key is None),
@@ -364,7 +370,22 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     report["fifo_order"] = {"keys_checked": checked, "reordered": out_of_order}
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
     report["async"] = async_counts(deliveries, refused=refused)
+    _add_listed(report, opts, outcome, raw_kills)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
+
+
+def _add_listed(report: dict[str, Any], opts: ChaosOptions, outcome: _Outcome, raw_kills: list[dict[str, Any]]) -> None:
+    """What the report lists without failing: the torn moments (``proof/torn_moments.py``) and the keys that finished
+    only through the run's redrive, with the rounds that brought them back (what production would hold in a DLQ
+    until someone redrove it: ``--no-redrive`` shows that)."""
+    optional = {str(spec) for spec in opts.effect_stores() if spec.optional}
+    torn = torn_moments(opts.run_dir, raw_kills, outcome.store_refs, optional)
+    report["total"]["torn_moments"] = len(torn)
+    report["torn_moments"] = torn[:LISTED]
+    report["redriven"] = [
+        {"key": key, "rounds": outcome.redriven.get(key, [])}
+        for key in report["states"]["keys"]["redriven_then_effected"]
+    ]
 
 
 def _add_findings(report: dict[str, Any], opts: ChaosOptions, lines: list[InputLine], sends: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ state naming the group and both keys.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -55,7 +55,7 @@ def first_executions(lines: Iterable[dict[str, Any]], key_of: Callable[[Any], st
 
 
 def reordered(
-    sent_rows: Iterable[dict[str, Any]], first: dict[str, Any], left_out: set[str]
+    sent_rows: Iterable[dict[str, Any]], first: dict[str, Any], left_out: Collection[str]
 ) -> tuple[list[dict[str, Any]], int]:
     """The keys executed out of their group's order: ``[{"group", "queue", "first": the key SQS sequenced first,
     "then": the key executed before it}]``, one per out-of-order key (the earliest-sequenced key it overtook), and the

@@ -14,8 +14,10 @@ Per key: **lost** (a valid key with no effect and not in a DLQ), **duplicated** 
 that key's effect and its completion, and only when the effect takes the key (so the second execution is answered,
 not repeated): with a store, that is checked (several effect lines, one item: the conditional put keyed on the
 idempotency key answered the replay); without one, the user states it (``--effect-takes-key``). Those keys are
-reported as ``replayed_after_kill``. More effect lines than the kills on that key explain are
-``unexplained_replays``: a duplicate got past the idempotency layer (only the effect's key stopped it).
+reported as ``replayed_after_kill``, and so are the keys such a kill struck whose replay the store or the runtime's
+result marker answered without a second effect line (a kill after the effect's write, before its line, or after
+the line: the record was never completed, so the key ran again). More effect lines than the kills on that key
+explain are ``unexplained_replays``: a duplicate got past the idempotency layer (only the effect's key stopped it).
 
 Without a store, the effect log lines are a lower bound of the effects when a stall or a deadline kill happened
 (``effects_lower_bound``): the runtime writes an effect's line after the effect returned, so an effect stopped by a
@@ -49,6 +51,7 @@ from ..chaos.fault_model import (
 )
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
 from .line_states import FAILING_STATES, render_async
+from .torn_moments import render_torn
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
 #: The kill kinds of the report (``total.kills``, the terminal's ``kills:`` line): every phase but the payments seam's.
@@ -156,7 +159,9 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
     """Every kill record, each with ``key``: the key it interrupted between its effect and its completion (``None``
     for a kill after completion, or before any effect of its request). Where the environment's writes were watched
     (``chaos/faults.py``) the key is proved from the order of its writes and the kill; else it is the last effect line
-    of the killed request in the killed process's function log."""
+    of the killed request in the killed process's function log. ``proved``: the key is known to have been between
+    its effect and its completion (from the writes, or a kill at the effect line itself), not only the last line's
+    (a stall or deadline whose window the writes do not show); ``log``: the chaos log's file name."""
     lines = effect_lines(run_dir)
     out = []
     for path in sorted(run_dir.glob("chaos-*.jsonl")):
@@ -173,6 +178,7 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
                 key = record["effect_line_key"]  # a stall at the effect line: the key of that very line (exact)
             elif phase != AFTER_EFFECT and watched:
                 key = None if phase == AFTER_COMPLETE else _between_effect_and_completion(record, writes)
+            proved = key is not None or phase == AFTER_EFFECT
             if key is None and phase in (AFTER_EFFECT, TIMEOUT, DEADLINE):
                 # At the effect line itself (exact: the effect returned, its record is not completed); or a stall or
                 # deadline whose window the writes do not show (an effect answered from its key writes nothing the
@@ -184,7 +190,7 @@ def kills(run_dir: Path) -> list[dict[str, Any]]:
                     if ln["_file"] == log_name and ln.get("function_request_id") == record.get("request_id")
                 ]
                 key = mine[-1].get(names.FIELD_IDEMPOTENCY_KEY) if mine else None
-            out.append({**record, "key": key})
+            out.append({**record, "key": key, "proved": proved and key is not None, "log": path.name})
     return out
 
 
@@ -202,9 +208,9 @@ def kills_after_write(kill_records: list[dict[str, Any]]) -> dict[str, int]:
 
 #: Why a key replayed after a kill is safe, with an effect store named (``True``) and without one.
 _SAFE_BECAUSE = {
-    True: "each of these keys has one item in the effect store although its effect ran more than once: the effect "
-    "takes the idempotency key (a conditional put keyed on it answered the replay), and every replay follows "
-    "a kill between that key's effect and its completion",
+    True: "each of these keys has one item in the effect store although a kill struck between its effect and its "
+    "completion and the key ran again: the effect takes the idempotency key (a conditional put keyed on it, or the "
+    "runtime's result marker, answered the replay, whether or not the replay logged a second effect line)",
     False: "stated with --effect-takes-key: the effect passes the idempotency key on (a provider or a "
     "conditional write that answers a repeated key); every replay follows a kill between that key's effect "
     "and its completion",
@@ -218,14 +224,19 @@ def _sort_repeats(
     effects: Counter[str],
     log_counts: Counter[str],
     store_counts: Counter[str] | None,
-    explained: tuple[Counter[str], Counter[str]],
+    explained: tuple[Counter[str], Counter[str], Counter[str]],
     effect_takes_key: bool,
+    dlq_keys: set[str],
 ) -> dict[str, list[str]]:
     """Each key sent whose effect ran more than once, sorted, under its state in :data:`_REPEATS`: duplicated (more
     than one store item, or lines from an effect that takes no key), or replayed after a kill, after an error, or
-    unexplained; ``explained``: per key, the kills between its effect and completion, and its ``effect repeated
-    after failure`` lines."""
-    killed, failed = explained
+    unexplained; ``explained``: per key, the kills between its effect and completion, its ``effect repeated after
+    failure`` lines, and the kills proved to have struck after its effect (``kills``' ``proved``).
+
+    A key with one effect line is replayed after a kill too when such a proved kill struck it and the effect took
+    the key (one store item, or ``--effect-takes-key``) and it is not in a DLQ: its record was never completed, so it
+    ran again and the store (or the runtime's result marker) answered the replay, with or without a second line."""
+    killed, failed, answered = explained
     sorts: dict[str, list[str]] = {state: [] for state in _REPEATS}
     for key in sorted(k for k in set(effects) | set(log_counts) if k in sent):  # other keys are unexpected
         lines = log_counts[key]
@@ -234,6 +245,8 @@ def _sort_repeats(
             continue
         takes_key = store_counts[key] == 1 if store_counts is not None else effect_takes_key
         if lines <= 1:
+            if answered[key] and takes_key and key not in dlq_keys:
+                sorts["replayed_after_kill"].append(key)
             continue
         if not takes_key:
             sorts["duplicated"].append(key)
@@ -274,10 +287,11 @@ def build(
     its effect returned, so its retry runs the effect again: a replay that no kill explains, but that line does).
     """
     killed: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key"))
+    answered: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key") and k.get("proved"))
     effects = store_counts if store_counts is not None else log_counts
     lost = sorted(k for k in sent if effects[k] == 0 and k not in dlq_keys)
-    explained = (killed, failed_after_effect or Counter())
-    repeats = _sort_repeats(sent, effects, log_counts, store_counts, explained, effect_takes_key)
+    explained = (killed, failed_after_effect or Counter(), answered)
+    repeats = _sort_repeats(sent, effects, log_counts, store_counts, explained, effect_takes_key, dlq_keys)
     unexpected = sorted(k for k in set(effects) | set(log_counts) if k not in sent and (effects[k] or log_counts[k]))
     per_kind = Counter(k.get("phase") for k in kill_records)
     report: dict[str, Any] = {
@@ -384,6 +398,7 @@ def render(report: dict[str, Any]) -> str:
         for state in FAILING_STATES:
             for key in report["states"]["keys"].get(state, [])[:5]:
                 out.append(f"  {state} {json.dumps(key)}: {json.dumps(report['states']['evidence'].get(key, {}))}")
+    out += _listed(report)
     unkeyed = report.get("unkeyed") or {}
     if unkeyed.get("possibly_lost") or unkeyed.get("repeated"):
         out.append(
@@ -408,6 +423,23 @@ def render(report: dict[str, Any]) -> str:
         why = ", ".join(f"{w} {n}" for w, n in held["why"].items()) or "empty"
         out.append(f"DLQ {queue}: {held['messages']} messages ({why})")
     return "\n".join(out)
+
+
+def _listed(report: dict[str, Any]) -> list[str]:
+    """The terminal's lines of what the report lists without failing: the keys that finished only through the run's
+    redrive, with their rounds, and the torn moments."""
+    out = []
+    redriven = report.get("redriven") or []
+    if redriven:
+        shown = ", ".join(f"{json.dumps(r['key'])} (round {', '.join(map(str, r['rounds']))})" for r in redriven[:5])
+        out.append(
+            f"redriven (listed, not failing): {len(redriven)} valid keys finished only through the run's redrive, "
+            f"which production holds in a DLQ until someone redrives it (--no-redrive shows that): {shown}"
+            + (" ..." if len(redriven) > 5 else "")
+        )
+    if report.get("torn_moments"):
+        out.append(render_torn(report["torn_moments"], report["total"]["torn_moments"]))
+    return out
 
 
 #: The normalisations an app may apply, fewest steps first: :func:`normalization_hint` names the simplest that

@@ -6,7 +6,7 @@ contents by reason, and how the input was sent (``send_kinds``)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -46,7 +46,7 @@ def line_states(
     lines: list[Any],
     effects: Counter[str],
     duplicated: list[str],
-    redriven: set[str],
+    redriven: Collection[str],
     dlq_messages: dict[str, list[Any]],
     sent_rows: list[dict[str, Any]],
     deliveries: list[dict[str, Any]],

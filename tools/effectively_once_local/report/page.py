@@ -471,6 +471,7 @@ def _states_sections(report: dict[str, Any]) -> list[str]:
         if failing:
             parts.append("<h2>Findings</h2><table><tr><th>state</th><th>key</th><th>evidence</th></tr>")
             parts.append("".join(failing) + "</table>")
+    parts += _listed_section(report)
     dlq = report.get("dlq")
     if dlq:
         rows = "".join(
@@ -489,6 +490,24 @@ def _states_sections(report: dict[str, Any]) -> list[str]:
             f'<pre data-key="async">{_esc(json.dumps(leg, indent=2))}</pre>'
         )
     return parts
+
+
+def _listed_section(report: dict[str, Any]) -> list[str]:
+    """What the chaos report lists without failing: the keys finished only through the run's redrive, with their
+    rounds, and the torn moments (each kill that left a key's effect in some of the required stores only)."""
+    rows = [
+        f'<tr><th>redriven</th><td>{_esc(r["key"])}</td><td data-key="redriven-{_esc(r["key"])}">round '
+        f"{_esc(', '.join(map(str, r['rounds'])))}</td></tr>"
+        for r in (report.get("redriven") or [])[:50]
+    ]
+    rows += [
+        f"<tr><th>torn moment</th><td>{_esc(m['key'])}</td><td>after {_esc(m['after_write'] or m['phase'])}: in "
+        f"{_esc(', '.join(m['written']))}; not in {_esc(', '.join(m['missing']))}</td></tr>"
+        for m in (report.get("torn_moments") or [])[:50]
+    ]
+    if not rows:
+        return []
+    return ["<h2>Listed, not failing</h2><table>" + "".join(rows) + "</table>"]
 
 
 def page_path(report_path: Path) -> Path:
