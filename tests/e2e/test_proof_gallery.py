@@ -127,6 +127,13 @@ def test_the_correct_app_passes(gallery: Any) -> None:
     # FIFO order (issue 30, item 7): the FIFO groups' keys checked (those not redriven: at maxReceiveCount 2 a kill
     # sends a group's batch to the DLQ after two receives), none out of order
     assert report["fifo_order"]["keys_checked"] >= 2 and report["fifo_order"]["reordered"] == [], report["fifo_order"]
+    # Which faults struck (issue 43, item 2): the kills after a write counted as struck, and never named as missed;
+    # the classes this chaos does not ask for are never named.
+    faults = report["faults"]
+    assert faults["struck"]["after_write"] == report["total"]["kills"]["after_write"]
+    assert faults["struck"]["resend"] > 0 and faults["kills_struck"] >= faults["struck"]["after_write"]
+    named = {row["fault"] for row in faults["not_struck"] + faults["could_not_strike"]}
+    assert named <= {"after_complete", "concurrent_duplicate"}, faults
 
 
 def test_an_app_that_normalises_ids_passes_an_input_that_repeats_them_in_other_forms(gallery: Any) -> None:

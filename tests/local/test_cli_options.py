@@ -24,7 +24,7 @@ def test_chaos_options_carry_every_argument(tmp_path: Path) -> None:
         + ["--normalize", "strip", "--normalize", "casefold", "--effect", "table:Outbox:order_id"]
         + ["--function-env", "VARIANT=slow", "--context", "stage=chaos", "--no-redrive", "--redrive-rounds", "4"]
         + ["--concurrency", "3", "--crash-after-effect", "0.2", "--crash-after-write", "0.3", "--seed", "9"]
-        + ["--report", str(tmp_path / "r.json"), "--run-dir", str(tmp_path / "run"), "--quiet"]
+        + ["--report", str(tmp_path / "r.json"), "--run-dir", str(tmp_path / "run"), "--quiet", "--require-faults"]
     )
 
     opts = chaos_options(args)
@@ -41,6 +41,13 @@ def test_chaos_options_carry_every_argument(tmp_path: Path) -> None:
     assert (opts.redrive, opts.redrive_rounds, opts.concurrency, opts.quiet) == (False, 4, 3, True)
     assert (opts.chaos.crash_after_charge, opts.chaos.crash_after_write, opts.chaos.seed) == (0.2, 0.3, 9)
     assert (opts.report_path, opts.run_dir) == (tmp_path / "r.json", tmp_path / "run")
+    assert opts.require_faults is True
+    assert (
+        chaos_options(
+            parser.parse_args(["chaos", "--app-dir", str(tmp_path), "--stack", "S", "--input", "i", "--key", "k"])
+        ).require_faults
+        is False
+    ), "opt-in"
 
 
 def test_demo_options_carry_every_argument_and_no_chaos_keeps_only_the_seed(tmp_path: Path) -> None:

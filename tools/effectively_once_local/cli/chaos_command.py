@@ -41,7 +41,9 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         " of --stack, and every function with an EventInvokeConfig (through the EventBridge rules and SNS"
         " subscriptions that invoke it, else by direct asynchronous Invoke; either kind alone is enough), with the"
         " local runner under chaos, and report per business key:"
-        " lost, duplicated, unexpected, replayed after a kill. Exit 1 on anything lost, duplicated or unexpected.",
+        " lost, duplicated, unexpected, replayed after a kill, and which faults struck. Exit 1 on anything lost,"
+        " duplicated or unexpected; 2 on a usage or deploy error; 3 under --require-faults when a fault class asked"
+        " for never struck.",
     )
     chaos.add_argument("--app-dir", type=folder, required=True, help="folder with the app's cdk.json")
     chaos.add_argument("--stack", type=stack_name, required=True, help="the stack of --app-dir to deploy and run")
@@ -187,6 +189,12 @@ def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
         help="fraction of invocations killed at a random moment inside the invocation",
     )
     chaos.add_argument("--seed", type=integer(), default=7, help="the chaos's random seed")
+    chaos.add_argument(
+        "--require-faults",
+        action="store_true",
+        help="exit 3 when a fault class asked for could strike and never did (default: such classes are listed in"
+        " the report, and the exit code does not depend on what struck)",
+    )
 
 
 def check(parser: Parser, args: argparse.Namespace) -> None:
@@ -252,6 +260,7 @@ def options(args: argparse.Namespace) -> ChaosOptions:
         run_dir=args.run_dir,
         drain_timeout_seconds=args.drain_timeout,
         quiet=args.quiet,
+        require_faults=args.require_faults,
     )
 
 

@@ -31,6 +31,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
+from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
     build,
@@ -97,6 +98,9 @@ class ChaosOptions:
     run_dir: Path = Path(".local-aws/chaos")
     drain_timeout_seconds: int = 600
     quiet: bool = False
+    #: Exit :data:`~effectively_once_local.proof.faults_struck.EXIT_FAULTS_NOT_STRUCK` when a fault class asked for
+    #: could strike and never did (``--require-faults``; ``proof/faults_struck.py``). :default: off (listed only).
+    require_faults: bool = False
     #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
     #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.
     endpoint: str | None = None
@@ -452,9 +456,9 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
 
 def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: Callable[[str], None]) -> int:
     """The verdict into the report, then the report shown and written with its page; the exit code."""
-    code, reasons = verdict(report)
+    code, reasons = required(verdict(report), report["faults"], opts.require_faults)
     report["verdict"] = {"exit_code": code, "reasons": reasons}
-    t = report["total"]
+    t, faults = report["total"], report["faults"]
     conclude(
         report,
         text=render(report),
@@ -462,7 +466,8 @@ def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: 
         fail_prefix="FAIL: ",
         ok_line=(
             f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
-            f"0 stranded, 0 vanished, {t['replayed_after_kill']} replayed after a kill"
+            f"0 stranded, 0 vanished, {t['replayed_after_kill']} replayed after a kill; "
+            + (f"{faults['kills_struck']} kills struck" if faults["kills_struck"] else "but no kill struck")
         )
         if code == 0
         else None,
@@ -476,8 +481,9 @@ def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: 
 
 
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
-    """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained) and the
-    report (also written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
+    """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained/..., 3 a fault
+    class asked for that never struck under ``require_faults``: ``proof/faults_struck.py``) and the report (also
+    written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
 
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.
@@ -505,5 +511,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         outcome = _run(opts, lines, deployed, log, clock)
     report, sends = _check_keys(opts, lines, outcome)
     _add_findings(report, opts, lines, sends)
+    kinds = {_mapping_row(m)["kind"] for m in outcome.mappings}
+    report["faults"] = faults_block(report, opts.chaos, kinds, watched_writes(opts.run_dir))
     report["run"] = _run_block(opts, outcome, time.monotonic() - started)
     return _conclude(opts, report, clock, log), report

@@ -50,6 +50,7 @@ from ..chaos.fault_model import (
     TIMEOUT,
 )
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
+from .faults_struck import render_faults
 from .line_states import FAILING_STATES, render_async
 from .torn_moments import render_torn
 
@@ -399,6 +400,8 @@ def render(report: dict[str, Any]) -> str:
             for key in report["states"]["keys"].get(state, [])[:5]:
                 out.append(f"  {state} {json.dumps(key)}: {json.dumps(report['states']['evidence'].get(key, {}))}")
     out += _listed(report)
+    if report.get("faults"):
+        out += render_faults(report["faults"])
     unkeyed = report.get("unkeyed") or {}
     if unkeyed.get("possibly_lost") or unkeyed.get("repeated"):
         out.append(

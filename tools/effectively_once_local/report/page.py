@@ -420,11 +420,7 @@ def render_page(
     if queues:
         keys = list(dict.fromkeys(k for row in queues.values() for k, v in row.items() if not isinstance(v, dict)))
         tables.append("<div><h2>Per queue (the report's)</h2>" + _queue_table(queues, keys, {}) + "</div>")
-    per_key = (report.get("per_key") or {}).get("total")
-    if per_key:
-        tables.append("<div><h2>Per business key</h2>" + _totals_table(per_key, "per-key-total") + "</div>")
-    if report.get("async"):
-        tables.append("<div><h2>The asynchronous path</h2>" + _totals_table(report["async"], "async") + "</div>")
+    tables += _block_tables(report)
     columns = _event_columns(events, clock.report_at)
     if columns:
         kinds = [k for k in KINDS if any(k in c for c in columns.values())]
@@ -444,6 +440,16 @@ def render_page(
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_esc(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
     )
+
+
+def _block_tables(report: dict[str, Any]) -> list[str]:
+    """The tables of the report's blocks beside its totals: per business key, the asynchronous path, the faults."""
+    blocks = (
+        ("Per business key", (report.get("per_key") or {}).get("total"), "per-key-total"),
+        ("The asynchronous path", report.get("async"), "async"),
+        ("Faults struck", (report.get("faults") or {}).get("struck"), "faults"),
+    )
+    return [f"<div><h2>{title}</h2>" + _totals_table(block, attr) + "</div>" for title, block, attr in blocks if block]
 
 
 def _states_sections(report: dict[str, Any]) -> list[str]:

@@ -1,0 +1,188 @@
+"""Which of the faults a chaos run asked for struck (issue 43, item 2): a run that exercised nothing says so.
+
+Per fault class (:data:`FAULT_CLASSES`: each kind of kill, stalls, resends, concurrent duplicates and Lambda's
+duplicate asynchronous deliveries), how many struck, read from the report the run already built: the kills by kind
+(``total.kills``; a stall is the kill of the invocation it held past its deadline, ``timeout``), the sends by kind
+(``sends.by_kind``) and the asynchronous path (``async.delivered_twice``). A class the run asked for (its fraction
+above 0) that never struck is named, with its flag and what would make it strike:
+
+- ``not_struck``: it could strike on this run and did not (too few invocations or keys for its fraction);
+- ``could_not_strike``: nothing in this run gave it a place to strike: kills at the effect line and stalls with no
+  effect line and no watched write in the whole run (a handler not built on the runtime, writing nothing the local
+  AWS watches), concurrent duplicates with only FIFO targets (a FIFO queue's deduplication id drops the twin),
+  duplicate asynchronous deliveries with no asynchronous target.
+
+Kills are drawn with the process id and the clock, so two identical runs strike differently: the default exit code
+never depends on what struck. ``--require-faults`` (opt-in) turns a class in ``not_struck`` into exit code
+:data:`EXIT_FAULTS_NOT_STRUCK`, when the per-key verdict found nothing (its exit 1 wins). A class that could not
+strike does not fail the run; the line that names it says which flag would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base.json_lines import read_jsonl
+from ..chaos.fault_model import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, RANDOM_MOMENT, TIMEOUT, ChaosConfig
+from ..chaos.faults import KILL_POINT_ROLES
+
+#: The chaos command's exit codes: 0 passed, 1 a finding (lost, duplicated, ...), 2 a usage or deploy error, and 3
+#: ``--require-faults`` with a fault class asked for that never struck.
+EXIT_FAULTS_NOT_STRUCK = 3
+
+
+@dataclass(frozen=True)
+class FaultClass:
+    """One fault class: its name in the report, its ``ChaosConfig`` field, the chaos command's flag and what makes
+    it strike (shown when it did not)."""
+
+    name: str
+    field: str
+    flag: str
+    strikes: str
+
+
+FAULT_CLASSES = (
+    FaultClass(
+        "after_effect",
+        "crash_after_charge",
+        "--crash-after-effect",
+        "kills at the runtime's effect line, so only a handler on effectively_once_runtime with a declared effect;"
+        " --crash-after-write kills after any handler's writes",
+    ),
+    FaultClass(
+        AFTER_WRITE,
+        "crash_after_write",
+        "--crash-after-write",
+        "kills after a write the local AWS accepted (DynamoDB, S3, SQS, SNS, a SQL commit): raise it or send more"
+        " lines",
+    ),
+    FaultClass(
+        RANDOM_MOMENT,
+        "crash_random",
+        "--crash-random",
+        "a moment drawn within the function's timeout strikes only if the invocation still runs then: a shorter"
+        " timeout (--context) or a higher fraction",
+    ),
+    FaultClass(
+        AFTER_COMPLETE,
+        "crash_after_complete",
+        "--crash-after-complete",
+        "one draw per invocation: raise it or send more lines",
+    ),
+    FaultClass(
+        "stall",
+        "timeout",
+        "--timeouts",
+        "stalls at the first write the local AWS accepts or the effect line, so a handler with neither is never"
+        " stalled; --crash-random strikes any handler",
+    ),
+    FaultClass("resend", "resend", "--resend", "one draw per key: raise it or send more keys"),
+    FaultClass(
+        "concurrent_duplicate",
+        "concurrent_duplicates",
+        "--concurrent-duplicates",
+        "never on a FIFO queue (its deduplication id drops the twin): --resend sends FIFO copies after the"
+        " deduplication interval",
+    ),
+    FaultClass(
+        "async_duplicate",
+        "async_duplicate",
+        "--async-duplicate",
+        "only an asynchronous target (an EventBridge rule's, an SNS topic's or a directly invoked function) is"
+        " delivered twice",
+    ),
+)
+#: Each kill class's kill phase (``total.kills``).
+_KILL_PHASE = {AFTER_EFFECT: AFTER_EFFECT, AFTER_WRITE: AFTER_WRITE, RANDOM_MOMENT: RANDOM_MOMENT}
+_KILL_PHASE |= {AFTER_COMPLETE: AFTER_COMPLETE, "stall": TIMEOUT}
+
+
+def _struck(report: dict[str, Any]) -> dict[str, int]:
+    """How many of each class struck, from the report's kills, sends and asynchronous path."""
+    kills = report["total"].get("kills") or {}
+    sends = (report.get("sends") or {}).get("by_kind") or {}
+    return {
+        **{name: int(kills.get(phase, 0)) for name, phase in _KILL_PHASE.items()},
+        "resend": int(sends.get("resend", 0)) + int(sends.get("late_resend", 0)),
+        "concurrent_duplicate": int(sends.get("concurrent_duplicate", 0)),
+        "async_duplicate": int((report.get("async") or {}).get("delivered_twice", 0)),
+    }
+
+
+def _no_place(cls: FaultClass, report: dict[str, Any], kinds: Collection[str], writes: int) -> str | None:
+    """Why nothing in this run gave ``cls`` a place to strike (``None``: it had one). ``kinds``: the run's targets'
+    kinds (``standard``, ``fifo``, ``async``); ``writes``: the writes the environments' logs show."""
+    effect_lines = int(report["total"].get("effect_log_lines", 0))
+    if cls.name == AFTER_EFFECT and effect_lines == 0:
+        return "no effect line in the run: the handler declares no effect of the runtime"
+    if cls.name == "stall" and effect_lines == 0 and writes == 0:
+        return "no effect line and no watched write in the run"
+    if cls.name == "concurrent_duplicate" and not set(kinds) - {"fifo"}:
+        return "every target is a FIFO queue"
+    if cls.name == "async_duplicate" and "async" not in kinds:
+        return "no asynchronous target"
+    return None
+
+
+def watched_writes(run_dir: Path) -> int:
+    """The writes in the run's chaos logs that a kill or a stall may follow (``faults.KILL_POINT_ROLES``)."""
+    records = read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))
+    return sum(1 for r in records if r.get("event") == "write" and r.get("role") in KILL_POINT_ROLES)
+
+
+def faults_block(report: dict[str, Any], chaos: ChaosConfig, kinds: Collection[str], writes: int) -> dict[str, Any]:
+    """The report's ``faults`` block: ``asked`` (each class's fraction, 0 for one not asked), ``struck`` (each
+    class's count), ``struck_total``, ``kills_struck`` (every kill, the watchdog's deadline kills included),
+    ``not_struck`` and ``could_not_strike`` (``{"fault", "flag", "asked", "why"}`` each: the module docstring).
+
+    :param kinds: the kinds of the run's targets (``standard``, ``fifo``, ``async``). :param writes: the watched
+        writes the run's chaos logs show."""
+    fractions = asdict(chaos)
+    struck = _struck(report)
+    not_struck, could_not = [], []
+    for cls in FAULT_CLASSES:
+        asked = float(fractions[cls.field])
+        if asked <= 0 or struck[cls.name] > 0:
+            continue
+        reason = _no_place(cls, report, kinds, writes)
+        row = {"fault": cls.name, "flag": cls.flag, "asked": asked}
+        if reason is None:
+            not_struck.append({**row, "why": cls.strikes})
+        else:
+            could_not.append({**row, "why": reason, "strikes": cls.strikes})
+    return {
+        "asked": {cls.name: float(fractions[cls.field]) for cls in FAULT_CLASSES},
+        "struck": struck,
+        "struck_total": sum(struck.values()),
+        "kills_struck": sum(int(v) for v in (report["total"].get("kills") or {}).values()),
+        "not_struck": not_struck,
+        "could_not_strike": could_not,
+    }
+
+
+def render_faults(block: dict[str, Any]) -> list[str]:
+    """The terminal's lines: what struck, then each class asked for that did not."""
+    struck = ", ".join(f"{name}={n}" for name, n in block["struck"].items() if block["asked"][name] > 0 or n)
+    out = [f"faults struck: {block['struck_total']} ({struck or 'none asked'}); {block['kills_struck']} kills in all"]
+    out += [f"  not struck: {r['flag']} {r['asked']:g}: {r['why']}" for r in block["not_struck"]]
+    out += [
+        f"  could not strike: {r['flag']} {r['asked']:g}: {r['why']}; {r['strikes']}" for r in block["could_not_strike"]
+    ]
+    return out
+
+
+def required(verdict: tuple[int, list[str]], block: dict[str, Any], require: bool) -> tuple[int, list[str]]:
+    """The per-key ``verdict`` (exit code, reasons) under ``--require-faults`` (``require``): a run the verdict
+    passed exits :data:`EXIT_FAULTS_NOT_STRUCK` when a class asked for could strike and never did (``block``:
+    :func:`faults_block`), with a reason naming each flag; any other verdict stands as it is."""
+    code, reasons = verdict
+    if code != 0 or not require or not block["not_struck"]:
+        return code, reasons
+    flags = ", ".join(f"{r['flag']} {r['asked']:g}" for r in block["not_struck"])
+    return EXIT_FAULTS_NOT_STRUCK, [
+        f"--require-faults: {len(block['not_struck'])} fault classes asked for could strike and never did ({flags})"
+    ]
