@@ -47,6 +47,8 @@ CONTEXT = {
 # at most. Every variant whose effect is not keyed meets such a kill between its write and its record's completion.
 CHAOS = ChaosConfig(resend=0.3, concurrent_duplicates=0.1, crash_after_write=0.6, crash_after_complete=0.05, seed=5)
 OUTBOX = EffectStore("table", "Outbox", "order_id")
+#: The same duplicates without kills, for a check that kills would hide (the FIFO order of keys never redriven).
+CALM = ChaosConfig(resend=CHAOS.resend, concurrent_duplicates=CHAOS.concurrent_duplicates, seed=CHAOS.seed)
 
 
 def _input(path: Path, prefix: str, count: int, twins: bool) -> Path:
@@ -77,6 +79,7 @@ def gallery(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> An
         count: int = 24,
         twins: bool = False,
         redrive_rounds: int = 2,
+        chaos: ChaosConfig = CHAOS,
         **env: str,
     ) -> tuple[int, dict[str, Any]]:
         if name not in runs:
@@ -90,7 +93,7 @@ def gallery(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> An
                 key="order_id",
                 normalize=("strip", "casefold") if twins else (),
                 effects=(OUTBOX,),
-                chaos=CHAOS,
+                chaos=chaos,
                 function_env={"GALLERY_VARIANT": variant or name, **env},
                 redrive_rounds=redrive_rounds,
             )
@@ -230,8 +233,12 @@ def test_a_transient_failure_after_an_unkeyed_effect_is_caught(gallery: Any) -> 
 
 def test_a_fifo_group_handled_out_of_order_is_caught(gallery: Any) -> None:
     """Issue 30, item 7: each batch's records handed to the handler last first. The correct run (the same groups:
-    two FIFO groups of six orders each) is checked the same way and passes (``test_the_correct_app_passes``)."""
-    code, report = gallery("reordered")
+    two FIFO groups of six orders each) is checked the same way and passes (``test_the_correct_app_passes``).
+
+    Without kills: a kill sends a FIFO batch to the DLQ (maxReceiveCount 2), and keys that went through the redrive
+    are not checked (they run late by design), so a run whose first FIFO batch was killed checked 2 keys and found
+    nothing out of order (2026-12-05). The resends and duplicates stay."""
+    code, report = gallery("reordered", chaos=CALM)
 
     assert code == 1
     assert report["total"]["reordered"] > 0, _reasons(report)
