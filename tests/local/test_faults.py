@@ -137,8 +137,9 @@ def test_a_kill_after_a_write_strikes_only_after_a_kill_point_and_is_numbered_af
         chaos.on_write({"op": "dynamodb.PutItem", "target": "outbox", "role": EFFECT, "record_id": None})
 
     log = _log(tmp_path)
-    assert [(r["event"], r["seq"]) for r in log] == [("write", 1), ("write", 2), ("kill", 3)]
-    assert log[2]["phase"] == AFTER_WRITE and log[2]["last_write"]["target"] == "outbox"
+    assert [(r["event"], r.get("seq")) for r in log] == [("invocation", None), ("write", 1), ("write", 2), ("kill", 3)]
+    assert (log[0]["request_id"], log[0]["batch_keys"]) == ("r1", ["o-1"]), "the batch, for the stores' count"
+    assert log[3]["phase"] == AFTER_WRITE and log[3]["last_write"]["target"] == "outbox"
 
 
 def test_a_random_moment_kill_is_called_off_when_the_invocation_returns(tmp_path: Path, no_suicide: None) -> None:

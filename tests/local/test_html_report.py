@@ -151,7 +151,7 @@ def test_provider_and_kill_log_lines_carry_timestamps(tmp_path: Path, monkeypatc
     )
 
     provider = [json.loads(ln) for ln in (tmp_path / "provider-standard-1.jsonl").read_text().splitlines()]
-    kill = json.loads((tmp_path / "chaos-standard-1.jsonl").read_text())
+    kill = json.loads((tmp_path / "chaos-standard-1.jsonl").read_text().splitlines()[-1])  # after its invocation
     assert [p["event"] for p in provider] == ["call", "result"]
     assert all(isinstance(p["ts"], float) for p in provider)
     assert kill["event"] == "kill" and kill["phase"] == AFTER_CHARGE and isinstance(kill["ts"], float)

@@ -151,9 +151,14 @@ class InvocationChaos:
         self._timer: threading.Timer | None = None
 
     def begin(self, deadline: float, batch_keys: list[str] | None = None, request_id: str | None = None) -> None:
+        """An invocation starts: logged (``invocation``, with its request id and its batch's keys, so the stores
+        can hold a key's new items against its deliveries: ``proof/executions.py``), then its fate drawn."""
         self.invocation += 1
         self.request_id = request_id
         self.batch_keys = list(batch_keys or [])
+        self.log.write(
+            event="invocation", invocation=self.invocation, request_id=request_id, batch_keys=self.batch_keys
+        )
         self.deadline = deadline
         self.inflight_payment = None
         self.stalling = False

@@ -31,6 +31,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
+from ..proof.executions import batches, writers
 from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
@@ -45,7 +46,7 @@ from ..proof.key_check import (
 )
 from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.object_names import check_template
-from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys, writers
+from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
 from ..runner.async_inbox import refusal, request_payload
@@ -128,11 +129,12 @@ class _Outcome:
     messages_sent: int
     poller_restarts: int
     dlq_messages: dict[str, list[DlqMessage]]  # each DLQ's messages after the redrive, by queue name
-    store_counts: dict[str, Counter[str]]  # effects per key that the run added, per named store
     table: str | None  # the first table store's physical name (the report's effect_store)
     redriven: dict[str, list[int]]  # keys the run's redrive brought back from a DLQ, with the rounds that did
     redrive_rounds: list[dict[str, int]]
+    store_counts: dict[str, Counter[str]]  # effects per key that the run added, per named store
     store_refs: dict[str, StoreRef]  # every named store as the write logs name it, by its --effect text
+    learned: dict[str, dict[str, Any]]  # per store without the runtime's boundary: the items one delivery writes
 
 
 def _unwrapped(message: DlqMessage) -> DlqMessage:
@@ -296,10 +298,29 @@ def _run(
             )
             redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log)
         dlq = _dlq_messages(sqs, mappings)
-        written = writers(opts.run_dir)
-        counts = {str(st.spec): st.count(written) for st in stores}
-        refs = {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}
-        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, counts, table, redriven, rounds, refs)
+        return _Outcome(
+            mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(opts, stores)
+        )
+
+
+def _counts(
+    opts: ChaosOptions, stores: list[Store]
+) -> tuple[dict[str, Counter[str]], dict[str, StoreRef], dict[str, dict[str, Any]]]:
+    """Each store's effects per key (``proof/executions.py``: from the write logs and the invocations' batches), each
+    store as the write logs name it, and for each store where no per-record boundary showed what the count learned:
+    the items one delivery writes and the keys delivered once whose items are a multiple of it (the report's
+    ``run.effect_stores`` entry gains it)."""
+    written, invoked = writers(opts.run_dir), batches(opts.run_dir, normalizer(opts.normalize))
+    counts = {str(st.spec): st.count(written, invoked) for st in stores}
+    learned = {
+        str(st.spec): {
+            "items_per_delivery": st.counted.items_per_delivery,
+            "delivered_once_items_a_multiple": st.counted.multiples,
+        }
+        for st in stores
+        if st.counted.items_per_delivery is not None
+    }
+    return counts, {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}, learned
 
 
 def sent_keys(lines: list[InputLine]) -> set[str]:
@@ -438,7 +459,7 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
         "key": opts.key,
         "normalize": list(opts.normalize),
         "effect_store": {"table": table, "key_attribute": opts.effect_key} if table and opts.effect_key else None,
-        "effect_stores": per_store,
+        "effect_stores": {name: {**row, **outcome.learned.get(name, {})} for name, row in per_store.items()},
         "chaos": opts.chaos.__dict__,
         "pollers_per_mapping": opts.concurrency,
         "poller_restarts": outcome.poller_restarts,

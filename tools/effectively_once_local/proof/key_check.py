@@ -442,6 +442,14 @@ def _listed(report: dict[str, Any]) -> list[str]:
         )
     if report.get("torn_moments"):
         out.append(render_torn(report["torn_moments"], report["total"]["torn_moments"]))
+    for name, row in ((report.get("run") or {}).get("effect_stores") or {}).items():
+        if row.get("items_per_delivery") is not None:  # proof/executions.py
+            flagged = row.get("delivered_once_items_a_multiple") or []
+            out.append(
+                f"store {name}: writes without the runtime's per-record boundary, counted per delivery: "
+                f"{row['items_per_delivery']} items per delivery (learned from the keys delivered once)"
+                + (f"; delivered once with a multiple of it: {', '.join(flagged[:5])}" if flagged else "")
+            )
     return out
 
 

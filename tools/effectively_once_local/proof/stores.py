@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,9 +54,9 @@ from effectively_once_runtime.identity import normalizer
 from ..aws.deploy import DeployError
 from ..aws.provider_stand_in import read_calls
 from ..aws.readback import read_dlq_messages, scan_table
-from ..base.json_lines import read_jsonl
-from ..chaos.faults import IDEMPOTENCY_RECORD, item_identity
+from ..chaos.faults import item_identity
 from ..traffic.chaos_input import body_key, compile_key
+from .executions import Counted, Writer, count_effects
 from .object_names import matcher, placeholder
 
 KINDS = ("table", "bucket", "queue", "provider", "sqlite", "postgres")
@@ -224,6 +224,8 @@ class Store:
             table = session.client("dynamodb").describe_table(TableName=self.name)["Table"]
             self.key_attributes = [k["AttributeName"] for k in table["KeySchema"]]
         self._before: set[str] = set()
+        #: What :meth:`count` found: the effects per key and what it learned (``proof/executions.py``).
+        self.counted = Counted(Counter())
 
     def _items(self) -> list[tuple[str, str | None]]:
         """(identity, business key) of every effect in the store now."""
@@ -264,40 +266,19 @@ class Store:
         """What the store holds before the run: left out of :meth:`count`."""
         self._before = {identity for identity, _ in self._items()}
 
-    def count(self, writers: Mapping[tuple[str, str], str] | None = None) -> Counter[str]:
+    def count(
+        self,
+        writers: Mapping[tuple[str, str], Writer] | None = None,
+        batches: Mapping[str, Counter[str]] | None = None,
+    ) -> Counter[str]:
         """Effects per business key that the run added (an item without the key is left out), each key normalised
-        as the run's input is (``--normalize``): the executions whose writes made its items (``writers``:
-        ``(store name, identity)`` -> execution, :func:`writers`; an item not in it counts alone)."""
+        as the run's input is (``--normalize``), counted by ``proof/executions.py`` from the writes that made its
+        items (``writers``: :func:`~.executions.writers`; an item not in it counts alone) and the invocations'
+        batches (``batches``: :func:`~.executions.batches`). What the count learned stays in :attr:`counted`."""
         same = normalizer(self.normalize)
-        found: defaultdict[str, set[str]] = defaultdict(set)
-        for identity, key in self._items():
-            if identity in self._before or key is None:
-                continue
-            found[same(key)].add((writers or {}).get((self.name, identity)) or f"item {identity}")
-        return Counter({key: len(executions) for key, executions in found.items()})
-
-
-def writers(run_dir: Path) -> dict[tuple[str, str], str]:
-    """``(store name, identity)`` -> the execution that first wrote it, from every environment's write log
-    (``chaos-*.jsonl``, ``chaos/faults.py``). An execution is one record's pass through its invocation: the writes after
-    the Powertools in-progress put of that record (``<chaos log>#<invocation>#<record id>``), so two records of one
-    batch whose keys normalise alike are two executions, and an effect's two writes one."""
-    first: dict[tuple[str, str], tuple[float, str]] = {}
-    for path in sorted(run_dir.glob("chaos-*.jsonl")):
-        current: dict[Any, str | None] = {}  # invocation -> the record its writes now belong to
-        for record in read_jsonl([path]):
-            if record.get("event") != "write":
-                continue
-            invocation = record.get("invocation")
-            if record.get("role") == IDEMPOTENCY_RECORD and record.get("op") == "dynamodb.PutItem":
-                current[invocation] = record.get("record_id")
-            execution = f"{path.name}#{invocation}#{current.get(invocation)}"
-            when = float(record.get("ts") or 0.0)
-            for store, identity in record.get("items") or []:
-                seen = first.get((store, identity))
-                if seen is None or when < seen[0]:
-                    first[(store, identity)] = (when, execution)
-    return {item: execution for item, (_, execution) in first.items()}
+        added = [(identity, same(key)) for identity, key in self._items() if identity not in self._before and key]
+        self.counted = count_effects(added, self.name, writers, batches)
+        return self.counted.effects
 
 
 #: The provider stand-in's call log in the run folder (``aws/provider_stand_in.py``).

@@ -1,0 +1,173 @@
+"""Every delivery's writes count (issue 43, item 1a): where the write log shows the runtime's per-record boundary it is
+kept exactly; elsewhere a key's new items in an invocation are held against its deliveries in that batch, with the
+items one delivery writes learned from the keys delivered once. No AWS but moto, for one store read back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from effectively_once_local.chaos.fault_model import EventLog
+from effectively_once_local.chaos.faults import item_identity
+from effectively_once_local.proof import key_check
+from effectively_once_local.proof.executions import Writer, batches, count_effects, writers
+from effectively_once_local.proof.stores import Store, parse_effect
+
+REGION = "us-east-1"
+
+
+def _loose(request_id: str, n: int = 0) -> Writer:
+    return Writer(f"chaos-q-1.jsonl#{n}#None", request_id, bounded=False)
+
+
+def test_two_deliveries_of_one_key_in_one_batch_that_leave_two_new_items_are_two_effects() -> None:
+    """The issue's broken app: a fresh uuid per message, a concurrent duplicate sent back to back into one batch."""
+    items = [("u1", "a"), ("u2", "a"), ("u3", "b"), ("u4", "c")]
+    written = {
+        ("t", "u1"): _loose("r1"),
+        ("t", "u2"): _loose("r1"),
+        ("t", "u3"): _loose("r1"),
+        ("t", "u4"): _loose("r2"),
+    }
+    invoked = {"r1": Counter({"a": 2, "b": 1}), "r2": Counter({"c": 1})}
+
+    counted = count_effects(items, "t", written, invoked)
+
+    assert counted.effects == {"a": 2, "b": 1, "c": 1}
+    assert counted.items_per_delivery == 1
+    assert count_effects(items, "t", written, None).effects == {"a": 1, "b": 1, "c": 1}, "the old rule merged them"
+
+
+def test_an_upsert_rewriting_one_item_is_one_effect_however_often_it_is_delivered() -> None:
+    written = {("t", "k-a"): _loose("r1")}
+    invoked = {"r1": Counter({"a": 2}), "r2": Counter({"a": 1})}
+
+    assert count_effects([("k-a", "a")], "t", written, invoked).effects == {"a": 1}
+
+
+def test_a_row_and_its_audit_row_per_delivery_stay_one_effect_and_twice_that_is_two() -> None:
+    """Learned from the keys delivered once: 2 items each. A key delivered twice in a batch with 4 new items is two
+    effects; with 2 it is one (the second delivery rewrote its rows)."""
+    rows = {"b": 2, "c": 2, "d": 2, "a": 4, "e": 2}
+    items, written = [], {}
+    for key, n in rows.items():
+        for i in range(n):
+            items.append((f"{key}{i}", key))
+            written[("t", f"{key}{i}")] = _loose("r1" if key in "abc" else "r2")
+    invoked = {"r1": Counter({"a": 2, "b": 1, "c": 1}), "r2": Counter({"d": 1, "e": 2})}
+
+    counted = count_effects(items, "t", written, invoked)
+
+    assert counted.items_per_delivery == 2
+    assert counted.effects == {"a": 2, "b": 1, "c": 1, "d": 1, "e": 1}
+    assert counted.multiples == []
+
+
+def test_a_key_delivered_once_with_a_multiple_of_the_figure_is_flagged_never_counted_twice() -> None:
+    items = [("b0", "b"), ("c0", "c"), ("a0", "a"), ("a1", "a")]
+    written = {("t", i): _loose("r1") for i, _ in items}
+
+    counted = count_effects(items, "t", written, {"r1": Counter({"a": 1, "b": 1, "c": 1})})
+
+    assert counted.effects == {"a": 1, "b": 1, "c": 1} and counted.multiples == ["a"]
+
+
+def test_the_runtimes_boundary_is_kept_and_an_unknown_batch_counts_as_before() -> None:
+    items = [("x1", "a"), ("x2", "a"), ("y1", "b")]
+    written = {
+        ("t", "x1"): Writer("log#1#p#r1", "r1", bounded=True),
+        ("t", "x2"): Writer("log#1#p#r1", "r1", bounded=True),  # one record's two writes: one effect
+        ("t", "y1"): _loose("r9"),  # its batch is not in the logs
+    }
+
+    counted = count_effects(items, "t", written, {"r1": Counter({"a": 2})})
+
+    assert counted.effects == {"a": 1, "b": 1} and counted.items_per_delivery is None
+
+
+def test_a_plain_handler_writing_a_new_item_per_message_is_duplicated_end_to_end(tmp_path: Path) -> None:
+    """The chaos log as a run writes it (an ``invocation`` line, then the watched writes, no Powertools record), the
+    store read back through moto: the key sent twice into one batch shows two effects and fails the verdict."""
+    log = EventLog(tmp_path / "chaos-plain-1.jsonl")
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb.create_table(
+            TableName="orders-1",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        store = Store(_Session(), "s", parse_effect("table:Orders:order_id"), tmp_path)
+        store.snapshot()
+        log.write(event="invocation", invocation=1, request_id="r1", batch_keys=["o-1", "o-1", "o-2"])
+        for i, key in enumerate(["o-1", "o-1", "o-2"]):
+            item = {"id": {"S": f"uuid-{i}"}, "order_id": {"S": key}}
+            dynamodb.put_item(TableName="orders-1", Item=item)
+            items = [["orders-1", item_identity(item, ["id"])]]
+            log.write(event="write", op="dynamodb.PutItem", role="effect", invocation=1, request_id="r1", items=items)
+
+        counts = store.count(writers(tmp_path), batches(tmp_path))
+
+    assert counts == {"o-1": 2, "o-2": 1}
+    report = key_check.build(
+        sent=Counter({"o-1": 2, "o-2": 1}),
+        invalid_lines=0,
+        messages_sent=3,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter(),
+        store_counts=counts,
+        kill_records=[],
+        effect_takes_key=False,
+    )
+    assert report["keys"]["duplicated"] == ["o-1"] and key_check.verdict(report)[0] == 1
+
+
+def test_the_terminal_says_the_figure_learned() -> None:
+    report = key_check.build(
+        sent=Counter({"a": 1}),
+        invalid_lines=0,
+        messages_sent=1,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter(),
+        store_counts=Counter({"a": 1}),
+        kill_records=[],
+        effect_takes_key=False,
+    )
+    report["run"] = {
+        "effect_stores": {"table:Orders:order_id": {"items_per_delivery": 2, "delivered_once_items_a_multiple": ["a"]}}
+    }
+
+    text = key_check.render(report)
+
+    assert "store table:Orders:order_id: writes without the runtime's per-record boundary" in text
+    assert (
+        "2 items per delivery (learned from the keys delivered once); delivered once with a multiple of it: a" in text
+    )
+
+
+class _Session:
+    """What ``Store`` needs of a session: CloudFormation naming the table, and the real (moto) DynamoDB."""
+
+    def client(self, name: str) -> Any:
+        if name == "cloudformation":
+            return _Cfn()
+        return boto3.client(name, region_name=REGION)
+
+
+class _Cfn:
+    def get_paginator(self, _: str) -> Any:
+        return self
+
+    def paginate(self, **_: Any) -> Any:
+        resource = {
+            "ResourceType": "AWS::DynamoDB::Table",
+            "LogicalResourceId": "Orders",
+            "PhysicalResourceId": "orders-1",
+        }
+        return [{"StackResourceSummaries": [resource]}]
