@@ -161,16 +161,8 @@ def _open_environment(spec: PollerSpec) -> _Environment:
 def _poll_batches(mapping: MappingConfig, env: _Environment, stop: Any, peak_rss: Any) -> None:
     """The event source mapping's loop until ``stop`` is set: receive up to the batch size, invoke the handler with
     the batch, delete the messages that did not fail."""
-    receive_max = min(mapping.batch_size, SQS_RECEIVE_MAX)
-
     while not stop.is_set():
-        messages = env.sqs.receive_message(
-            QueueUrl=mapping.queue_url,
-            MaxNumberOfMessages=receive_max,
-            WaitTimeSeconds=1,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        messages = receive_batch(env.sqs, mapping, stop)
         if not messages:
             if env.counter is not None:
                 env.counter.add("sqs.ReceiveMessage.empty")
@@ -185,6 +177,39 @@ def _poll_batches(mapping: MappingConfig, env: _Environment, stop: Any, peak_rss
             )
         if peak_rss is not None:
             record_peak(peak_rss)
+
+
+def receive_batch(
+    sqs: Any, mapping: MappingConfig, stop: Any, clock: Callable[[], float] = time.monotonic
+) -> list[Any]:
+    """One batch as the event source mapping gathers it: a receive of up to the batch size (at most
+    ``SQS_RECEIVE_MAX`` a receive, long polling for 1 s); with a batching window (the mapping's
+    ``MaximumBatchingWindowInSeconds``), more receives until the batch is full or the window, counted from the
+    first message, has passed (AWS Lambda Developer Guide, "Using Lambda with Amazon SQS": batching behavior). So
+    messages sent back to back share a batch, as they do in Lambda with a window. ``stop`` (an event) ends the wait.
+
+    :returns: the messages received, ``[]`` when none came within the first receive's wait."""
+
+    def receive(count: int, wait: int) -> list[Any]:
+        found: list[Any] = sqs.receive_message(
+            QueueUrl=mapping.queue_url,
+            MaxNumberOfMessages=min(count, SQS_RECEIVE_MAX),
+            WaitTimeSeconds=wait,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        return found
+
+    messages = receive(mapping.batch_size, 1)
+    if not messages or mapping.batching_window_seconds <= 0:
+        return messages
+    until = clock() + mapping.batching_window_seconds
+    while len(messages) < mapping.batch_size and not stop.is_set() and (left := until - clock()) > 0:
+        more = receive(mapping.batch_size - len(messages), 1 if left >= 1 else 0)
+        if not more and left < 1:
+            time.sleep(min(left, 0.1))  # a short poll found nothing: no busy loop to the window's end
+        messages += more
+    return messages
 
 
 def _invoke_batch(mapping: MappingConfig, env: _Environment, messages: list[dict[str, Any]]) -> set[str]:

@@ -1,0 +1,109 @@
+"""The proof on an app not built on the runtime (issue 43, item 1b): ``examples/plain``, an SQS queue to a plain
+Python function writing DynamoDB, as the public CDK Python samples write it. One deploy of ``PlainOrders``; one
+``run_chaos`` per variant (``--function-env PLAIN_VARIANT=...``), each on its own order ids, effects counted in the
+table (``--effect table:OrdersTable:order_id``):
+
+- ``upsert`` (the order id is the item's id) under kills after its writes and duplicates: must exit 0;
+- ``new_item`` (a fresh ``uuid4()`` per message), with one key sent twice back to back and no other fault: both
+  copies share a batch (the function's batching window, which the local runner honours, and one poller), and the
+  run must exit 1 naming that key. Before issue 43's counting rule, one invocation's writes were one effect: the two
+  copies in one batch were counted once, and the run passed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectively_once_local.base.json_lines import read_jsonl
+from effectively_once_local.chaos.fault_model import ChaosConfig
+from effectively_once_local.profiles.chaos_run import run_chaos
+from effectively_once_local.proof.stores import parse_effect
+
+from .conftest import LocalAws
+
+pytestmark = [pytest.mark.e2e, pytest.mark.proof]
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "examples" / "plain"
+STACK = "PlainOrders"
+CONTEXT = {
+    "function_timeout_seconds": "3",
+    "visibility_timeout_seconds": "6",
+    "batching_window_seconds": "2",
+    "batch_size": "4",
+    "destroy_on_delete": "true",
+}
+KEYS = 16
+#: Sent first, then again at once: the first receive's window takes both copies (one poller).
+TWICE = "new_item-000"
+
+
+def _input(path: Path, prefix: str, twice: str | None = None) -> Path:
+    rows = []
+    for i in range(KEYS):
+        order = {"order_id": f"{prefix}-{i:03d}", "total": 100 + i}
+        rows.append(order)
+        if order["order_id"] == twice:
+            rows.append(order)  # the same message again, back to back
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    cdk_out = local_aws.deploy(APP, [STACK], CONTEXT)
+    tmp = tmp_path_factory.mktemp("plain")
+
+    def run(variant: str, chaos: ChaosConfig, twice: str | None = None, concurrency: int = 2) -> tuple[int, Any, Path]:
+        run_dir = tmp / variant
+        opts = local_aws.chaos_options(
+            app_dir=APP,
+            stack=STACK,
+            cdk_out=cdk_out,
+            run_dir=run_dir,
+            input=_input(tmp / f"{variant}.jsonl", variant, twice),
+            key="order_id",
+            effects=(parse_effect("table:OrdersTable:order_id"),),
+            chaos=chaos,
+            function_env={"PLAIN_VARIANT": variant},
+            concurrency=concurrency,
+        )
+        code, report = run_chaos(opts, log=lambda _: None)
+        return code, report, run_dir
+
+    return run
+
+
+def _reasons(report: dict[str, Any]) -> str:
+    return " | ".join(report["verdict"]["reasons"])
+
+
+def test_an_upsert_passes_under_kills_and_duplicates(plain: Any) -> None:
+    # Batches of 4: about 6 invocations or more, each killed after one of its writes with odds 0.8 x 15/16, so a
+    # run with no kill after a write is 0.25 ** 6 (2e-4) at most.
+    chaos = ChaosConfig(resend=0.3, concurrent_duplicates=0.2, crash_after_write=0.8, seed=3)
+    code, report, _ = plain("upsert", chaos)
+
+    assert code == 0, _reasons(report)
+    assert report["total"]["kills"]["after_write"] > 0, "the faults struck"
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
+    assert report["run"]["effect_stores"]["table:OrdersTable:order_id"]["items_per_delivery"] in (None, 1)
+    assert report["faults"]["struck"]["resend"] > 0
+
+
+def test_a_new_item_per_message_is_duplicated_even_when_both_copies_share_a_batch(plain: Any) -> None:
+    code, report, run_dir = plain("new_item", ChaosConfig(seed=3), twice=TWICE, concurrency=1)
+    batches = [
+        r["batch_keys"]
+        for r in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))
+        if r.get("event") == "invocation" and TWICE in (r.get("batch_keys") or [])
+    ]
+
+    assert batches and all(keys.count(TWICE) == 2 for keys in batches), f"both copies in one batch: {batches}"
+    assert code == 1, _reasons(report)
+    assert report["keys"]["duplicated"] == [TWICE], _reasons(report)
+    assert any("duplicated" in r for r in report["verdict"]["reasons"])
+    assert report["run"]["effect_stores"]["table:OrdersTable:order_id"]["items_per_delivery"] == 1
