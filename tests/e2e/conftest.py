@@ -59,17 +59,16 @@ class LocalAws:
 
     def chaos_options(self, *, app_dir: Path, stack: str, cdk_out: Path, run_dir: Path, **fields: Any) -> ChaosOptions:
         """A chaos run of ``stack`` as deployed here (from ``cdk_out``): its report and logs in ``run_dir``, quiet,
-        300 s to drain; ``fields``: the rest of ``ChaosOptions``."""
+        300 s to drain unless ``fields`` say otherwise; ``fields``: the rest of ``ChaosOptions``."""
         return ChaosOptions(
             app_dir=app_dir,
             stack=stack,
             report_path=run_dir / "report.json",
             run_dir=run_dir,
-            drain_timeout_seconds=300,
             quiet=True,
             endpoint=self.endpoint,
             cdk_out=cdk_out,
-            **fields,
+            **{"drain_timeout_seconds": 300, **fields},
         )
 
 

@@ -21,6 +21,7 @@ import pytest
 from effectively_once_local.base.json_lines import read_jsonl
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.profiles.chaos_run import run_chaos
+from effectively_once_local.profiles.drain_limit import DrainTimeout
 from effectively_once_local.proof.stores import parse_effect
 
 from .conftest import LocalAws
@@ -57,7 +58,9 @@ def plain(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Any:
     cdk_out = local_aws.deploy(APP, [STACK], CONTEXT)
     tmp = tmp_path_factory.mktemp("plain")
 
-    def run(variant: str, chaos: ChaosConfig, twice: str | None = None, concurrency: int = 2) -> tuple[int, Any, Path]:
+    def run(
+        variant: str, chaos: ChaosConfig, twice: str | None = None, concurrency: int = 2, **fields: Any
+    ) -> tuple[int, Any, Path]:
         run_dir = tmp / variant
         opts = local_aws.chaos_options(
             app_dir=APP,
@@ -68,8 +71,9 @@ def plain(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Any:
             key="order_id",
             effects=(parse_effect("table:OrdersTable:order_id"),),
             chaos=chaos,
-            function_env={"PLAIN_VARIANT": variant},
+            function_env={"PLAIN_VARIANT": variant.split("-")[0]},
             concurrency=concurrency,
+            **fields,
         )
         code, report = run_chaos(opts, log=lambda _: None)
         return code, report, run_dir
@@ -107,3 +111,15 @@ def test_a_new_item_per_message_is_duplicated_even_when_both_copies_share_a_batc
     assert report["keys"]["duplicated"] == [TWICE], _reasons(report)
     assert any("duplicated" in r for r in report["verdict"]["reasons"])
     assert report["run"]["effect_stores"]["table:OrdersTable:order_id"]["items_per_delivery"] == 1
+
+
+def test_a_queue_too_slow_for_the_limit_says_what_is_left_where_and_the_flag(plain: Any) -> None:
+    """Issue 43, item 7: a 1 s limit against a 6 s visibility timeout and kills after the writes. Last in the module:
+    it leaves the queue holding messages."""
+    chaos = ChaosConfig(crash_after_write=0.8, seed=3)
+    with pytest.raises(DrainTimeout) as raised:
+        plain("upsert-slow", chaos, drain_timeout_seconds=1)
+
+    assert raised.value.left, "messages were left"
+    assert any(queue.startswith("PlainOrders-Orders") for queue in raised.value.left), raised.value.left
+    assert "raise the limit with --drain-timeout SECONDS" in str(raised.value)

@@ -647,7 +647,12 @@ def test_every_option_of_every_subcommand_has_help_and_shows_its_default() -> No
                 missing.append(f"{flag}: default {action.default!r} not shown in {text!r}")
 
     assert missing == []
-    assert "seconds to wait for the queues to drain (default: 600)" in " ".join(commands["demo"].format_help().split())
+    demo_help, chaos_help = (" ".join(commands[c].format_help().split()) for c in ("demo", "chaos"))
+    assert (
+        "seconds to wait for the queues to drain; past it the run exits 4 naming what is left where (default: 600)"
+        in demo_help
+    )
+    assert "(default: the stack's: max(600, the longest (maxReceiveCount + 1) x visibility timeout" in chaos_help
 
 
 def test_sample_writes_count_valid_payments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

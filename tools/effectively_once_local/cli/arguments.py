@@ -55,7 +55,9 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def add_run_outputs(parser: argparse.ArgumentParser, *, report: str, run_dir: str) -> None:
+def add_run_outputs(
+    parser: argparse.ArgumentParser, *, report: str, run_dir: str, drain_timeout: int | None = 600
+) -> None:
     """The options a deploy-and-run command (demo, chaos) shares: where its report and run folder go, how long it
     waits for the queues to drain, progress bars."""
     parser.add_argument(
@@ -70,7 +72,19 @@ def add_run_outputs(parser: argparse.ArgumentParser, *, report: str, run_dir: st
         default=run_dir,
         help="the run's logs and its cdk.out (default: %(default)s; emptied of a previous run's logs)",
     )
-    parser.add_argument("--drain-timeout", type=integer(1), default=600, help="seconds to wait for the queues to drain")
+    parser.add_argument(
+        "--drain-timeout",
+        type=integer(1),
+        default=drain_timeout,
+        help="seconds to wait for the queues to drain; past it the run exits 4 naming what is left where (default: "
+        + (
+            f"{drain_timeout}"
+            if drain_timeout is not None
+            else "the stack's: max(600, the longest (maxReceiveCount + 1) x visibility timeout of its queues + 60 +"
+            " 0.2 a message)"
+        )
+        + ")",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 

@@ -43,7 +43,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         " local runner under chaos, and report per business key:"
         " lost, duplicated, unexpected, replayed after a kill, and which faults struck. Exit 1 on anything lost,"
         " duplicated or unexpected; 2 on a usage or deploy error; 3 under --require-faults when a fault class asked"
-        " for never struck.",
+        " for never struck; 4 when the queues did not drain within --drain-timeout.",
     )
     chaos.add_argument("--app-dir", type=folder, required=True, help="folder with the app's cdk.json")
     chaos.add_argument("--stack", type=stack_name, required=True, help="the stack of --app-dir to deploy and run")
@@ -86,7 +86,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
     )
     chaos.add_argument("--concurrency", type=integer(1), default=2, help="poller processes per mapping")
     _add_chaos_faults(chaos)
-    add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos")
+    add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos", drain_timeout=None)
 
 
 def chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosConfig:

@@ -3,7 +3,8 @@
 Every argument is checked before anything starts (no local AWS, no deploy, no AWS call): numbers against their
 ranges, the payments file read and parsed whole (and it must hold at least one valid payment by the handler's own
 rules), folders that must be folders, output paths that must not be, and no option another one would silently
-ignore. Every expected error ends in one line on stderr and exit code 2, never a traceback.
+ignore. Every expected error ends in one line on stderr and exit code 2, never a traceback; queues not drained within
+the limit end in one line and exit code 4 (``base/exit_codes.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..aws.deploy import DeployError
 from ..aws.readback import DlqReadError
 from ..aws.server import LocalAwsError
+from ..base.exit_codes import EXIT_NOT_DRAINED
+from ..profiles.drain_limit import DrainTimeout
 from ..profiles.payments_input import PaymentsFileError
 from ..profiles.redrive import RedriveError
 from ..traffic.chaos_input import InputFileError
@@ -84,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     previous: Any = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _run(args)
+    except DrainTimeout as exc:  # a LocalAwsError with its own code: the run ran out of time, it did not fail
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_NOT_DRAINED
     except _ONE_LINE_ERRORS as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2

@@ -53,6 +53,7 @@ from ..runner.async_inbox import refusal, request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
 from ..traffic.producer import SOURCE_SENDERS, Sender, invoke_sender, plan, sent_line, source_sender
+from .drain_limit import default_drain_seconds
 from .on_failure_redrive import local_redrive_on_failure
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from .redrive import local_move, mapping_targets
@@ -97,7 +98,9 @@ class ChaosOptions:
     redrive_rounds: int = 3
     report_path: Path = Path("reports/chaos-report.json")
     run_dir: Path = Path(".local-aws/chaos")
-    drain_timeout_seconds: int = 600
+    #: Seconds to wait for the queues to drain (and for each redrive round). :default: ``None``: the stack's own
+    #: (``profiles/drain_limit.default_drain_seconds``: at least 600).
+    drain_timeout_seconds: int | None = None
     quiet: bool = False
     #: Exit :data:`~effectively_once_local.proof.faults_struck.EXIT_FAULTS_NOT_STRUCK` when a fault class asked for
     #: could strike and never did (``--require-faults``; ``proof/faults_struck.py``). :default: off (listed only).
@@ -214,9 +217,11 @@ def _redrive(
     specs: list[tuple[PollerSpec, int]],
     clock: RunClock,
     log: Callable[[str], None],
+    limit: int,
 ) -> tuple[dict[str, list[int]], list[dict[str, int]]]:
     """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
-    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain. Returns each key
+    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within
+    ``limit`` seconds a round). Returns each key
     brought back with the rounds that brought it back, and each round's counts."""
     key_path = compile_key(opts.key, opts.normalize)
     calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
@@ -235,11 +240,39 @@ def _redrive(
         pool.start()
         try:
             urls = [m.mapping.queue_url for m in mappings]
-            drain(pool, sqs, urls, moved, timeout_seconds=opts.drain_timeout_seconds, run_dir=opts.run_dir, quiet=True)
+            drain(pool, sqs, urls, moved, timeout_seconds=limit, run_dir=opts.run_dir, quiet=True)
         finally:
             pool.stop()
         rounds.append({"round": number, "valid_keys": len(pending), "moved": moved})
     return redriven, rounds
+
+
+def _env_overrides(
+    opts: ChaosOptions, stores: list[Store], scope: ExitStack, log: Callable[[str], None]
+) -> dict[str, str]:
+    """The variables every execution environment of the run gets over its function's: ``--function-env``, each
+    effect table's key attributes (its writes name the items they wrote: ``chaos/faults.py``), and the provider
+    stand-in's URL when the run starts it (entered into ``scope``)."""
+    env_overrides = dict(opts.function_env)
+    watched = {st.name: st.key_attributes for st in stores if st.key_attributes}
+    env_overrides[ENV_WATCH_KEYS] = json.dumps(watched, sort_keys=True)
+    if opts.starts_provider:
+        provider = scope.enter_context(ProviderStandIn(log_path=opts.run_dir / PROVIDER_LOG))
+        env_overrides[URL_ENV] = provider.url
+        log(f"provider stand-in on {provider.url} ({URL_ENV})")
+    return env_overrides
+
+
+def _drain_limit(opts: ChaosOptions, mappings: list[DeployedMapping], messages: int, log: Callable[[str], None]) -> int:
+    """``--drain-timeout``, else the stack's default (``profiles/drain_limit.py``), said in a start-up line."""
+    if opts.drain_timeout_seconds is not None:
+        return opts.drain_timeout_seconds
+    limit = default_drain_seconds([m.mapping for m in mappings], messages)
+    log(
+        f"drain limit {limit}s: the longest (maxReceiveCount + 1) x visibility timeout of the stack's queues, plus"
+        f" {messages} messages; --drain-timeout sets it"
+    )
+    return limit
 
 
 def _run(
@@ -262,15 +295,10 @@ def _run(
         table = next((st.name for st in stores if st.spec.kind == "table"), None)
         for st in stores:
             st.snapshot()
+        outgoing = plan(lines, lambda line: routes[line.number], fifo, opts.chaos)
+        limit = _drain_limit(opts, mappings, sum(len(batch) for batch in outgoing.values()), log)
         with ExitStack() as scope:
-            env_overrides = dict(opts.function_env)
-            # Each effect table's key attributes: its writes name the items they wrote (faults.py, stores.writers).
-            watched = {st.name: st.key_attributes for st in stores if st.key_attributes}
-            env_overrides[ENV_WATCH_KEYS] = json.dumps(watched, sort_keys=True)
-            if opts.starts_provider:
-                provider = scope.enter_context(ProviderStandIn(log_path=opts.run_dir / PROVIDER_LOG))
-                env_overrides[URL_ENV] = provider.url
-                log(f"provider stand-in on {provider.url} ({URL_ENV})")
+            env_overrides = _env_overrides(opts, stores, scope, log)
             specs = poller_specs(
                 mappings,
                 run_dir=opts.run_dir,
@@ -288,15 +316,15 @@ def _run(
                 pool,
                 {m.label: m.mapping.queue_url for m in mappings},
                 fifo,
-                plan(lines, lambda line: routes[line.number], fifo, opts.chaos),
+                outgoing,
                 clock=clock,
                 run_dir=opts.run_dir,
-                drain_timeout_seconds=opts.drain_timeout_seconds,
+                drain_timeout_seconds=limit,
                 quiet=opts.quiet,
                 fresh_deploy=deployed.fresh,
                 senders=senders,
             )
-            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log)
+            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log, limit)
         dlq = _dlq_messages(sqs, mappings)
         return _Outcome(
             mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(opts, stores)
@@ -515,7 +543,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     for spec in opts.effect_stores():
         if spec.kind == "bucket":
             check_template(spec.key_path, sent_keys(lines))
-    clear_run_dir(opts.run_dir)
+    clear_run_dir(opts.run_dir, opts.report_path)
     started = time.monotonic()
     clock = RunClock()
     deployment = local_deployment(

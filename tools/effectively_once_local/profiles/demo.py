@@ -322,7 +322,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
     lines = load_payments(opts.payments)  # checked whole before anything starts
     is_valid = validity_check(opts.handler_root)
-    clear_run_dir(opts.run_dir)
+    clear_run_dir(opts.run_dir, opts.report_path)
     started = time.monotonic()
     clock = RunClock()
     deployment = local_deployment(

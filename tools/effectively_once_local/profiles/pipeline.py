@@ -21,11 +21,12 @@ from typing import Any
 from ..aws.deploy import DeployError, deploy
 from ..aws.discovery import DeployedMapping
 from ..aws.readback import queues_depth
-from ..aws.server import LocalAwsError, MotoServer
+from ..aws.server import MotoServer
 from ..chaos.fault_model import ChaosConfig, EventLog
-from ..report.page import RunClock
+from ..report.page import RunClock, page_path
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.producer import LATE_RESEND, RESEND, L, Outgoing, Sender, send
+from .drain_limit import DrainTimeout, left_in
 
 #: The files a run writes into its folder (``runner/batch_poller.py``, ``chaos/fault_model.py``, :func:`drive`): a
 #: new run removes the previous run's, and nothing else (the folder may hold the input file, or be the working folder).
@@ -39,11 +40,17 @@ RUN_FILES = (
 )
 
 
-def clear_run_dir(run_dir: Path) -> None:
+def clear_run_dir(run_dir: Path, report_path: Path | None = None) -> None:
+    """The previous run's files removed before a run: its logs in ``run_dir`` (:data:`RUN_FILES`), and its JSON
+    report at ``report_path`` with the page beside it, so that a run that stops early never leaves the last run's
+    report looking like its own."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for pattern in RUN_FILES:
         for stale in run_dir.glob(pattern):
             stale.unlink()
+    if report_path is not None:
+        for stale in (report_path, page_path(report_path)):
+            stale.unlink(missing_ok=True)
 
 
 def progress_bar(total: int, desc: str, quiet: bool) -> Any:
@@ -160,14 +167,14 @@ def drain(
 ) -> None:
     """Supervise the pollers (a dead one is replaced) until the queues hold nothing twice in a row.
 
-    :raises LocalAwsError: not drained within ``timeout_seconds``.
+    :raises DrainTimeout: not drained within ``timeout_seconds`` (``profiles/drain_limit.py``).
     """
     deadline = time.monotonic() + timeout_seconds
     settled_polls = 0
     with progress_bar(total, "processing", quiet) as bar:
         while settled_polls < 2:
             if time.monotonic() > deadline:
-                raise LocalAwsError(f"queues not drained after {timeout_seconds}s; see {run_dir}")
+                raise DrainTimeout(timeout_seconds, left_in(sqs, urls), run_dir)
             time.sleep(1)
             pool.supervise()
             remaining = queues_depth(sqs, urls)
@@ -204,7 +211,7 @@ def drive(
     pollers. Every message SQS accepted is in the run's send log (``sent-<label>.jsonl``). Sending while pollers
     run is slow on moto: every SendMessage scans the whole queue (``Queue.attributes``, docs/moto-bugs.md).
 
-    :raises SendError: SQS rejected a message. :raises LocalAwsError: not drained in time.
+    :raises SendError: SQS rejected a message. :raises DrainTimeout: not drained in time.
     """
     total = sum(len(v) for v in outgoing.values())
     sent_logs = {label: EventLog(run_dir / f"sent-{label}.jsonl") for label in outgoing}

@@ -25,13 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.exit_codes import EXIT_FAULTS_NOT_STRUCK
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, RANDOM_MOMENT, TIMEOUT, ChaosConfig
 from ..chaos.faults import KILL_POINT_ROLES
-
-#: The chaos command's exit codes: 0 passed, 1 a finding (lost, duplicated, ...), 2 a usage or deploy error, and 3
-#: ``--require-faults`` with a fault class asked for that never struck.
-EXIT_FAULTS_NOT_STRUCK = 3
 
 
 @dataclass(frozen=True)
