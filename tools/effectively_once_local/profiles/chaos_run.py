@@ -516,7 +516,7 @@ def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: 
         ok_line=(
             f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
             f"0 stranded, 0 vanished, {t['replayed_after_kill']} replayed after a kill; "
-            + (f"{faults['kills_struck']} kills struck" if faults["kills_struck"] else "but no kill struck")
+            + f"{faults['kills_struck']} kills struck"
         )
         if code == 0
         else None,
