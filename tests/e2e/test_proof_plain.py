@@ -93,6 +93,14 @@ def test_an_upsert_passes_under_kills_and_duplicates(plain: Any) -> None:
 
     assert code == 0, _reasons(report)
     assert report["total"]["kills"]["after_write"] > 0, "the faults struck"
+    # Issue 43, item 4: every key a killed invocation wrote before the kill was replayed, its item rewritten.
+    per_key = report["states"]["per_key"]
+    assert report["total"]["replayed_after_kill"] > 0, _reasons(report)
+    assert {k for k in report["keys"]["replayed_after_kill"] if per_key[k]["kills"]} == set(
+        report["keys"]["replayed_after_kill"]
+    ), "each with its kill in its row"
+    assert report["total"]["rewritten_keys"] > 0
+    assert all(per_key[k]["state"] in ("effected_once", "redriven_then_effected") for k in report["rewritten"])
     assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
     assert report["run"]["effect_stores"]["table:OrdersTable:order_id"]["items_per_delivery"] in (None, 1)
     assert report["faults"]["struck"]["resend"] > 0

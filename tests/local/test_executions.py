@@ -4,6 +4,7 @@ items one delivery writes learned from the keys delivered once. No AWS but moto,
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,15 @@ from moto import mock_aws
 from effectively_once_local.chaos.fault_model import EventLog
 from effectively_once_local.chaos.faults import item_identity
 from effectively_once_local.proof import key_check
-from effectively_once_local.proof.executions import Writer, batches, count_effects, writers
+from effectively_once_local.proof.executions import (
+    Writer,
+    all_writes,
+    batch_kills,
+    batches,
+    count_effects,
+    rewritten,
+    writers,
+)
 from effectively_once_local.proof.stores import Store, parse_effect
 
 REGION = "us-east-1"
@@ -139,16 +148,15 @@ def test_the_terminal_says_the_figure_learned() -> None:
         kill_records=[],
         effect_takes_key=False,
     )
-    report["run"] = {
-        "effect_stores": {"table:Orders:order_id": {"items_per_delivery": 2, "delivered_once_items_a_multiple": ["a"]}}
-    }
+    row = {"items_per_delivery": 2, "items_per_delivery_learned_from_keys": 5, "delivered_once_items_a_multiple": ["a"]}
+    report["run"] = {"effect_stores": {"table:Orders:order_id": row}}
 
     text = key_check.render(report)
 
     assert "store table:Orders:order_id: writes without the runtime's per-record boundary" in text
-    assert (
-        "2 items per delivery (learned from the keys delivered once); delivered once with a multiple of it: a" in text
-    )
+    assert "2 items per delivery (learned from 5 keys delivered once); delivered once with a multiple of it: a" in text
+    row["items_per_delivery"] = None
+    assert "items per delivery unknown (no key delivered once), one effect per invocation" in key_check.render(report)
 
 
 class _Session:
@@ -171,3 +179,85 @@ class _Cfn:
             "PhysicalResourceId": "orders-1",
         }
         return [{"StackResourceSummaries": [resource]}]
+
+
+def _write(log: Path, **record: Any) -> None:
+    with log.open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def test_a_kill_replays_its_whole_batch_and_every_key_it_wrote_counts(tmp_path: Path) -> None:
+    """Issue 43, item 4: a plain handler's invocation writes a, b and c, and is killed after b's write: a and b were
+    written before the kill (c was not), so both count as killed and replayed; their items rewritten by the replay
+    are one effect each, rewritten once."""
+    log = tmp_path / "chaos-plain-1.jsonl"
+    _write(log, event="invocation", invocation=1, request_id="r1", batch_keys=["a", "b", "c"], ts=1.0)
+    for seq, key in ((1, "a"), (2, "b")):
+        _write(
+            log, event="write", seq=seq, role="effect", invocation=1, request_id="r1", items=[["t", key]], ts=1 + seq
+        )
+    _write(log, event="kill", seq=3, phase="after_write", invocation=1, request_id="r1", batch_keys=["a", "b", "c"])
+    replay = tmp_path / "chaos-plain-2.jsonl"
+    _write(replay, event="invocation", invocation=1, request_id="r2", batch_keys=["a", "b", "c"], ts=10.0)
+    for seq, key in ((1, "a"), (2, "b"), (3, "c")):
+        _write(
+            replay,
+            event="write",
+            seq=seq,
+            role="effect",
+            invocation=1,
+            request_id="r2",
+            items=[["t", key]],
+            ts=10 + seq,
+        )
+    item_keys = {("t", k): k for k in "abc"}
+    writes = all_writes(tmp_path)
+    kill = {**key_check.kills(tmp_path)[0], "key": "b"}  # the kill's own key, as the write order proves it
+
+    extra = batch_kills([kill], writes, item_keys)
+
+    assert [(k["key"], k["batch"], k["proved"]) for k in extra] == [("a", True, True)], "b is the kill's own key"
+    assert rewritten(item_keys, writes, Counter({"a": 1, "b": 1, "c": 1})) == {"a": 1, "b": 1}
+    report = key_check.build(
+        sent=Counter({"a": 1, "b": 1, "c": 1}),
+        invalid_lines=0,
+        messages_sent=3,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter(),
+        store_counts=Counter({"a": 1, "b": 1, "c": 1}),
+        kill_records=[{**kill, "proved": True}],
+        effect_takes_key=False,
+        batch_kills=extra,
+    )
+    assert report["keys"]["replayed_after_kill"] == ["a", "b"]
+    assert report["total"]["kills"]["after_write"] == 1, "one kill, however many keys it replays"
+    assert report["total"]["kills_between_effect_and_completion"] == 2
+    assert key_check.verdict(report)[0] == 0
+
+
+def test_the_runtimes_completed_records_are_not_replays_of_a_batch_kill(tmp_path: Path) -> None:
+    """With the per-record boundary a completed record is answered by its idempotency record, not run again: a kill
+    adds no other key, so a second effect line stays unexplained."""
+    writes = {("t", "a"): [Writer("log#1#p#ra", "r1", True, "chaos-q-1.jsonl", 2)]}
+    kill = {"phase": "after_write", "key": "b", "request_id": "r1", "log": "chaos-q-1.jsonl", "seq": 5}
+
+    assert batch_kills([kill], writes, {("t", "a"): "a"}) == []
+
+
+def test_the_terminal_lists_the_rewritten_keys() -> None:
+    report = key_check.build(
+        sent=Counter({"a": 1}),
+        invalid_lines=0,
+        messages_sent=1,
+        dlq_keys=set(),
+        dead_lettered=0,
+        log_counts=Counter(),
+        store_counts=Counter({"a": 1}),
+        kill_records=[],
+        effect_takes_key=False,
+    )
+    report["rewritten"] = {"a": 2}
+
+    assert "rewritten (listed, not failing): 1 keys whose one effect was written again" in key_check.render(report)
+    assert '"a" (2 times)' in key_check.render(report)

@@ -70,7 +70,7 @@ def test_a_run_with_no_kill_on_an_app_off_the_runtime_names_every_class_that_did
     [
         ({"fifo"}, 5, 3, {"--concurrent-duplicates", "--async-duplicate"}),
         ({"fifo", "async"}, 5, 3, set()),
-        ({"standard"}, 0, 0, {"--crash-after-effect", "--timeouts", "--async-duplicate"}),
+        ({"standard"}, 0, 0, {"--crash-after-effect", "--crash-after-write", "--timeouts", "--async-duplicate"}),
         ({"standard"}, 1, 0, {"--crash-after-effect", "--async-duplicate"}),
     ],
 )

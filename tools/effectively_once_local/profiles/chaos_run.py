@@ -31,7 +31,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
-from ..proof.executions import batches, writers
+from ..proof.executions import Writer, all_writes, batch_kills, batches, rewritten, writers
 from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
@@ -44,7 +44,7 @@ from ..proof.key_check import (
     unkeyed_lines,
     verdict,
 )
-from ..proof.line_states import add_states, async_counts, dlq_contents, line_states, send_kinds
+from ..proof.line_states import PASSING_STATES, add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.object_names import check_template
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
@@ -138,6 +138,7 @@ class _Outcome:
     store_counts: dict[str, Counter[str]]  # effects per key that the run added, per named store
     store_refs: dict[str, StoreRef]  # every named store as the write logs name it, by its --effect text
     learned: dict[str, dict[str, Any]]  # per store without the runtime's boundary: the items one delivery writes
+    item_keys: dict[tuple[str, str], str]  # every item the run added, as the write logs name it, and its key
 
 
 def _unwrapped(message: DlqMessage) -> DlqMessage:
@@ -333,22 +334,24 @@ def _run(
 
 def _counts(
     opts: ChaosOptions, stores: list[Store]
-) -> tuple[dict[str, Counter[str]], dict[str, StoreRef], dict[str, dict[str, Any]]]:
+) -> tuple[dict[str, Counter[str]], dict[str, StoreRef], dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
     """Each store's effects per key (``proof/executions.py``: from the write logs and the invocations' batches), each
     store as the write logs name it, and for each store where no per-record boundary showed what the count learned:
     the items one delivery writes and the keys delivered once whose items are a multiple of it (the report's
-    ``run.effect_stores`` entry gains it)."""
+    ``run.effect_stores`` entry gains it); and every item the stores gained with its key."""
     written, invoked = writers(opts.run_dir), batches(opts.run_dir, normalizer(opts.normalize))
     counts = {str(st.spec): st.count(written, invoked) for st in stores}
     learned = {
         str(st.spec): {
             "items_per_delivery": st.counted.items_per_delivery,
+            "items_per_delivery_learned_from_keys": st.counted.learned_from,
             "delivered_once_items_a_multiple": st.counted.multiples,
         }
         for st in stores
-        if st.counted.items_per_delivery is not None
+        if st.counted.loose
     }
-    return counts, {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}, learned
+    refs = {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}
+    return counts, refs, learned, {item: key for st in stores for item, key in st.item_keys.items()}
 
 
 def sent_keys(lines: list[InputLine]) -> set[str]:
@@ -388,8 +391,9 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     same = normalizer(opts.normalize)
     effected = effect_lines(opts.run_dir)
     log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effected)
-    raw_kills = kills(opts.run_dir)
+    raw_kills, writes = kills(opts.run_dir), all_writes(opts.run_dir)
     kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in raw_kills]
+    batch = batch_kills(kill_records, writes, outcome.item_keys)  # item keys are normalised as the kills now are
     report = build(
         sent=Counter(ln.key for ln in lines if ln.key is not None),
         invalid_lines=sum(1 for ln in lines if ln.key is None),
@@ -401,6 +405,7 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         kill_records=kill_records,
         effect_takes_key=opts.effect_takes_key,
         failed_after_effect=_keys_of(opts, names.MSG_EFFECT_REPEATED_AFTER_FAILURE),
+        batch_kills=batch,
     )
     sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
     deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
@@ -414,7 +419,7 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         dlq_messages=outcome.dlq_messages,
         sent_rows=sent_rows,
         deliveries=deliveries,
-        kill_records=kill_records,
+        kill_records=kill_records + batch,
         key_of=lambda body: body_key(key_path, body),
         suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
         marked={"incomplete": set(_incomplete(opts, outcome, lines)), "reordered": {r["then"] for r in out_of_order}},
@@ -423,14 +428,28 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     report["fifo_order"] = {"keys_checked": checked, "reordered": out_of_order}
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
     report["async"] = async_counts(deliveries, refused=refused)
-    _add_listed(report, opts, outcome, raw_kills)
+    _add_listed(report, opts, outcome, raw_kills, writes)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 
-def _add_listed(report: dict[str, Any], opts: ChaosOptions, outcome: _Outcome, raw_kills: list[dict[str, Any]]) -> None:
-    """What the report lists without failing: the torn moments (``proof/torn_moments.py``) and the keys that finished
+def _add_listed(
+    report: dict[str, Any],
+    opts: ChaosOptions,
+    outcome: _Outcome,
+    raw_kills: list[dict[str, Any]],
+    writes: dict[tuple[str, str], list[Writer]],
+) -> None:
+    """What the report lists without failing: the torn moments (``proof/torn_moments.py``), the keys that finished
     only through the run's redrive, with the rounds that brought them back (what production would hold in a DLQ
-    until someone redrove it: ``--no-redrive`` shows that)."""
+    until someone redrove it: ``--no-redrive`` shows that), and the keys of a passing state whose items were written
+    again (``rewritten``: how many times beyond their effects, ``executions.rewritten``; also in their per-key row)."""
+    effects, _ = combine(outcome.store_counts) if outcome.store_counts else (Counter(), {})
+    per_key = report["states"]["per_key"]
+    again = rewritten(outcome.item_keys, writes, effects)
+    report["rewritten"] = {k: n for k, n in again.items() if per_key.get(k, {}).get("state") in PASSING_STATES}
+    report["total"]["rewritten_keys"] = len(report["rewritten"])
+    for key, n in report["rewritten"].items():
+        per_key[key]["rewritten"] = n
     optional = {str(spec) for spec in opts.effect_stores() if spec.optional}
     torn = torn_moments(opts.run_dir, raw_kills, outcome.store_refs, optional)
     report["total"]["torn_moments"] = len(torn)

@@ -282,13 +282,18 @@ def build(
     kill_records: list[dict[str, Any]],
     effect_takes_key: bool,
     failed_after_effect: Counter[str] | None = None,
+    batch_kills: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report. ``sent``: business key -> messages sent; ``store_counts``: ``None`` when no store is named;
     ``failed_after_effect``: per key, the runtime's ``effect repeated after failure`` lines (the record failed after
-    its effect returned, so its retry runs the effect again: a replay that no kill explains, but that line does).
+    its effect returned, so its retry runs the effect again: a replay that no kill explains, but that line does);
+    ``batch_kills``: the other keys each kill's invocation wrote before it where no per-record boundary shows
+    (``executions.batch_kills``): they count as kills between those keys' effects and completions, never in the
+    kills by kind.
     """
-    killed: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key"))
-    answered: Counter[str] = Counter(k["key"] for k in kill_records if k.get("key") and k.get("proved"))
+    struck = kill_records + list(batch_kills or [])
+    killed: Counter[str] = Counter(k["key"] for k in struck if k.get("key"))
+    answered: Counter[str] = Counter(k["key"] for k in struck if k.get("key") and k.get("proved"))
     effects = store_counts if store_counts is not None else log_counts
     lost = sorted(k for k in sent if effects[k] == 0 and k not in dlq_keys)
     explained = (killed, failed_after_effect or Counter(), answered)
@@ -310,6 +315,7 @@ def build(
             **{state: len(repeats[state]) for state in _REPEATS[1:]},
             "kills": {**{kind: 0 for kind in KILL_KINDS}, **per_kind},
             "kills_after_write": kills_after_write(kill_records),
+            # Each key a kill struck between its effect and completion, the keys a kill replays with its batch too.
             "kills_between_effect_and_completion": sum(killed.values()),
         },
         "effects_counted_from": "store" if store_counts is not None else "effect log lines",
@@ -442,12 +448,26 @@ def _listed(report: dict[str, Any]) -> list[str]:
         )
     if report.get("torn_moments"):
         out.append(render_torn(report["torn_moments"], report["total"]["torn_moments"]))
+    again = report.get("rewritten") or {}
+    if again:
+        out.append(
+            f"rewritten (listed, not failing): {len(again)} keys whose one effect was written again (a redelivery after"
+            " a kill or an error, or a duplicate delivery, rewriting the same item): "
+            + ", ".join(f"{json.dumps(k)} ({n} times)" for k, n in list(again.items())[:5])
+            + (" ..." if len(again) > 5 else "")
+        )
     for name, row in ((report.get("run") or {}).get("effect_stores") or {}).items():
-        if row.get("items_per_delivery") is not None:  # proof/executions.py
+        if "items_per_delivery" in row:  # proof/executions.py
             flagged = row.get("delivered_once_items_a_multiple") or []
+            figure = row["items_per_delivery"]
             out.append(
                 f"store {name}: writes without the runtime's per-record boundary, counted per delivery: "
-                f"{row['items_per_delivery']} items per delivery (learned from the keys delivered once)"
+                + (
+                    f"{figure} items per delivery (learned from {row.get('items_per_delivery_learned_from_keys')} keys"
+                    " delivered once)"
+                    if figure is not None
+                    else "items per delivery unknown (no key delivered once), one effect per invocation"
+                )
                 + (f"; delivered once with a multiple of it: {', '.join(flagged[:5])}" if flagged else "")
             )
     return out

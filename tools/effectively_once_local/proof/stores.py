@@ -226,6 +226,8 @@ class Store:
         self._before: set[str] = set()
         #: What :meth:`count` found: the effects per key and what it learned (``proof/executions.py``).
         self.counted = Counted(Counter())
+        #: Each item the run added, as the write logs name it (``(store name, identity)``), and its business key.
+        self.item_keys: dict[tuple[str, str], str] = {}
 
     def _items(self) -> list[tuple[str, str | None]]:
         """(identity, business key) of every effect in the store now."""
@@ -277,6 +279,7 @@ class Store:
         batches (``batches``: :func:`~.executions.batches`). What the count learned stays in :attr:`counted`."""
         same = normalizer(self.normalize)
         added = [(identity, same(key)) for identity, key in self._items() if identity not in self._before and key]
+        self.item_keys = {(self.name, identity): key for identity, key in added}
         self.counted = count_effects(added, self.name, writers, batches)
         return self.counted.effects
 
