@@ -29,6 +29,21 @@ from effectively_once_local.proof.stores import Store, parse_effect
 REGION = "us-east-1"
 
 
+def _report(sent: Counter[str], store_counts: Counter[str], **fields: Any) -> dict[str, Any]:
+    """The per-key report of a run that sent ``sent`` (one message a key sent once) and found ``store_counts``."""
+    args: dict[str, Any] = {
+        "invalid_lines": 0,
+        "messages_sent": sum(sent.values()),
+        "dlq_keys": set(),
+        "dead_lettered": 0,
+        "log_counts": Counter(),
+        "kill_records": [],
+        "effect_takes_key": False,
+        **fields,
+    }
+    return key_check.build(sent=sent, store_counts=store_counts, **args)
+
+
 def _loose(request_id: str, n: int = 0) -> Writer:
     return Writer(f"chaos-q-1.jsonl#{n}#None", request_id, bounded=False)
 
@@ -122,32 +137,12 @@ def test_a_plain_handler_writing_a_new_item_per_message_is_duplicated_end_to_end
         counts = store.count(writers(tmp_path), batches(tmp_path))
 
     assert counts == {"o-1": 2, "o-2": 1}
-    report = key_check.build(
-        sent=Counter({"o-1": 2, "o-2": 1}),
-        invalid_lines=0,
-        messages_sent=3,
-        dlq_keys=set(),
-        dead_lettered=0,
-        log_counts=Counter(),
-        store_counts=counts,
-        kill_records=[],
-        effect_takes_key=False,
-    )
+    report = _report(Counter({"o-1": 2, "o-2": 1}), counts)
     assert report["keys"]["duplicated"] == ["o-1"] and key_check.verdict(report)[0] == 1
 
 
 def test_the_terminal_says_the_figure_learned() -> None:
-    report = key_check.build(
-        sent=Counter({"a": 1}),
-        invalid_lines=0,
-        messages_sent=1,
-        dlq_keys=set(),
-        dead_lettered=0,
-        log_counts=Counter(),
-        store_counts=Counter({"a": 1}),
-        kill_records=[],
-        effect_takes_key=False,
-    )
+    report = _report(Counter({"a": 1}), Counter({"a": 1}))
     row = {"items_per_delivery": 2, "items_per_delivery_learned_from_keys": 5, "delivered_once_items_a_multiple": ["a"]}
     report["run"] = {"effect_stores": {"table:Orders:order_id": row}}
 
@@ -218,16 +213,10 @@ def test_a_kill_replays_its_whole_batch_and_every_key_it_wrote_counts(tmp_path: 
 
     assert [(k["key"], k["batch"], k["proved"]) for k in extra] == [("a", True, True)], "b is the kill's own key"
     assert rewritten(item_keys, writes, Counter({"a": 1, "b": 1, "c": 1})) == {"a": 1, "b": 1}
-    report = key_check.build(
-        sent=Counter({"a": 1, "b": 1, "c": 1}),
-        invalid_lines=0,
-        messages_sent=3,
-        dlq_keys=set(),
-        dead_lettered=0,
-        log_counts=Counter(),
-        store_counts=Counter({"a": 1, "b": 1, "c": 1}),
+    report = _report(
+        Counter({"a": 1, "b": 1, "c": 1}),
+        Counter({"a": 1, "b": 1, "c": 1}),
         kill_records=[{**kill, "proved": True}],
-        effect_takes_key=False,
         batch_kills=extra,
     )
     assert report["keys"]["replayed_after_kill"] == ["a", "b"]
@@ -246,17 +235,7 @@ def test_the_runtimes_completed_records_are_not_replays_of_a_batch_kill(tmp_path
 
 
 def test_the_terminal_lists_the_rewritten_keys() -> None:
-    report = key_check.build(
-        sent=Counter({"a": 1}),
-        invalid_lines=0,
-        messages_sent=1,
-        dlq_keys=set(),
-        dead_lettered=0,
-        log_counts=Counter(),
-        store_counts=Counter({"a": 1}),
-        kill_records=[],
-        effect_takes_key=False,
-    )
+    report = _report(Counter({"a": 1}), Counter({"a": 1}))
     report["rewritten"] = {"a": 2}
 
     assert "rewritten (listed, not failing): 1 keys whose one effect was written again" in key_check.render(report)

@@ -31,7 +31,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
-from ..proof.executions import Writer, all_writes, batch_kills, batches, rewritten, writers
+from ..proof.executions import Writer, all_writes, batch_kills, batches, rewritten
 from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
@@ -139,6 +139,7 @@ class _Outcome:
     store_refs: dict[str, StoreRef]  # every named store as the write logs name it, by its --effect text
     learned: dict[str, dict[str, Any]]  # per store without the runtime's boundary: the items one delivery writes
     item_keys: dict[tuple[str, str], str]  # every item the run added, as the write logs name it, and its key
+    writes: dict[tuple[str, str], list[Writer]]  # every write of each item, first first (executions.all_writes)
 
 
 def _unwrapped(message: DlqMessage) -> DlqMessage:
@@ -222,8 +223,8 @@ def _redrive(
 ) -> tuple[dict[str, list[int]], list[dict[str, int]]]:
     """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
     to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within
-    ``limit`` seconds a round). Returns each key
-    brought back with the rounds that brought it back, and each round's counts."""
+    ``limit`` seconds a round). Returns each key brought back with the rounds that brought it back, and each round's
+    counts."""
     key_path = compile_key(opts.key, opts.normalize)
     calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
     redriven: dict[str, list[int]] = {}
@@ -334,13 +335,21 @@ def _run(
 
 def _counts(
     opts: ChaosOptions, stores: list[Store]
-) -> tuple[dict[str, Counter[str]], dict[str, StoreRef], dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
+) -> tuple[
+    dict[str, Counter[str]],
+    dict[str, StoreRef],
+    dict[str, dict[str, Any]],
+    dict[tuple[str, str], str],
+    dict[tuple[str, str], list[Writer]],
+]:
     """Each store's effects per key (``proof/executions.py``: from the write logs and the invocations' batches), each
     store as the write logs name it, and for each store where no per-record boundary showed what the count learned:
     the items one delivery writes and the keys delivered once whose items are a multiple of it (the report's
-    ``run.effect_stores`` entry gains it); and every item the stores gained with its key."""
-    written, invoked = writers(opts.run_dir), batches(opts.run_dir, normalizer(opts.normalize))
-    counts = {str(st.spec): st.count(written, invoked) for st in stores}
+    ``run.effect_stores`` entry gains it); every item the stores gained with its key; and every write of each item
+    (the write logs read once)."""
+    writes, invoked = all_writes(opts.run_dir), batches(opts.run_dir, normalizer(opts.normalize))
+    first = {item: found[0] for item, found in writes.items()}
+    counts = {str(st.spec): st.count(first, invoked) for st in stores}
     learned = {
         str(st.spec): {
             "items_per_delivery": st.counted.items_per_delivery,
@@ -351,7 +360,7 @@ def _counts(
         if st.counted.loose
     }
     refs = {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}
-    return counts, refs, learned, {item: key for st in stores for item, key in st.item_keys.items()}
+    return counts, refs, learned, {item: key for st in stores for item, key in st.item_keys.items()}, writes
 
 
 def sent_keys(lines: list[InputLine]) -> set[str]:
@@ -391,9 +400,11 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     same = normalizer(opts.normalize)
     effected = effect_lines(opts.run_dir)
     log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effected)
-    raw_kills, writes = kills(opts.run_dir), all_writes(opts.run_dir)
+    raw_kills = kills(opts.run_dir)
     kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in raw_kills]
-    batch = batch_kills(kill_records, writes, outcome.item_keys)  # item keys are normalised as the kills now are
+    batch = batch_kills(
+        kill_records, outcome.writes, outcome.item_keys
+    )  # item keys are normalised as the kills now are
     report = build(
         sent=Counter(ln.key for ln in lines if ln.key is not None),
         invalid_lines=sum(1 for ln in lines if ln.key is None),
@@ -428,7 +439,7 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     report["fifo_order"] = {"keys_checked": checked, "reordered": out_of_order}
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
     report["async"] = async_counts(deliveries, refused=refused)
-    _add_listed(report, opts, outcome, raw_kills, writes)
+    _add_listed(report, opts, outcome, raw_kills)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 
@@ -437,7 +448,6 @@ def _add_listed(
     opts: ChaosOptions,
     outcome: _Outcome,
     raw_kills: list[dict[str, Any]],
-    writes: dict[tuple[str, str], list[Writer]],
 ) -> None:
     """What the report lists without failing: the torn moments (``proof/torn_moments.py``), the keys that finished
     only through the run's redrive, with the rounds that brought them back (what production would hold in a DLQ
@@ -445,7 +455,7 @@ def _add_listed(
     again (``rewritten``: how many times beyond their effects, ``executions.rewritten``; also in their per-key row)."""
     effects, _ = combine(outcome.store_counts) if outcome.store_counts else (Counter(), {})
     per_key = report["states"]["per_key"]
-    again = rewritten(outcome.item_keys, writes, effects)
+    again = rewritten(outcome.item_keys, outcome.writes, effects)
     report["rewritten"] = {k: n for k, n in again.items() if per_key.get(k, {}).get("state") in PASSING_STATES}
     report["total"]["rewritten_keys"] = len(report["rewritten"])
     for key, n in report["rewritten"].items():
