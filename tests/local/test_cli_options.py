@@ -42,6 +42,13 @@ def test_chaos_options_carry_every_argument(tmp_path: Path) -> None:
     assert (opts.chaos.crash_after_charge, opts.chaos.crash_after_write, opts.chaos.seed) == (0.2, 0.3, 9)
     assert (opts.report_path, opts.run_dir) == (tmp_path / "r.json", tmp_path / "run")
     assert opts.require_faults is True
+    # Issue 43, item 3: the flags given, for the refusal of one that cannot strike on the stack.
+    assert opts.given_flags == {
+        "--redrive-rounds",
+        "--crash-after-effect",
+        "--crash-after-write",
+        "--seed",
+    }, "only the chaos flags given"
     assert (
         chaos_options(
             parser.parse_args(["chaos", "--app-dir", str(tmp_path), "--stack", "S", "--input", "i", "--key", "k"])

@@ -529,6 +529,17 @@ BAD_INPUTS = [
         + ["--effect-table", "T", "--effect-key", "k", "--effect-takes-key"],
         "--effect-takes-key",
     ),
+    (
+        ["chaos", "--app-dir", "{empty_dir}", "--stack", "S", "--input", "{valid}", "--key", "payment_id"]
+        + ["--no-redrive", "--redrive-rounds", "2"],
+        "--redrive-rounds",
+    ),
+    (
+        ["chaos", "--app-dir", "{empty_dir}", "--stack", "S", "--input", "{valid}", "--key", "payment_id", "--seed"]
+        + ["3", "--resend", "0", "--concurrent-duplicates", "0", "--crash-after-effect", "0", "--crash-after-complete"]
+        + ["0", "--timeouts", "0", "--async-duplicate", "0", "--crash-after-write", "0", "--crash-random", "0"],
+        "--seed",
+    ),
 ]
 
 

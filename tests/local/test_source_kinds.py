@@ -15,7 +15,7 @@ import pytest
 
 from effectively_once_local.aws.async_sources import SOURCE_FINDERS, AsyncSource
 from effectively_once_local.aws.deploy import DeployError
-from effectively_once_local.profiles.chaos_run import _senders
+from effectively_once_local.profiles.chaos_targets import senders as _senders
 from effectively_once_local.runner.async_inbox import EVENTBRIDGE, INVOKE, REDRIVE, SNS, SOURCES
 from effectively_once_local.traffic.producer import EVENT_ID_HEADER, SOURCE_SENDERS, SendError, sent_line, source_sender
 from effectively_once_runtime import events

@@ -40,6 +40,9 @@ DEADLINE = "deadline"  # not injected: the watchdog killed an invocation that ra
 #: declared or not, or a send to the DLQ), and a kill at a random moment inside an invocation.
 AFTER_WRITE = "after_write"
 RANDOM_MOMENT = "random_moment"
+#: The shortest window a random-moment kill is drawn in (``InvocationChaos.random_window``), in seconds: the first
+#: invocation of an environment, with no duration seen yet, and invocations shorter than half of it.
+RANDOM_WINDOW_FLOOR_SECONDS = 1.0
 #: Every phase a kill record can carry, in the reports' order: the kill kinds. :meth:`InvocationChaos.crash` refuses
 #: any other, so a new kind is added here first; ``tests/local/test_fault_kinds.py`` then fails until the reports
 #: (``proof/key_check.KILL_KINDS``: the JSON's ``total.kills`` and the terminal's ``kills:`` line) and
@@ -62,7 +65,8 @@ class ChaosConfig:
     ``crash_after_complete``, ``timeout`` (a stall past the deadline: at the gateway seam, else at the first write the
     local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write the local
     AWS accepted, each such write of the invocation in turn with even odds, ``chaos/faults.py``) and ``crash_random`` (a
-    kill at a random moment of the invocation); their sum is at most 1. ``resend`` and ``concurrent_duplicates`` are per
+    kill at a random moment of the invocation, within twice its environment's longest invocation:
+    ``InvocationChaos.random_window``); their sum is at most 1. ``resend`` and ``concurrent_duplicates`` are per
     key (the producer sends those twice). ``async_duplicate`` is per event of an asynchronous target
     (``runner.mapping_config.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
     without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer Guide,
@@ -149,6 +153,9 @@ class InvocationChaos:
         self.effect_line_key: str | None = None
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._started = time.monotonic()
+        #: The longest invocation of this environment so far, in seconds (:meth:`random_window`).
+        self.longest = 0.0
 
     def begin(self, deadline: float, batch_keys: list[str] | None = None, request_id: str | None = None) -> None:
         """An invocation starts: logged (``invocation``, with its request id and its batch's keys, so the stores
@@ -171,16 +178,26 @@ class InvocationChaos:
             if roll < bound:
                 self.fate = fate
                 break
+        self._started = time.monotonic()
         if self.fate == RANDOM_MOMENT:
-            # A moment drawn in the invocation's time: it strikes wherever the code is then, or not at all if the
-            # invocation ends first (end() cancels it).
-            delay = self.rng.uniform(0.0, max(0.0, deadline - time.monotonic()))
+            # A moment drawn in the time the invocation is likely to run (:meth:`random_window`): it strikes wherever
+            # the code is then, or not at all if the invocation ends first (end() cancels it).
+            delay = self.rng.uniform(0.0, min(max(0.0, deadline - self._started), self.random_window()))
             self._timer = threading.Timer(delay, self.crash, args=(RANDOM_MOMENT,))
             self._timer.daemon = True
             self._timer.start()
 
+    def random_window(self) -> float:
+        """Seconds from an invocation's start within which a random-moment kill is drawn (never past its deadline):
+        twice the longest invocation this environment ran, at least :data:`RANDOM_WINDOW_FLOOR_SECONDS`. A moment
+        drawn over the whole function timeout would almost never fall inside the work when the timeout is long
+        (a 300 s timeout over half a second of work: one draw in 600), and the fate would be spent on nothing."""
+        return max(RANDOM_WINDOW_FLOOR_SECONDS, 2.0 * self.longest)
+
     def end(self) -> None:
-        """The invocation returned: a random-moment kill not struck yet is called off."""
+        """The invocation returned: its duration kept (:meth:`random_window`), and a random-moment kill not struck
+        yet called off."""
+        self.longest = max(self.longest, time.monotonic() - self._started)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

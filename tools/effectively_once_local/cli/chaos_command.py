@@ -13,6 +13,7 @@ from ..chaos.fault_model import ChaosConfig
 from ..proof.object_names import TemplateError, check_template
 from ..traffic.chaos_input import InputFileError, compile_key
 from .arguments import (
+    Given,
     Parser,
     add_run_outputs,
     check_app_dir,
@@ -137,7 +138,7 @@ def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
         " is stranded and fails the run, a key that finished through it is listed with its rounds (passing);"
         " --no-redrive shows what production would hold in its DLQs",
     )
-    chaos.add_argument("--redrive-rounds", type=integer(1), default=3, help="the most redrive rounds")
+    chaos.add_argument("--redrive-rounds", type=integer(1), action=Given, default=3, help="the most redrive rounds")
     chaos.add_argument(
         "--effect-takes-key",
         action="store_true",
@@ -147,23 +148,30 @@ def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
 
 def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
     """``chaos``'s duplicates and kills (``ChaosConfig``'s fractions, ``chaos_config``) and its seed."""
-    chaos.add_argument("--resend", type=fraction, default=0.10, help="fraction of keys a producer resends")
-    chaos.add_argument("--concurrent-duplicates", type=fraction, default=0.05, help="fraction sent twice at once")
+    chaos.add_argument(
+        "--resend", type=fraction, action=Given, default=0.10, help="fraction of keys a producer resends"
+    )
+    chaos.add_argument(
+        "--concurrent-duplicates", type=fraction, action=Given, default=0.05, help="fraction sent twice at once"
+    )
     chaos.add_argument(
         "--crash-after-effect",
         type=fraction,
+        action=Given,
         default=0.03,
         help="fraction of invocations killed at an effect line, before completion",
     )
     chaos.add_argument(
         "--crash-after-complete",
         type=fraction,
+        action=Given,
         default=0.03,
         help="fraction of invocations killed after the handler returned, before its delete",
     )
     chaos.add_argument(
         "--timeouts",
         type=fraction,
+        action=Given,
         default=0.02,
         help="fraction of invocations stalled past the deadline at the first write the local AWS accepts (or effect"
         " line)",
@@ -171,6 +179,7 @@ def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument(
         "--async-duplicate",
         type=fraction,
+        action=Given,
         default=0.10,
         help="fraction of the events to an asynchronous target (an EventBridge rule's or SNS topic's function) that"
         " Lambda's asynchronous queue delivers twice without an error",
@@ -178,6 +187,7 @@ def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument(
         "--crash-after-write",
         type=fraction,
+        action=Given,
         default=0.05,
         help="fraction of invocations killed right after a write the local AWS accepted (any effect, declared or not,"
         " or a DLQ send; each write in turn with even odds)",
@@ -185,10 +195,11 @@ def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument(
         "--crash-random",
         type=fraction,
+        action=Given,
         default=0.02,
         help="fraction of invocations killed at a random moment inside the invocation",
     )
-    chaos.add_argument("--seed", type=integer(), default=7, help="the chaos's random seed")
+    chaos.add_argument("--seed", type=integer(), action=Given, default=7, help="the chaos's random seed")
     chaos.add_argument(
         "--require-faults",
         action="store_true",
@@ -212,6 +223,7 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
             "arguments --effect-table, --effect-takes-key: with a store its items count the effects;"
             " --effect-takes-key is for a run without one"
         )
+    _check_ignored(parser, args)
     check_app_dir(parser, args.app_dir)
     if (args.effect_table is None) != (args.effect_key is None):
         parser.error("arguments --effect-table, --effect-key: give both (the table and its key attribute) or neither")
@@ -233,6 +245,36 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
                 check_template(store.key_path, {ln.key for ln in lines if ln.key is not None})
         except TemplateError as exc:
             parser.error(f"argument --effect: {exc}")
+
+
+#: The chaos command's fraction flags, by their ``args`` name.
+_FRACTIONS = (
+    "resend",
+    "concurrent_duplicates",
+    "crash_after_effect",
+    "crash_after_complete",
+    "timeouts",
+    "async_duplicate",
+    "crash_after_write",
+    "crash_random",
+)
+
+
+def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
+    """A flag another one makes pointless is an error when given (``args.given``): ``--redrive-rounds`` under
+    ``--no-redrive``, ``--seed`` when every chaos fraction is 0 (nothing is drawn). The fault flags that cannot strike
+    on the stack are known once it is synthesized (``profiles/inert_faults.py``)."""
+    given: set[str] = getattr(args, "given", set())
+    if not args.redrive and "redrive_rounds" in given:
+        parser.error(
+            "arguments --no-redrive, --redrive-rounds: --no-redrive runs no redrive round; --redrive-rounds would be"
+            " ignored (leave --no-redrive out to redrive the DLQs)"
+        )
+    if "seed" in given and not any(getattr(args, dest) > 0 for dest in _FRACTIONS):
+        parser.error(
+            "argument --seed: every chaos fraction is 0, so nothing is drawn; --seed would be ignored (give a"
+            " fraction, e.g. --crash-after-write 0.2)"
+        )
 
 
 def options(args: argparse.Namespace) -> ChaosOptions:
@@ -261,6 +303,7 @@ def options(args: argparse.Namespace) -> ChaosOptions:
         drain_timeout_seconds=args.drain_timeout,
         quiet=args.quiet,
         require_faults=args.require_faults,
+        given_flags=frozenset("--" + dest.replace("_", "-") for dest in getattr(args, "given", ())),
     )
 
 

@@ -23,6 +23,7 @@ from ..aws.readback import DlqReadError
 from ..aws.server import LocalAwsError
 from ..base.exit_codes import EXIT_NOT_DRAINED
 from ..profiles.drain_limit import DrainTimeout
+from ..profiles.inert_faults import InertFlagError
 from ..profiles.payments_input import PaymentsFileError
 from ..profiles.redrive import RedriveError
 from ..traffic.chaos_input import InputFileError
@@ -47,6 +48,7 @@ _ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
     ClientError,
     OSError,
     RedriveError,
+    InertFlagError,
 )
 
 #: One module per subcommand (``produce`` and ``report`` share one), in ``--help``'s order; each has ``NAMES`` (its

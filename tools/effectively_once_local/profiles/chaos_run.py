@@ -21,10 +21,9 @@ from effectively_once_runtime import names
 from effectively_once_runtime.events import Expression
 from effectively_once_runtime.identity import normalizer
 
-from ..aws.deploy import DeployError
 from ..aws.discovery import DeployedMapping, disable, discover_targets
 from ..aws.provider_stand_in import URL_ENV, ProviderStandIn
-from ..aws.readback import DlqMessage, read_dlq_messages
+from ..aws.readback import DlqMessage
 from ..aws.server import aws_env, local_endpoint, local_session
 from ..aws.target_plan import planned_targets_of
 from ..base.json_lines import read_jsonl
@@ -49,14 +48,13 @@ from ..proof.object_names import check_template
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
-from ..runner.async_inbox import refusal, request_payload
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
-from ..traffic.producer import SOURCE_SENDERS, Sender, invoke_sender, plan, sent_line, source_sender
+from ..traffic.producer import plan
+from .chaos_targets import dlq_messages, move_back, senders
 from .drain_limit import default_drain_seconds
-from .on_failure_redrive import local_redrive_on_failure
+from .inert_faults import drawn, stack_facts
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
-from .redrive import local_move, mapping_targets
 
 
 @dataclass(frozen=True)
@@ -105,6 +103,10 @@ class ChaosOptions:
     #: Exit :data:`~effectively_once_local.proof.faults_struck.EXIT_FAULTS_NOT_STRUCK` when a fault class asked for
     #: could strike and never did (``--require-faults``; ``proof/faults_struck.py``). :default: off (listed only).
     require_faults: bool = False
+    #: The chaos command's flags the user gave (``--crash-after-effect``, ...; ``args.given``): a fault class one of
+    #: them asks for that cannot strike on the stack is refused before the first send, one left at its default is
+    #: left out of the draw (``profiles/inert_faults.py``). :default: none: every class at its default.
+    given_flags: frozenset[str] = frozenset()
     #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
     #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.
     endpoint: str | None = None
@@ -142,63 +144,6 @@ class _Outcome:
     writes: dict[tuple[str, str], list[Writer]]  # every write of each item, first first (executions.all_writes)
 
 
-def _unwrapped(message: DlqMessage) -> DlqMessage:
-    """An on-failure record (Lambda's destination record, ``async_queue.destination_record``) as the line it holds:
-    its ``requestPayload``'s body, with the runtime's reason when the app refused the event for good (condition
-    ``PermanentError``: ``async_inbox.refusal``); any other message as it is."""
-    try:
-        event = request_payload(message.body)
-    except ValueError:
-        return message
-    return replace(message, body=sent_line(event), attributes={}, refusal=refusal(message.body))
-
-
-def _dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[DlqMessage]]:
-    """Each DLQ's messages, and each asynchronous target's on-failure records unwrapped, by queue name."""
-    on_failure = {m.on_failure_url for m in mappings if m.mapping.async_config is not None}
-    urls = sorted({m.failure_queue_url for m in mappings if m.failure_queue_url})
-    return {
-        url.rstrip("/").rsplit("/", 1)[-1]: [
-            _unwrapped(message) if url in on_failure else message for message in read_dlq_messages(sqs, url)
-        ]
-        for url in urls
-    }
-
-
-def _move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
-    """Every DLQ moved back to its source queue (``redrive.local_move``), every on-failure queue's records invoked
-    again through the function's inbox (``on_failure_redrive.local_redrive_on_failure``); the messages moved."""
-    queued = [m for m in mappings if m.mapping.async_config is None]
-    moved = sum(local_move(sqs, target).moved for target in mapping_targets(sqs, queued))
-    for m in mappings:
-        if m.mapping.async_config is not None and m.on_failure_url:
-            moved += local_redrive_on_failure(sqs, m.on_failure_url, m.mapping.function_name).moved
-    return moved
-
-
-def _senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
-    """How input reaches each asynchronous target: through its first source of the first kind that can take input
-    (``traffic.producer.source_sender``: an EventBridge rule's ``PutEvents`` with the rule's source and detail-type on
-    its bus, else an SNS topic's ``Publish``); when nothing in the stack invokes the function, by direct asynchronous
-    invocations (``traffic.producer.invoke_sender``: ``Invoke`` with ``InvocationType="Event"``).
-
-    :raises DeployError: an asynchronous target whose sources cannot take input (a rule without a plain source and
-        detail-type)."""
-    found: dict[str, Sender] = {}
-    for m in mappings:
-        if m.mapping.async_config is None:
-            continue
-        if not m.sources:
-            found[m.label] = invoke_sender(session.client("lambda"), function_name=m.mapping.function_name)
-            continue
-        sender = source_sender(session, m.sources)
-        if sender is None:
-            kinds = " or ".join(entry.what for entry in SOURCE_SENDERS.values())
-            raise DeployError(f"{m.label}: no {kinds} of the stack invokes the function: the run cannot send it input")
-        found[m.label] = sender
-    return found
-
-
 def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]:
     """The valid keys a DLQ holds that the app did not refuse: moved by SQS after maxReceiveCount (a message the
     runtime moved on first sight carries its reason: the app refused it for good)."""
@@ -230,11 +175,11 @@ def _redrive(
     redriven: dict[str, list[int]] = {}
     rounds: list[dict[str, int]] = []
     for number in range(1, opts.redrive_rounds + 1 if opts.redrive else 1):
-        pending = _pending(_dlq_messages(sqs, mappings), key_path)
+        pending = _pending(dlq_messages(sqs, mappings), key_path)
         if not pending:
             break
         clock.mark(f"redrive {number}")
-        moved = _move_back(sqs, mappings)
+        moved = move_back(sqs, mappings)
         log(f"redrive round {number}: {len(pending)} valid keys in the DLQs, {moved} messages moved back")
         for key in sorted(pending):
             redriven.setdefault(key, []).append(number)
@@ -286,7 +231,7 @@ def _run(
         session = local_session(deployed.endpoint)
         mappings = discover_targets(session, opts.stack, deployed.cdk_out)
         disable(session, mappings)
-        senders = _senders(session, mappings)
+        sources = senders(session, mappings)
         for m in mappings:
             log(describe(m))
         labels = {m.label: m.queue_name for m in mappings}
@@ -324,10 +269,10 @@ def _run(
                 drain_timeout_seconds=limit,
                 quiet=opts.quiet,
                 fresh_deploy=deployed.fresh,
-                senders=senders,
+                senders=sources,
             )
             redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log, limit)
-        dlq = _dlq_messages(sqs, mappings)
+        dlq = dlq_messages(sqs, mappings)
         return _Outcome(
             mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(opts, stores)
         )
@@ -368,15 +313,18 @@ def sent_keys(lines: list[InputLine]) -> set[str]:
     return {ln.key for ln in lines if ln.key is not None}
 
 
-def _check_plan(stack: str, lines: list[InputLine], cdk_out: Path) -> None:
+def _check_plan(opts: ChaosOptions, lines: list[InputLine], cdk_out: Path) -> tuple[ChaosConfig, list[dict[str, Any]]]:
     """Before the deploy, from the synthesized template (``aws/target_plan.py``): the stack has something to drive,
-    and every line's ``queue`` names one target (or none is needed: one target).
+    and every line's ``queue`` names one target (or none is needed: one target); then the chaos drawn on it
+    (``inert_faults.drawn``: the fault classes that cannot strike there left out, with the report's rows).
 
     :raises DeployError: nothing to drive. :raises InputFileError: a line names no target, or several could be
-        meant (the message lists the stack's targets)."""
-    labels = planned_targets_of(cdk_out, stack)
+        meant (the message lists the stack's targets). :raises InertFlagError: a flag given that cannot strike."""
+    labels = planned_targets_of(cdk_out, opts.stack)
     for name in sorted({ln.queue for ln in lines}, key=str):
         resolve_queue(name, labels)
+    sql = any(spec.kind in ("sqlite", "postgres") for spec in opts.effect_stores())
+    return drawn(opts.chaos, stack_facts(cdk_out, opts.stack, sql_store=sql), opts.given_flags)
 
 
 def _keys_of(opts: ChaosOptions, message: str) -> Counter[str]:
@@ -566,6 +514,8 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.
     :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
+    :raises InertFlagError: a fault flag in ``given_flags`` cannot strike on the stack (before the deploy, or before
+        the first send on a stack deployed already).
     """
     lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
     compile_key(opts.key, opts.normalize)
@@ -575,6 +525,9 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     clear_run_dir(opts.run_dir, opts.report_path)
     started = time.monotonic()
     clock = RunClock()
+    planned: list[tuple[ChaosConfig, list[dict[str, Any]]]] = []
+    if opts.endpoint is not None and opts.cdk_out is not None:
+        planned.append(_check_plan(opts, lines, opts.cdk_out))  # deployed already: checked before the first send
     deployment = local_deployment(
         app_dir=opts.app_dir,
         stack=opts.stack,
@@ -583,13 +536,17 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         log=log,
         endpoint=opts.endpoint,
         cdk_out=opts.cdk_out,
-        check=lambda cdk_out: _check_plan(opts.stack, lines, cdk_out),
+        check=lambda cdk_out: planned.append(_check_plan(opts, lines, cdk_out)),
     )
     with deployment as deployed:
+        chaos, left_out = planned[-1] if planned else (opts.chaos, [])
+        for row in left_out:
+            log(f"left out of the draw: {row['flag']} {row['asked']:g} (default): {row['why']}")
+        opts = replace(opts, chaos=chaos)
         outcome = _run(opts, lines, deployed, log, clock)
     report, sends = _check_keys(opts, lines, outcome)
     _add_findings(report, opts, lines, sends)
     kinds = {_mapping_row(m)["kind"] for m in outcome.mappings}
-    report["faults"] = faults_block(report, opts.chaos, kinds, watched_writes(opts.run_dir))
+    report["faults"] = faults_block(report, opts.chaos, kinds, watched_writes(opts.run_dir), left_out)
     report["run"] = _run_block(opts, outcome, time.monotonic() - started)
     return _conclude(opts, report, clock, log), report

@@ -15,7 +15,10 @@ above 0) that never struck is named, with its flag and what would make it strike
 Kills are drawn with the process id and the clock, so two identical runs strike differently: the default exit code
 never depends on what struck. ``--require-faults`` (opt-in) turns a class in ``not_struck`` into exit code
 :data:`EXIT_FAULTS_NOT_STRUCK`, when the per-key verdict found nothing (its exit 1 wins). A class that could not
-strike does not fail the run; the line that names it says which flag would.
+strike does not fail the run; the line that names it says which flag would. Most such classes are known before
+the first send, from the stack's template (``profiles/inert_faults.py``): a flag the user gave is refused then, and a
+default one is left out of the draw and listed as ``left_out``; ``could_not_strike`` keeps what only the run shows
+(a function that could write and never did).
 """
 
 from __future__ import annotations
@@ -61,8 +64,8 @@ FAULT_CLASSES = (
         RANDOM_MOMENT,
         "crash_random",
         "--crash-random",
-        "a moment drawn within the function's timeout strikes only if the invocation still runs then: a shorter"
-        " timeout (--context) or a higher fraction",
+        "a moment drawn within twice the longest invocation so far (at least 1 s) strikes only if the invocation"
+        " still runs then: a higher fraction or more lines",
     ),
     FaultClass(
         AFTER_COMPLETE,
@@ -133,13 +136,22 @@ def watched_writes(run_dir: Path) -> int:
     return sum(1 for r in records if r.get("event") == "write" and r.get("role") in KILL_POINT_ROLES)
 
 
-def faults_block(report: dict[str, Any], chaos: ChaosConfig, kinds: Collection[str], writes: int) -> dict[str, Any]:
+def faults_block(
+    report: dict[str, Any],
+    chaos: ChaosConfig,
+    kinds: Collection[str],
+    writes: int,
+    left_out: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The report's ``faults`` block: ``asked`` (each class's fraction, 0 for one not asked), ``struck`` (each
     class's count), ``struck_total``, ``kills_struck`` (every kill, the watchdog's deadline kills included),
-    ``not_struck`` and ``could_not_strike`` (``{"fault", "flag", "asked", "why"}`` each: the module docstring).
+    ``not_struck`` and ``could_not_strike`` (``{"fault", "flag", "asked", "why"}`` each: the module docstring), and
+    ``left_out``: the classes left at their default that the stack gave no place, so never drawn
+    (``profiles/inert_faults.py``: ``{"fault", "flag", "asked", "why", "instead"}`` each, ``asked`` the default).
 
-    :param kinds: the kinds of the run's targets (``standard``, ``fifo``, ``async``). :param writes: the watched
-        writes the run's chaos logs show."""
+    :param chaos: the chaos the run drew (a class left out at 0). :param kinds: the kinds of the run's targets
+        (``standard``, ``fifo``, ``async``). :param writes: the watched writes the run's chaos logs show.
+        :param left_out: the classes left out of the draw. :default: none."""
     fractions = asdict(chaos)
     struck = _struck(report)
     not_struck, could_not = [], []
@@ -160,6 +172,7 @@ def faults_block(report: dict[str, Any], chaos: ChaosConfig, kinds: Collection[s
         "kills_struck": sum(int(v) for v in (report["total"].get("kills") or {}).values()),
         "not_struck": not_struck,
         "could_not_strike": could_not,
+        "left_out": list(left_out or []),
     }
 
 
@@ -170,6 +183,10 @@ def render_faults(block: dict[str, Any]) -> list[str]:
     out += [f"  not struck: {r['flag']} {r['asked']:g}: {r['why']}" for r in block["not_struck"]]
     out += [
         f"  could not strike: {r['flag']} {r['asked']:g}: {r['why']}; {r['strikes']}" for r in block["could_not_strike"]
+    ]
+    out += [
+        f"  left out of the draw: {r['flag']} {r['asked']:g} (default): {r['why']}; {r['instead']}"
+        for r in block.get("left_out") or []
     ]
     return out
 
