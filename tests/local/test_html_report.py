@@ -326,5 +326,5 @@ def test_page_of_a_chaos_report_shows_every_lines_state_the_findings_and_the_dlq
     page = write_page(tmp_path / "chaos.html", report, _events(), clock=RunClock(started=T0), title="chaos").read_text()
 
     assert re.search(r'data-key="state-stranded">1<', page)
-    assert "<td>o-7</td>" in page and "maxReceiveCount" in page and "line 3" in page
+    assert "<td>o-7</td>" in page and "1 moved by the redrive policy" in page and "line 3" in page
     assert "What the producer sent" in page and 'data-queue="dlq"' not in page, "blocks are not queue columns"

@@ -180,6 +180,7 @@ def test_every_key_has_a_row_with_its_state_sends_deliveries_effects_and_kills(s
         "effects": 0,
         "duplicates_suppressed": 0,
         "kills": {"after_write": 1},
+        "batch_kills": {},
     }
     assert rows["never"]["deliveries"] == 0 and rows["done"]["effects"] == 1
 

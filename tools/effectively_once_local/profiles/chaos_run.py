@@ -468,6 +468,7 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
         "chaos": opts.chaos.__dict__,
         "pollers_per_mapping": opts.concurrency,
         "poller_restarts": outcome.poller_restarts,
+        "redrive": opts.redrive,
         "redrive_rounds": outcome.redrive_rounds,
         # Where faults can strike from outside the app (faults.py), and where they cannot.
         "fault_points": {

@@ -117,9 +117,15 @@ def describe(mapping: DeployedMapping) -> str:
             f" {a.max_retry_attempts}, maximum event age {a.max_event_age_seconds}s, on failure"
             f" {mapping.on_failure_url or 'none'}, invoked by {sources}, function timeout {c.function_timeout_seconds}s"
         )
+    # A queue without a redrive policy has no maxReceiveCount: SQS redelivers until the retention period ends.
+    dead_letters = (
+        f"maxReceiveCount {c.max_receive_count}, then its DLQ"
+        if mapping.dlq_url is not None
+        else "no DLQ (SQS redelivers a failing message until its retention period ends)"
+    )
     return (
         f"{mapping.label} ({mapping.queue_name}) -> {c.function_name} [{c.handler}]: batch size {c.batch_size}, "
-        f"visibility timeout {c.visibility_timeout_seconds}s, maxReceiveCount {c.max_receive_count}, "
+        f"visibility timeout {c.visibility_timeout_seconds}s, {dead_letters}, "
         f"function timeout {c.function_timeout_seconds}s"
     )
 

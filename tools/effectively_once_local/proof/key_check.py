@@ -51,7 +51,7 @@ from ..chaos.fault_model import (
 )
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
 from .faults_struck import render_faults
-from .line_states import FAILING_STATES, render_async
+from .line_states import FAILING_STATES, dlq_why, render_async
 from .torn_moments import render_torn
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
@@ -348,8 +348,14 @@ def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
     per-line states (``states``), on any line stranded, never delivered, vanished, incomplete or reordered."""
     total = report["total"]
     reasons = []
+    failing = dict(_FAILING)
+    if (report.get("run") or {}).get("redrive") is False:
+        failing["stranded"] = (
+            "valid keys in a DLQ, never effected (--no-redrive: no redrive ran; production holds them there until"
+            " someone redrives them)"
+        )
     if "states" in report:
-        for state, words in _FAILING.items():
+        for state, words in failing.items():
             if total.get(state):
                 keys = list(report["states"]["keys"].get(state, [])) + [
                     f"line {i['line']}" for i in report["states"]["invalid_lines"] if i["state"] == state
@@ -429,8 +435,7 @@ def render(report: dict[str, Any]) -> str:
             + "".join(f"; {r['then']} before {r['first']} in group {r['group']}" for r in order["reordered"][:5])
         )
     for queue, held in report.get("dlq", {}).items():
-        why = ", ".join(f"{w} {n}" for w, n in held["why"].items()) or "empty"
-        out.append(f"DLQ {queue}: {held['messages']} messages ({why})")
+        out.append(f"DLQ {queue}: {held['messages']} messages ({dlq_why(held['why'])})")
     return "\n".join(out)
 
 

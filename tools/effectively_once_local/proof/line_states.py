@@ -148,7 +148,7 @@ def _per_key(
     for k in kill_records:
         if k.get("key"):
             kills.setdefault(str(k["key"]), Counter())[str(k.get("phase"))] += 1
-    return {
+    rows = {
         key: {
             "state": state,
             "sends": len(ids.get(key, ())),
@@ -159,6 +159,32 @@ def _per_key(
         }
         for key, state in states.items()
     }
+    for key, row in rows.items():
+        if row["state"] == "stranded":
+            row["batch_kills"] = dict(Counter(str(k["phase"]) for k in batch_kills(key, kill_records)))
+    return rows
+
+
+def batch_kills(key: str, kill_records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The kills of an invocation whose batch held ``key`` that no record books to ``key`` (the kill struck another
+    key's work, or before any write): the whole batch comes back, so the key was killed too. Each once, as the
+    evidence lists kills (``phase``, ``after_write``, ``seq``), with its ``request_id``."""
+
+    def ident(k: dict[str, Any]) -> tuple[Any, ...]:
+        return k.get("log"), k.get("pid"), k.get("seq"), k.get("request_id")
+
+    own = {ident(k) for k in kill_records if k.get("key") == key}
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for k in kill_records:
+        if key not in (k.get("batch_keys") or []) or ident(k) in own or ident(k) in seen:
+            continue
+        seen.add(ident(k))
+        after = (k.get("last_write") or {}).get("op")
+        out.append(
+            {"phase": k.get("phase"), "after_write": after, "seq": k.get("seq"), "request_id": k.get("request_id")}
+        )
+    return out
 
 
 def _evidence(
@@ -168,8 +194,9 @@ def _evidence(
     deliveries: list[dict[str, Any]],
     kill_records: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """What the logs and the DLQs say of one key: its sends, deliveries, kills (each with the write it followed) and
-    where it sits in a DLQ, and why."""
+    """What the logs and the DLQs say of one key: its sends, deliveries, kills (each with the write it followed), the
+    kills of its batches booked to no record of it (``batch_kills``: :func:`batch_kills`) and where it sits in a DLQ,
+    and why."""
     ids = {r.get("message_id") for r in sent_rows if r.get("key") == key}
     mine = [d for d in deliveries if _sent_id(d) in ids - {None}]
     return {
@@ -181,6 +208,7 @@ def _evidence(
             for k in kill_records
             if k.get("key") == key
         ],
+        "batch_kills": batch_kills(key, kill_records),
         "dlq": dlq,
     }
 
@@ -193,13 +221,28 @@ def dlq_contents(dlq_messages: dict[str, list[Any]], key_of: Any) -> dict[str, A
         why: Counter[str] = Counter()
         for m in messages:
             reason = m.reason()
-            why[str(reason.get("error_type")) if reason else "maxReceiveCount"] += 1
+            why[str(reason.get("error_type")) if reason else MOVED_BY_SQS] += 1
         out[queue] = {
             "messages": len(messages),
             "why": dict(sorted(why.items())),
             "keys": sorted({str(k) for k in (key_of(m.body) for m in messages) if k is not None})[:100],
         }
     return out
+
+
+#: The ``why`` key of a message SQS moved (``dlq_contents``), kept in the JSON; printed as what it means.
+MOVED_BY_SQS = "maxReceiveCount"
+
+
+def dlq_why(why: Mapping[str, int]) -> str:
+    """A DLQ's ``why`` counts (:func:`dlq_contents`) in words, for the terminal and the page: ``40 moved by the redrive
+    policy`` (SQS, after maxReceiveCount receives), ``1 refused by the app: InvalidRecord`` (the runtime, with its
+    reason's error type); ``empty`` for none."""
+    parts = [
+        f"{n} moved by the redrive policy" if reason == MOVED_BY_SQS else f"{n} refused by the app: {reason}"
+        for reason, n in why.items()
+    ]
+    return ", ".join(parts) or "empty"
 
 
 def add_states(report: dict[str, Any], states: dict[str, Any], dlq: dict[str, Any]) -> None:

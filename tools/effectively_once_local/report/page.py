@@ -39,6 +39,7 @@ from typing import Any
 from effectively_once_runtime import names
 
 from ..base.json_lines import read_jsonl
+from ..proof.line_states import dlq_why
 
 #: Top-level report keys that are not a queue's column (the payments report's and the chaos report's blocks).
 NOT_QUEUES = (
@@ -481,8 +482,7 @@ def _states_sections(report: dict[str, Any]) -> list[str]:
     dlq = report.get("dlq")
     if dlq:
         rows = "".join(
-            f"<tr><th>{_esc(queue)}</th><td>{_esc(held['messages'])}</td>"
-            f"<td>{_esc(', '.join(f'{w} {n}' for w, n in held['why'].items()))}</td></tr>"
+            f"<tr><th>{_esc(queue)}</th><td>{_esc(held['messages'])}</td><td>{_esc(dlq_why(held['why']))}</td></tr>"
             for queue, held in dlq.items()
         )
         parts.append(f"<h2>What the DLQs hold, and why</h2><table>{rows}</table>")
