@@ -147,6 +147,33 @@ def test_a_new_item_per_message_is_duplicated_even_when_both_copies_share_a_batc
     assert report["run"]["effect_stores"]["table:OrdersTable:order_id"]["items_per_delivery"] == 1
 
 
+def test_an_app_that_drops_unprocessed_items_loses_them_and_the_proof_names_them(plain: Any) -> None:
+    """Issue 43, item 5a: every BatchWriteItem of two or more requests answered with part of them unprocessed; the
+    ``batch_drop`` variant ignores UnprocessedItems. The keys held back are lost, each showing the fault that hit it."""
+    code, report, _ = plain("batch_drop", ChaosConfig(partial_batch_write=1.0, seed=3), concurrency=1)
+
+    assert code == 1, _reasons(report)
+    lost = report["keys"]["lost"]
+    assert lost and any("lost" in r for r in report["verdict"]["reasons"]), _reasons(report)
+    assert report["faults"]["struck"]["partial_batch_write"] == report["sdk_faults"]["by_kind"]["unprocessed_items"]
+    assert report["faults"]["struck"]["partial_batch_write"] > 0
+    evidence = report["states"]["evidence"]
+    for key in lost:
+        assert [f["kind"] for f in evidence[key]["sdk_faults"]] == ["unprocessed_items"], evidence[key]
+        assert report["states"]["per_key"][key]["sdk_faults"] == 1
+    assert set(lost) <= set(report["sdk_faults"]["keys"]), "every lost key was held back"
+
+
+def test_an_app_that_writes_unprocessed_items_again_passes(plain: Any) -> None:
+    """The ``batch_writer`` variant (boto3's ``Table.batch_writer`` sends UnprocessedItems again) under the same
+    fault: nothing lost."""
+    code, report, _ = plain("batch_writer", ChaosConfig(partial_batch_write=1.0, seed=3), concurrency=1)
+
+    assert code == 0, _reasons(report)
+    assert report["faults"]["struck"]["partial_batch_write"] > 0, report["sdk_faults"]
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
+
+
 def _documented_command() -> list[str]:
     """docs/chaos.md's "more chaos" command for an app not built on the runtime, as argv after the module."""
     text = (REPO / "docs" / "chaos.md").read_text(encoding="utf-8")

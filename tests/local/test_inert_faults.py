@@ -106,6 +106,14 @@ def test_a_plain_handler_writing_dynamodb_leaves_only_the_effect_line_kills_and_
         frozenset({"standard"}),
     )
     assert set(_inert(cdk_out)) == {"--crash-after-effect", "--async-duplicate"}
+    # --partial-batch-writes (item 5a) needs a role that may call BatchWriteItem
+    partial = ChaosConfig(partial_batch_write=0.5)
+    assert _inert(cdk_out, partial) == {}
+    puts_only = _inert(_stack(tmp_path / "p", policy=_policy("dynamodb:PutItem")), partial)
+    assert (
+        set(puts_only) == {"--partial-batch-writes"}
+        and "may call DynamoDB BatchWriteItem" in puts_only["--partial-batch-writes"]
+    )
 
 
 def test_a_handler_on_the_runtime_has_its_effect_line(tmp_path: Path) -> None:

@@ -85,6 +85,9 @@ class ChaosConfig:
     crash_random: float = 0.0
     #: :default: 0.0 (no duplicate deliveries).
     async_duplicate: float = 0.0
+    #: Per DynamoDB ``BatchWriteItem`` call of two or more requests: the share answered with part of them in
+    #: ``UnprocessedItems`` (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
+    partial_batch_write: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -252,6 +255,13 @@ class InvocationChaos:
             self.crash(AFTER_WRITE)
         elif self.fate == TIMEOUT and self.at_effect_line:
             self._stall()
+
+    def on_sdk_fault(self, fault: dict[str, Any]) -> None:
+        """An SDK fault injected into one of the handler's calls (``chaos/sdk_faults.py``): numbered with the writes and
+        logged (``sdk_fault``), so a key it cost shows what hit it."""
+        with self._lock:
+            record = {"seq": self._next(), **fault, "invocation": self.invocation, "request_id": self.request_id}
+            self.log.write(event="sdk_fault", pid=os.getpid(), **record)
 
     def _stall(self) -> None:
         self.fate = None

@@ -127,6 +127,9 @@ def record_hash(record_id: str | None) -> str | None:
 
 
 _PARAMS = "effectively_once_local.params"
+#: The request context's entry holding the parameters a call sent after an SDK fault took part of them out
+#: (``chaos/sdk_faults.py``): the items written are named from it, not from the app's own parameters.
+SENT_PARAMS = "effectively_once_local.sent_params"
 #: The execution environment's variable naming each effect table's key attributes (module docstring).
 ENV_WATCH_KEYS = "EFFECTIVELY_ONCE_WATCH_KEYS"
 
@@ -215,7 +218,7 @@ class WriteWatch:
         status = getattr(http_response, "status_code", None)
         if status is None or not 200 <= int(status) < 300:
             return
-        kept = context.get(_PARAMS) if isinstance(context, dict) else None
+        kept = (context.get(SENT_PARAMS) or context.get(_PARAMS)) if isinstance(context, dict) else None
         params: dict[str, Any] = kept if isinstance(kept, dict) else {}
         self._on_write(
             {

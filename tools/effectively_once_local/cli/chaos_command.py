@@ -87,6 +87,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
     )
     chaos.add_argument("--concurrency", type=integer(1), default=2, help="poller processes per mapping")
     _add_chaos_faults(chaos)
+    _add_sdk_faults(chaos)
     add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos", drain_timeout=None)
 
 
@@ -103,6 +104,7 @@ def chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosCo
         crash_after_write=getattr(args, "crash_after_write", 0.0),
         crash_random=getattr(args, "crash_random", 0.0),
         async_duplicate=getattr(args, "async_duplicate", 0.0),
+        partial_batch_write=getattr(args, "partial_batch_writes", 0.0),
     )
 
 
@@ -208,6 +210,19 @@ def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_sdk_faults(chaos: argparse.ArgumentParser) -> None:
+    """``chaos``'s SDK faults (``chaos/sdk_faults.py``): what the handler's SDK calls answer under load, per call."""
+    chaos.add_argument(
+        "--partial-batch-writes",
+        type=fraction,
+        action=Given,
+        default=0.0,
+        help="fraction of DynamoDB BatchWriteItem calls of two or more requests answered with part of them in"
+        " UnprocessedItems, as an over-capacity table answers (never on the idempotency table; the handler must"
+        " write them again)",
+    )
+
+
 def check(parser: Parser, args: argparse.Namespace) -> None:
     from ..traffic.chaos_input import load_input
 
@@ -257,6 +272,7 @@ _FRACTIONS = (
     "async_duplicate",
     "crash_after_write",
     "crash_random",
+    "partial_batch_writes",
 )
 
 

@@ -45,6 +45,7 @@ from ..proof.key_check import (
 )
 from ..proof.line_states import PASSING_STATES, add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.object_names import check_template
+from ..proof.sdk_faults_seen import add_sdk_faults
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
@@ -547,6 +548,10 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         outcome = _run(opts, lines, deployed, log, clock)
     report, sends = _check_keys(opts, lines, outcome)
     _add_findings(report, opts, lines, sends)
+    tables = {
+        outcome.store_refs[str(spec)].name: spec.key_path for spec in opts.effect_stores() if spec.kind == "table"
+    }
+    add_sdk_faults(report, opts.run_dir, tables, normalizer(opts.normalize))
     kinds = {_mapping_row(m)["kind"] for m in outcome.mappings}
     report["faults"] = faults_block(report, opts.chaos, kinds, watched_writes(opts.run_dir), left_out)
     report["run"] = _run_block(opts, outcome, time.monotonic() - started)

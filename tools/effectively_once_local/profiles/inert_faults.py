@@ -21,7 +21,8 @@ what the stack holds for each function the run drives (an SQS event source mappi
 - ``stall`` (``--timeouts``): neither;
 - ``concurrent_duplicate`` (``--concurrent-duplicates``): every target a FIFO queue (its deduplication id drops the
   twin);
-- ``async_duplicate`` (``--async-duplicate``): no asynchronous target.
+- ``async_duplicate`` (``--async-duplicate``): no asynchronous target;
+- ``partial_batch_write`` (``--partial-batch-writes``): no function whose role allows DynamoDB ``BatchWriteItem``.
 
 :func:`drawn` then refuses, in one line (:class:`InertFlagError`, exit code 2), each such class whose flag the user
 gave, naming the flag that would strike instead; a class left at its default is left out of the draw (its fraction
@@ -52,6 +53,7 @@ _WATCHED_ACTIONS = tuple(f"{service}:{op}".lower() for service, ops in WRITE_OPE
 _NON_WRITING_MANAGED = ("AWSLambdaBasicExecutionRole", "AWSLambdaSQSQueueExecutionRole")
 _ESM, _INVOKE_CONFIG, _QUEUE = "AWS::Lambda::EventSourceMapping", "AWS::Lambda::EventInvokeConfig", "AWS::SQS::Queue"
 _ROLE, _POLICY = "AWS::IAM::Role", "AWS::IAM::Policy"
+_BATCH_WRITE = "dynamodb:batchwriteitem"
 
 
 class InertFlagError(ValueError):
@@ -68,6 +70,8 @@ class StackFacts:
     functions: tuple[str, ...]
     on_runtime: tuple[str, ...]
     writing: tuple[str, ...]
+    #: Those whose role may call DynamoDB ``BatchWriteItem`` (``--partial-batch-writes``). :default: none.
+    batch_writing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,9 @@ def _actions(document: Any) -> list[str] | None:
     return out
 
 
-def _role_writes(resources: dict[str, Any], function: dict[str, Any]) -> bool:
-    """Whether the function's role may make a watched write (module docstring; unknown counts as yes)."""
+def _role_allows(resources: dict[str, Any], function: dict[str, Any], wanted: tuple[str, ...]) -> bool:
+    """Whether the function's role may call one of ``wanted`` (IAM actions, lower case: module docstring; unknown
+    counts as yes)."""
     role = logical_id((function.get("Properties") or {}).get("Role"))
     if role is None or (resources.get(role) or {}).get("Type") != _ROLE:
         return True
@@ -156,7 +161,7 @@ def _role_writes(resources: dict[str, Any], function: dict[str, Any]) -> bool:
         actions = _actions(document)
         if actions is None:
             return True
-        if any(fnmatch.fnmatch(w, a.lower()) for a in actions for w in _WATCHED_ACTIONS):
+        if any(fnmatch.fnmatch(w, a.lower()) for a in actions for w in wanted):
             return True
     return False
 
@@ -173,8 +178,9 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
     except (OSError, ValueError) as exc:
         raise DeployError(f"stack {stack}: its synthesized template {path} cannot be read: {exc}") from exc
     targets = _targets(resources)
-    on_runtime, writing = [], []
+    on_runtime, writing, batch_writing = [], [], []
     for function in sorted(targets):
+        resource = resources.get(function) or {}
         try:
             folder: Path | None = code_dir(cdk_out, stack, function)
         except DeployError:
@@ -183,10 +189,12 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
         if runtime is not False:
             on_runtime.append(function)
         sql = _names(folder, _SQL) is not False
-        if runtime is not False or sql or sql_store or _role_writes(resources, resources.get(function) or {}):
+        if runtime is not False or sql or sql_store or _role_allows(resources, resource, _WATCHED_ACTIONS):
             writing.append(function)
+        if _role_allows(resources, resource, (_BATCH_WRITE,)):
+            batch_writing.append(function)
     kinds = frozenset(kind for joined in targets.values() for kind in joined.split("+"))
-    return StackFacts(stack, kinds, tuple(sorted(targets)), tuple(on_runtime), tuple(writing))
+    return StackFacts(stack, kinds, tuple(sorted(targets)), tuple(on_runtime), tuple(writing), tuple(batch_writing))
 
 
 def _place(name: str, facts: StackFacts) -> tuple[str, str] | None:
@@ -210,6 +218,11 @@ def _place(name: str, facts: StackFacts) -> tuple[str, str] | None:
         return (
             "every target is a FIFO queue, whose deduplication id drops the twin",
             "--resend sends FIFO copies after the deduplication interval",
+        )
+    if name == "partial_batch_write" and not facts.batch_writing:
+        return (
+            f"no function the run drives ({drives}) may call DynamoDB BatchWriteItem (its role does not allow it)",
+            "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
         )
     if name == "async_duplicate" and "async" not in facts.kinds:
         return (

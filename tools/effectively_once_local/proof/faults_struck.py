@@ -95,6 +95,13 @@ FAULT_CLASSES = (
         "only an asynchronous target (an EventBridge rule's, an SNS topic's or a directly invoked function) is"
         " delivered twice",
     ),
+    FaultClass(
+        "partial_batch_write",
+        "partial_batch_write",
+        "--partial-batch-writes",
+        "a DynamoDB BatchWriteItem call of two or more requests, off the idempotency table, answered with part of"
+        " them in UnprocessedItems: raise it or send more lines",
+    ),
 )
 #: Each kill class's kill phase (``total.kills``).
 _KILL_PHASE = {AFTER_EFFECT: AFTER_EFFECT, AFTER_WRITE: AFTER_WRITE, RANDOM_MOMENT: RANDOM_MOMENT}
@@ -110,7 +117,13 @@ def _struck(report: dict[str, Any]) -> dict[str, int]:
         "resend": int(sends.get("resend", 0)) + int(sends.get("late_resend", 0)),
         "concurrent_duplicate": int(sends.get("concurrent_duplicate", 0)),
         "async_duplicate": int((report.get("async") or {}).get("delivered_twice", 0)),
+        "partial_batch_write": int(_sdk(report).get("unprocessed_items", 0)),
     }
+
+
+def _sdk(report: dict[str, Any]) -> dict[str, Any]:
+    """The SDK faults by kind (``proof/sdk_faults_seen.py``); empty for a report without them."""
+    return dict((report.get("sdk_faults") or {}).get("by_kind") or {})
 
 
 def _no_place(cls: FaultClass, report: dict[str, Any], kinds: Collection[str], writes: int) -> str | None:
@@ -127,6 +140,8 @@ def _no_place(cls: FaultClass, report: dict[str, Any], kinds: Collection[str], w
         return "every target is a FIFO queue"
     if cls.name == "async_duplicate" and "async" not in kinds:
         return "no asynchronous target"
+    if cls.name == "partial_batch_write" and not (report.get("sdk_faults") or {}).get("batch_write_calls"):
+        return "no DynamoDB BatchWriteItem call in the run"
     return None
 
 

@@ -52,6 +52,7 @@ from ..chaos.fault_model import (
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
 from .faults_struck import render_faults
 from .line_states import FAILING_STATES, dlq_why, render_async
+from .sdk_faults_seen import render_sdk_faults
 from .torn_moments import render_torn
 
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
@@ -369,6 +370,11 @@ def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
                 reasons.append(f"{total[state]} {words}: {shown}")
     elif total["lost"]:
         reasons.append(f"{total['lost']} keys lost (a valid key with no effect and not in a DLQ)")
+    hit = [k for k in report["keys"]["lost"] if k in ((report.get("sdk_faults") or {}).get("keys") or {})]
+    if hit:
+        kinds = ", ".join(k for k, n in report["sdk_faults"]["by_kind"].items() if n)
+        shown = ", ".join(hit[:5]) + (" ..." if len(hit) > 5 else "")
+        reasons.append(f"{len(hit)} keys lost to injected SDK faults ({kinds}), acknowledged unwritten: {shown}")
     if total["duplicated"]:
         reasons.append(f"{total['duplicated']} keys duplicated (more than one effect for a key)")
     if total["unexpected"]:
@@ -434,6 +440,9 @@ def render(report: dict[str, Any]) -> str:
             f"FIFO order: {order['keys_checked']} keys checked in their groups, {len(order['reordered'])} reordered"
             + "".join(f"; {r['then']} before {r['first']} in group {r['group']}" for r in order["reordered"][:5])
         )
+    sdk = report.get("sdk_faults")
+    if sdk and any(sdk["by_kind"].values()):
+        out.append(render_sdk_faults(sdk))
     for queue, held in report.get("dlq", {}).items():
         out.append(f"DLQ {queue}: {held['messages']} messages ({dlq_why(held['why'])})")
     return "\n".join(out)

@@ -24,6 +24,7 @@ from effectively_once_runtime import events
 from ..base.run_figures import record_peak
 from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
 from ..chaos.faults import WriteWatch
+from ..chaos.sdk_faults import SdkFaults
 from ..chaos.sql_watch import SqlCommitWatch
 from ..traffic.chaos_input import body_key, compile_key
 from .async_poller import AsyncChaos, AsyncPoller
@@ -142,6 +143,7 @@ def _open_environment(spec: PollerSpec) -> _Environment:
         # handler's import and its clients, so that every session is watched.
         WriteWatch(chaos.on_write).install()
         SqlCommitWatch(chaos.on_write).install()
+        SdkFaults(spec.chaos, chaos.on_sdk_fault).install()  # the answers AWS gives under load (sdk_faults.py)
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log

@@ -1,0 +1,138 @@
+"""SDK faults from outside the app (issue 43, item 5): the answers AWS gives under load, injected by a botocore hook on
+every boto3 session of the execution environment, beside the write watch (``chaos/faults.py``). The handler never
+knows: it sees what its SDK call returned.
+
+- **Partial batch writes** (:data:`UNPROCESSED`, ``ChaosConfig.partial_batch_write``): a fraction of DynamoDB
+  ``BatchWriteItem`` calls with two or more write requests answer with some of them in ``UnprocessedItems``, as
+  DynamoDB does when a table or partition is over its capacity ("BatchWriteItem", Amazon DynamoDB API Reference: the
+  caller must send them again). On ``before-call`` the hook takes a random part of the requests (at least one, never
+  all) out of the serialized request, a copy, never the app's own dict, so the local AWS never writes them; on
+  ``before-parse`` of the same call's successful answer, still in the wire form, it adds them to the answer's
+  ``UnprocessedItems``, so that boto3's resource layer (``Table.batch_writer``) reads them as it reads DynamoDB's. An
+  app that drops them loses those items; one that writes them again loses nothing.
+
+Never on the idempotency table (``IDEMPOTENCY_TABLE_NAME``): its requests are never taken. Every fault is handed to
+``on_fault`` (the environment's chaos log, ``InvocationChaos.on_sdk_fault``) with ``kind``, ``op``, ``target`` and
+the write requests it held back (``requests``: ``{table: [request, ...]}`` in DynamoDB's wire form), so a key lost
+to it shows what hit it (``proof/sdk_faults_seen.py``). The write watch logs what the call wrote: only the requests
+that were sent (the request context's :data:`SENT_PARAMS`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from effectively_once_runtime import names
+
+from .fault_model import ChaosConfig
+from .faults import SENT_PARAMS
+
+#: The fault kinds, as the chaos log's ``kind`` names them.
+UNPROCESSED = "unprocessed_items"
+SDK_FAULT_KINDS: tuple[str, ...] = (UNPROCESSED,)
+
+
+def _split(
+    requests: dict[str, list[Any]], rng: random.Random, protected: str | None
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The requests to send and the ones held back: a random part of those not on ``protected`` (at least one held
+    back and at least one sent), each table's order kept. ``({}, {})`` when no split is possible."""
+    places = [(table, i) for table, items in requests.items() if table != protected for i in range(len(items))]
+    total = sum(len(items) for items in requests.values())
+    if not places or total < 2:
+        return {}, {}
+    count = rng.randint(1, min(len(places), total - 1))
+    held = set(rng.sample(places, count))
+    sent: dict[str, list[Any]] = {}
+    back: dict[str, list[Any]] = {}
+    for table, items in requests.items():
+        for i, request in enumerate(items):
+            (back if (table, i) in held else sent).setdefault(table, []).append(request)
+    return sent, back
+
+
+class SdkFaults:
+    """The SDK fault hook of one execution environment (module docstring). ``config``: the run's fractions;
+    ``on_fault``: called with each fault's record before the call returns to the app."""
+
+    def __init__(
+        self, config: ChaosConfig, on_fault: Callable[[dict[str, Any]], None], env: Mapping[str, str] | None = None
+    ) -> None:
+        self.config = config
+        self._on_fault = on_fault
+        environment = os.environ if env is None else env
+        self._protected = environment.get(names.ENV_TABLE_NAME) or None
+        self._rng = random.Random(f"{config.seed}-sdk-{os.getpid()}-{time.time_ns()}")
+        # The held-back requests of the call in flight on this thread, until its successful answer is parsed.
+        self._pending = threading.local()
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.partial_batch_write > 0
+
+    def install(self) -> None:
+        """Register the hooks on every boto3 session created from now on (nothing when no fraction is above 0)."""
+        if not self.enabled:
+            return
+        import boto3.session
+
+        original = boto3.session.Session.__init__
+        before_call, before_parse = self.before_call, self.before_parse
+
+        def init(session: Any, *args: Any, **kwargs: Any) -> None:
+            original(session, *args, **kwargs)
+            session.events.register("before-call.dynamodb.BatchWriteItem", before_call)
+            session.events.register("before-parse.dynamodb.BatchWriteItem", before_parse)
+
+        boto3.session.Session.__init__ = init
+
+    def before_call(self, params: Any = None, context: Any = None, **_: Any) -> None:
+        """A ``BatchWriteItem`` about to be sent: with odds ``partial_batch_write``, hold back part of its requests."""
+        self._pending.held = None
+        if not isinstance(params, dict) or self._rng.random() >= self.config.partial_batch_write:
+            return
+        try:
+            body = json.loads(params.get("body") or b"{}")
+        except ValueError:
+            return
+        sent, held = _split(body.get("RequestItems") or {}, self._rng, self._protected)
+        if not held:
+            return
+        body["RequestItems"] = sent
+        params["body"] = json.dumps(body).encode("utf-8")
+        if isinstance(context, dict):
+            context[SENT_PARAMS] = {"RequestItems": sent}
+        self._pending.held = held
+        self._on_fault(
+            {
+                "kind": UNPROCESSED,
+                "op": "dynamodb.BatchWriteItem",
+                "target": ",".join(sorted(held)),
+                "requests": held,
+                "held_back": sum(len(v) for v in held.values()),
+                "sent": sum(len(v) for v in sent.values()),
+            }
+        )
+
+    def before_parse(self, response_dict: Any = None, **_: Any) -> None:
+        """The call's answer, before boto3 parses it: a successful one gains the held-back requests in
+        ``UnprocessedItems`` (an error is retried by the SDK with the same request: the next answer gets them)."""
+        held = getattr(self._pending, "held", None)
+        if not held or not isinstance(response_dict, dict) or not 200 <= int(response_dict["status_code"]) < 300:
+            return
+        self._pending.held = None
+        try:
+            body = json.loads(response_dict.get("body") or b"{}")
+        except ValueError:
+            return
+        unprocessed = body.get("UnprocessedItems") or {}
+        for table, requests in held.items():
+            unprocessed.setdefault(table, []).extend(requests)
+        body["UnprocessedItems"] = unprocessed
+        response_dict["body"] = json.dumps(body).encode("utf-8")

@@ -1,0 +1,93 @@
+"""What the SDK faults injected into a chaos run hit (issue 43, item 5; ``chaos/sdk_faults.py``): every fault is a line
+of its environment's chaos log (``sdk_fault``: ``kind``, ``op``, ``target``, the write requests it held back or
+refused, ``requests``), so the report can count them by kind and name the business keys they cost.
+
+A request names its key through the effect stores the run counts in: for a table store ``table:NAME:ATTRIBUTE``, the
+request's item (a put's ``Item``, a delete's ``Key``) on that table with ``ATTRIBUTE`` equal to the key (a string or
+a number, normalised as the run's keys are). A key lost to a fault then shows it in its evidence (``sdk_faults``:
+each fault with its kind, operation, ``seq`` and request id) and in its per-key row (``sdk_faults``: how many).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..base.json_lines import read_jsonl
+from ..chaos.sdk_faults import SDK_FAULT_KINDS
+
+#: The chaos log's event of an injected SDK fault (``InvocationChaos.on_sdk_fault``).
+SDK_FAULT_EVENT = "sdk_fault"
+
+
+def read_sdk_faults(run_dir: Path) -> list[dict[str, Any]]:
+    """Every SDK fault of the run's chaos logs, in each log's order."""
+    return [r for r in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))) if r.get("event") == SDK_FAULT_EVENT]
+
+
+def _value(attribute: Any) -> str | None:
+    """A DynamoDB attribute value in its wire form as text: a string's or a number's; ``None`` for any other."""
+    if isinstance(attribute, dict):
+        for kind in ("S", "N"):
+            if isinstance(attribute.get(kind), str):
+                return str(attribute[kind])
+    return None
+
+
+def keys_hit(
+    faults: list[dict[str, Any]], tables: Mapping[str, str], same: Callable[[str], str] = str
+) -> dict[str, list[dict[str, Any]]]:
+    """Business key -> the faults whose requests held its item, each once. ``tables``: a table store's physical
+    name -> its attribute holding the business key; ``same``: the run's key normalisation."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for fault in faults:
+        row = {k: fault.get(k) for k in ("kind", "op", "target", "seq", "request_id")}
+        keys: set[str] = set()
+        for table, requests in (fault.get("requests") or {}).items():
+            attribute = tables.get(table)
+            for request in requests if attribute else []:
+                item = (request.get("PutRequest") or {}).get("Item") or (request.get("DeleteRequest") or {}).get("Key")
+                value = _value((item or {}).get(attribute))
+                if value is not None:
+                    keys.add(same(value))
+        for key in sorted(keys):
+            found.setdefault(key, []).append(row)
+    return found
+
+
+def batch_write_calls(run_dir: Path) -> int:
+    """The ``BatchWriteItem`` calls of the run: those the local AWS accepted (the write log)."""
+    records = read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))
+    return sum(1 for r in records if r.get("event") == "write" and r.get("op") == "dynamodb.BatchWriteItem")
+
+
+def add_sdk_faults(
+    report: dict[str, Any], run_dir: Path, tables: Mapping[str, str], same: Callable[[str], str] = str
+) -> None:
+    """The report's ``sdk_faults`` block (``by_kind``: every kind of ``chaos/sdk_faults.SDK_FAULT_KINDS``, 0 for one
+    that never struck; ``batch_write_calls``; ``keys``: each key hit, with how many faults), and each hit key's
+    ``sdk_faults`` in its per-key row (a count) and, for a failing key, in its evidence (the faults)."""
+    faults = read_sdk_faults(run_dir)
+    hit = keys_hit(faults, tables, same)
+    by_kind = Counter(str(f.get("kind")) for f in faults)
+    report["sdk_faults"] = {
+        "by_kind": {kind: by_kind.get(kind, 0) for kind in SDK_FAULT_KINDS},
+        "batch_write_calls": batch_write_calls(run_dir),
+        "keys": {key: len(rows) for key, rows in sorted(hit.items())},
+    }
+    states = report.get("states") or {}
+    for key, rows in hit.items():
+        if key in (states.get("per_key") or {}):
+            states["per_key"][key]["sdk_faults"] = len(rows)
+        if key in (states.get("evidence") or {}):
+            states["evidence"][key]["sdk_faults"] = rows
+
+
+def render_sdk_faults(block: dict[str, Any]) -> str:
+    """The terminal's line: the faults by kind, and the keys they hit (the first five)."""
+    kinds = ", ".join(f"{kind}={n}" for kind, n in block["by_kind"].items())
+    keys = list(block["keys"])
+    shown = ", ".join(keys[:5]) + (" ..." if len(keys) > 5 else "")
+    return f"sdk faults: {kinds}; {len(keys)} keys hit" + (f" ({shown})" if keys else "")
