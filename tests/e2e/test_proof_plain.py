@@ -174,6 +174,32 @@ def test_an_app_that_writes_unprocessed_items_again_passes(plain: Any) -> None:
     assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
 
 
+def test_an_app_that_swallows_throttling_loses_its_keys_and_the_proof_names_them(plain: Any) -> None:
+    """Issue 43, item 5b: every write call throttled as after the SDK's retries; ``batch_drop`` swallows the error
+    and acknowledges the batch. Every key is lost, each showing the throttle that hit it."""
+    code, report, _ = plain("batch_drop-throttled", ChaosConfig(throttle=1.0, seed=3), concurrency=1)
+
+    assert code == 1, _reasons(report)
+    assert sorted(report["keys"]["lost"]) == [f"batch_drop-throttled-{i:03d}" for i in range(KEYS)], _reasons(report)
+    assert any(
+        r.startswith(f"{KEYS} keys lost to injected SDK faults (throttled)") for r in report["verdict"]["reasons"]
+    )
+    assert report["faults"]["struck"]["throttle"] == report["sdk_faults"]["by_kind"]["throttled"] > 0
+    for key in report["keys"]["lost"]:
+        assert {f["kind"] for f in report["states"]["evidence"][key]["sdk_faults"]} == {"throttled"}
+
+
+def test_an_app_that_fails_the_record_on_throttling_passes_after_a_redelivery(plain: Any) -> None:
+    """The ``upsert`` variant lets the error fail its batch: SQS redelivers it (and after maxReceiveCount the run's
+    redrive brings it back, as an operator would): nothing lost. Half the writes throttled: the chance that none is,
+    over 16 keys' writes, is below 1e-4."""
+    code, report, _ = plain("upsert-throttled", ChaosConfig(throttle=0.5, seed=3))
+
+    assert code == 0, _reasons(report)
+    assert report["faults"]["struck"]["throttle"] > 0, report["sdk_faults"]
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
+
+
 def _documented_command() -> list[str]:
     """docs/chaos.md's "more chaos" command for an app not built on the runtime, as argv after the module."""
     text = (REPO / "docs" / "chaos.md").read_text(encoding="utf-8")

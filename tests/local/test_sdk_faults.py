@@ -149,9 +149,52 @@ def test_a_lost_key_shows_the_fault_that_hit_it(tmp_path: Any) -> None:
 
     add_sdk_faults(report, tmp_path, {"orders-physical": "order_id"}, lambda k: k.strip().lower())
 
-    assert report["sdk_faults"] == {"by_kind": {UNPROCESSED: 1}, "batch_write_calls": 1, "keys": {"o-2": 1}}
+    assert report["sdk_faults"] == {
+        "by_kind": {UNPROCESSED: 1, "throttled": 0},
+        "batch_write_calls": 1,
+        "keys": {"o-2": 1},
+    }
     assert report["states"]["per_key"]["o-2"]["sdk_faults"] == 1
     assert report["states"]["evidence"]["o-2"]["sdk_faults"][0]["kind"] == UNPROCESSED
-    assert render_sdk_faults(report["sdk_faults"]) == "sdk faults: unprocessed_items=1; 1 keys hit (o-2)"
+    assert render_sdk_faults(report["sdk_faults"]) == "sdk faults: unprocessed_items=1, throttled=0; 1 keys hit (o-2)"
     report["states"]["keys"], report["states"]["invalid_lines"] = {}, []
     assert "1 keys lost to injected SDK faults (unprocessed_items), acknowledged unwritten: o-2" in verdict(report)[1]
+
+
+def test_a_throttled_write_fails_as_after_the_sdks_retries_and_writes_nothing(aws: Any) -> None:
+    """Item 5b: answered with the service's throttling error, once per call (per HTTP attempt, the SDK's own retries
+    would hide it), nothing sent; the idempotency table and the runner's own calls never throttled."""
+    from effectively_once_local.chaos.sdk_faults import THROTTLED
+
+    aws.setenv(names.ENV_TABLE_NAME, "idem")
+    faults: list[dict[str, Any]] = []
+    seen: list[dict[str, Any]] = []
+    running = [True]
+    WriteWatch(seen.append).install()
+    SdkFaults(ChaosConfig(throttle=1.0), faults.append, running=lambda: running[0]).install()
+    session = boto3.session.Session(region_name=REGION)
+    dynamodb, s3 = _tables(session), session.client("s3")
+    s3.create_bucket(Bucket="receipts")
+
+    with pytest.raises(dynamodb.exceptions.ProvisionedThroughputExceededException) as raised:
+        dynamodb.put_item(TableName="orders", Item={"id": {"S": "o-1"}, "order_id": {"S": "o-1"}})
+    with pytest.raises(s3.exceptions.ClientError, match="SlowDown"):
+        s3.put_object(Bucket="receipts", Key="o-1.json", Body=b"{}")
+    with pytest.raises(dynamodb.exceptions.ProvisionedThroughputExceededException):
+        session.resource("dynamodb").Table("orders").put_item(Item={"id": "o-2", "order_id": "o-2"})
+    dynamodb.put_item(TableName="idem", Item={"id": {"S": "rec#abc"}})  # the idempotency table: never
+    running[0] = False
+    dynamodb.put_item(TableName="orders", Item={"id": {"S": "runner"}})  # outside an invocation: never
+
+    assert raised.value.response["ResponseMetadata"]["MaxAttemptsReached"] is True
+    assert _ids(dynamodb, "orders") == {"runner"} and _ids(dynamodb, "idem") == {"rec#abc"}
+    assert [(f["kind"], f["op"], f["error"]) for f in faults] == [
+        (THROTTLED, "dynamodb.PutItem", "ProvisionedThroughputExceededException"),
+        (THROTTLED, "s3.PutObject", "SlowDown"),
+        (THROTTLED, "dynamodb.PutItem", "ProvisionedThroughputExceededException"),
+    ]
+    assert faults[0]["requests"] == {
+        "orders": [{"PutRequest": {"Item": {"id": {"S": "o-1"}, "order_id": {"S": "o-1"}}}}]
+    }, "the item, in the wire form, to name its key"
+    assert faults[2]["requests"]["orders"][0]["PutRequest"]["Item"]["id"] == {"S": "o-2"}, "the resource's too"
+    assert [w["target"] for w in seen if w["op"] == "dynamodb.PutItem"] == ["idem", "orders"], "only what was written"

@@ -88,6 +88,9 @@ class ChaosConfig:
     #: Per DynamoDB ``BatchWriteItem`` call of two or more requests: the share answered with part of them in
     #: ``UnprocessedItems`` (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
     partial_batch_write: float = 0.0
+    #: Per watched write call: the share failing with the service's throttling error, as after the SDK's retries
+    #: (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
+    throttle: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -159,11 +162,15 @@ class InvocationChaos:
         self._started = time.monotonic()
         #: The longest invocation of this environment so far, in seconds (:meth:`random_window`).
         self.longest = 0.0
+        #: Between :meth:`begin` and :meth:`end`: the handler's calls, not the runner's own (receive, delete, an
+        #: on-failure record), get SDK faults (``chaos/sdk_faults.py``).
+        self.running = False
 
     def begin(self, deadline: float, batch_keys: list[str] | None = None, request_id: str | None = None) -> None:
         """An invocation starts: logged (``invocation``, with its request id and its batch's keys, so the stores
         can hold a key's new items against its deliveries: ``proof/executions.py``), then its fate drawn."""
         self.invocation += 1
+        self.running = True
         self.request_id = request_id
         self.batch_keys = list(batch_keys or [])
         self.log.write(
@@ -200,6 +207,7 @@ class InvocationChaos:
     def end(self) -> None:
         """The invocation returned: its duration kept (:meth:`random_window`), and a random-moment kill not struck
         yet called off."""
+        self.running = False
         self.longest = max(self.longest, time.monotonic() - self._started)
         if self._timer is not None:
             self._timer.cancel()

@@ -11,7 +11,16 @@ knows: it sees what its SDK call returned.
   ``UnprocessedItems``, so that boto3's resource layer (``Table.batch_writer``) reads them as it reads DynamoDB's. An
   app that drops them loses those items; one that writes them again loses nothing.
 
-Never on the idempotency table (``IDEMPOTENCY_TABLE_NAME``): its requests are never taken. Every fault is handed to
+- **Throttling** (:data:`THROTTLED`, ``ChaosConfig.throttle``): a fraction of the writes the runner watches
+  (``faults.WRITE_OPERATIONS``) fail with the service's throttling error, as the app sees it after the SDK's own
+  retries gave up: DynamoDB's ``ProvisionedThroughputExceededException``, S3's ``SlowDown``, SQS's and SNS's
+  ``ThrottlingException``. Injected once per call, on ``before-call``, by answering the call with that error (nothing
+  is sent, and ``ResponseMetadata.MaxAttemptsReached`` is set): injected per HTTP attempt instead, the SDK's own
+  retries would hide it. An app that swallows the error loses the write; one that lets it fail the record gets a
+  redelivery.
+
+Never on the idempotency table (``IDEMPOTENCY_TABLE_NAME``): its requests are never taken, and a call that touches it
+is never throttled. Every fault is handed to
 ``on_fault`` (the environment's chaos log, ``InvocationChaos.on_sdk_fault``) with ``kind``, ``op``, ``target`` and
 the write requests it held back (``requests``: ``{table: [request, ...]}`` in DynamoDB's wire form), so a key lost
 to it shows what hit it (``proof/sdk_faults_seen.py``). The write watch logs what the call wrote: only the requests
@@ -28,14 +37,40 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from botocore.awsrequest import AWSResponse
+
 from effectively_once_runtime import names
 
 from .fault_model import ChaosConfig
-from .faults import SENT_PARAMS
+from .faults import SENT_PARAMS, WRITE_OPERATIONS
 
 #: The fault kinds, as the chaos log's ``kind`` names them.
 UNPROCESSED = "unprocessed_items"
-SDK_FAULT_KINDS: tuple[str, ...] = (UNPROCESSED,)
+THROTTLED = "throttled"
+SDK_FAULT_KINDS: tuple[str, ...] = (UNPROCESSED, THROTTLED)
+#: Each service's throttling error after the SDK's retries: (code, HTTP status).
+THROTTLING_ERRORS: dict[str, tuple[str, int]] = {
+    "dynamodb": ("ProvisionedThroughputExceededException", 400),
+    "s3": ("SlowDown", 503),
+    "sqs": ("ThrottlingException", 400),
+    "sns": ("ThrottlingException", 400),
+}
+
+
+def dynamodb_requests(operation: str, body: dict[str, Any]) -> dict[str, list[Any]]:
+    """A DynamoDB write's items as write requests by table (``{table: [{"PutRequest": {"Item"}} | {"DeleteRequest":
+    {"Key"}}]}``, the wire form), whatever the operation: what a fault's log line names its keys by."""
+    if operation == "BatchWriteItem":
+        return dict(body.get("RequestItems") or {})
+    parts = [(operation.removesuffix("Item"), body)] if "TableName" in body else []
+    for entry in body.get("TransactItems") or []:
+        parts += [(action, entry[action]) for action in ("Put", "Update", "Delete") if action in entry]
+    found: dict[str, list[Any]] = {}
+    for action, part in parts:
+        request = {"PutRequest": {"Item": part["Item"]}} if action == "Put" and "Item" in part else None
+        request = request or {"DeleteRequest": {"Key": part.get("Key") or {}}}
+        found.setdefault(str(part.get("TableName")), []).append(request)
+    return found
 
 
 def _split(
@@ -59,13 +94,21 @@ def _split(
 
 class SdkFaults:
     """The SDK fault hook of one execution environment (module docstring). ``config``: the run's fractions;
-    ``on_fault``: called with each fault's record before the call returns to the app."""
+    ``on_fault``: called with each fault's record before the call returns to the app; ``running``: whether the
+    handler runs now."""
 
     def __init__(
-        self, config: ChaosConfig, on_fault: Callable[[dict[str, Any]], None], env: Mapping[str, str] | None = None
+        self,
+        config: ChaosConfig,
+        on_fault: Callable[[dict[str, Any]], None],
+        env: Mapping[str, str] | None = None,
+        running: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
         self._on_fault = on_fault
+        #: Whether the handler runs now (an invocation between its begin and end): the runner's own calls, made
+        #: outside, never get a fault. :default: always.
+        self._running = running
         environment = os.environ if env is None else env
         self._protected = environment.get(names.ENV_TABLE_NAME) or None
         self._rng = random.Random(f"{config.seed}-sdk-{os.getpid()}-{time.time_ns()}")
@@ -74,7 +117,7 @@ class SdkFaults:
 
     @property
     def enabled(self) -> bool:
-        return self.config.partial_batch_write > 0
+        return self.config.partial_batch_write > 0 or self.config.throttle > 0
 
     def install(self) -> None:
         """Register the hooks on every boto3 session created from now on (nothing when no fraction is above 0)."""
@@ -87,20 +130,60 @@ class SdkFaults:
 
         def init(session: Any, *args: Any, **kwargs: Any) -> None:
             original(session, *args, **kwargs)
-            session.events.register("before-call.dynamodb.BatchWriteItem", before_call)
+            session.events.register("before-call", before_call)
             session.events.register("before-parse.dynamodb.BatchWriteItem", before_parse)
 
         boto3.session.Session.__init__ = init
 
-    def before_call(self, params: Any = None, context: Any = None, **_: Any) -> None:
-        """A ``BatchWriteItem`` about to be sent: with odds ``partial_batch_write``, hold back part of its requests."""
+    def before_call(self, event_name: str = "", params: Any = None, context: Any = None, **_: Any) -> Any:
+        """A call about to be sent (``before-call.<service>.<Operation>``): a watched write may be throttled (the
+        error answered, nothing sent); a ``BatchWriteItem`` not throttled may have part of its requests held back.
+        Returns the throttled answer, ``None`` otherwise."""
         self._pending.held = None
-        if not isinstance(params, dict) or self._rng.random() >= self.config.partial_batch_write:
-            return
+        service, operation = (event_name.split(".") + ["", ""])[1:3]
+        if operation not in WRITE_OPERATIONS.get(service, ()) or not isinstance(params, dict) or not self._running():
+            return None
+        if self.config.throttle > 0 and self._rng.random() < self.config.throttle:
+            throttled = self._throttle(service, operation, params)
+            if throttled is not None:
+                return throttled
+        if service == "dynamodb" and operation == "BatchWriteItem":
+            self._partial(params, context)
+        return None
+
+    def _body(self, service: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A DynamoDB call's serialized body; ``{}`` for another service's or one that is not JSON."""
+        if service != "dynamodb":
+            return {}
         try:
             body = json.loads(params.get("body") or b"{}")
         except ValueError:
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    def _throttle(self, service: str, operation: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        """The throttling answer of the call (module docstring), logged; ``None`` for a call on the idempotency
+        table."""
+        requests = dynamodb_requests(operation, self._body(service, params)) if service == "dynamodb" else {}
+        if self._protected is not None and self._protected in requests:
+            return None
+        code, status = THROTTLING_ERRORS[service]
+        self._on_fault(
+            {"kind": THROTTLED, "op": f"{service}.{operation}", "target": ",".join(sorted(requests)) or service}
+            | {"error": code, "requests": requests}
+        )
+        message = "Rate of requests exceeds the allowed throughput (injected by the chaos run, after the SDK's retries)"
+        parsed = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "MaxAttemptsReached": True},
+        }
+        return AWSResponse(str(params.get("url") or ""), status, {}, None), parsed
+
+    def _partial(self, params: dict[str, Any], context: Any) -> None:
+        """With odds ``partial_batch_write``, hold back part of a ``BatchWriteItem``'s requests."""
+        if self._rng.random() >= self.config.partial_batch_write:
             return
+        body = self._body("dynamodb", params)
         sent, held = _split(body.get("RequestItems") or {}, self._rng, self._protected)
         if not held:
             return

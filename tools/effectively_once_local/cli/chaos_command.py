@@ -105,6 +105,7 @@ def chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosCo
         crash_random=getattr(args, "crash_random", 0.0),
         async_duplicate=getattr(args, "async_duplicate", 0.0),
         partial_batch_write=getattr(args, "partial_batch_writes", 0.0),
+        throttle=getattr(args, "throttle", 0.0),
     )
 
 
@@ -221,6 +222,15 @@ def _add_sdk_faults(chaos: argparse.ArgumentParser) -> None:
         " UnprocessedItems, as an over-capacity table answers (never on the idempotency table; the handler must"
         " write them again)",
     )
+    chaos.add_argument(
+        "--throttle",
+        type=fraction,
+        action=Given,
+        default=0.0,
+        help="fraction of the handler's write calls (DynamoDB, S3, SQS, SNS) failing with the service's throttling"
+        " error (ProvisionedThroughputExceededException, SlowDown, ThrottlingException) as after the SDK's own"
+        " retries (never on the idempotency table; the handler must fail the record, not swallow it)",
+    )
 
 
 def check(parser: Parser, args: argparse.Namespace) -> None:
@@ -273,6 +283,7 @@ _FRACTIONS = (
     "crash_after_write",
     "crash_random",
     "partial_batch_writes",
+    "throttle",
 )
 
 

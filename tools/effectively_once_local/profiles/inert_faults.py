@@ -17,7 +17,8 @@ what the stack holds for each function the run drives (an SQS event source mappi
 :func:`inert_faults` names each fault class asked for that has no place on such a stack:
 
 - ``after_effect`` (``--crash-after-effect``): no function on the runtime;
-- ``after_write`` (``--crash-after-write``): no function that may make a watched write;
+- ``after_write`` (``--crash-after-write``) and ``throttle`` (``--throttle``): no function that may make a watched
+  write;
 - ``stall`` (``--timeouts``): neither;
 - ``concurrent_duplicate`` (``--concurrent-duplicates``): every target a FIFO queue (its deduplication id drops the
   twin);
@@ -206,7 +207,7 @@ def _place(name: str, facts: StackFacts) -> tuple[str, str] | None:
             " written",
             "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
         )
-    if name == "after_write" and not facts.writing:
+    if name in ("after_write", "throttle") and not facts.writing:
         return f"no function the run drives ({drives}) may make a write the runner watches{_WATCHED}", _NO_WRITE_INSTEAD
     if name == "stall" and not facts.writing and not facts.on_runtime:
         return (

@@ -102,6 +102,13 @@ FAULT_CLASSES = (
         "a DynamoDB BatchWriteItem call of two or more requests, off the idempotency table, answered with part of"
         " them in UnprocessedItems: raise it or send more lines",
     ),
+    FaultClass(
+        "throttle",
+        "throttle",
+        "--throttle",
+        "a write call the runner watches (DynamoDB, S3, SQS, SNS), off the idempotency table, failing with the"
+        " service's throttling error: raise it or send more lines",
+    ),
 )
 #: Each kill class's kill phase (``total.kills``).
 _KILL_PHASE = {AFTER_EFFECT: AFTER_EFFECT, AFTER_WRITE: AFTER_WRITE, RANDOM_MOMENT: RANDOM_MOMENT}
@@ -118,6 +125,7 @@ def _struck(report: dict[str, Any]) -> dict[str, int]:
         "concurrent_duplicate": int(sends.get("concurrent_duplicate", 0)),
         "async_duplicate": int((report.get("async") or {}).get("delivered_twice", 0)),
         "partial_batch_write": int(_sdk(report).get("unprocessed_items", 0)),
+        "throttle": int(_sdk(report).get("throttled", 0)),
     }
 
 
@@ -132,7 +140,7 @@ def _no_place(cls: FaultClass, report: dict[str, Any], kinds: Collection[str], w
     effect_lines = int(report["total"].get("effect_log_lines", 0))
     if cls.name == AFTER_EFFECT and effect_lines == 0:
         return "no effect line in the run: the handler declares no effect of the runtime"
-    if cls.name == AFTER_WRITE and writes == 0:
+    if cls.name in (AFTER_WRITE, "throttle") and writes == 0:
         return "no watched write in the run (DynamoDB, S3, SQS, SNS, a SQL commit)"
     if cls.name == "stall" and effect_lines == 0 and writes == 0:
         return "no effect line and no watched write in the run"

@@ -143,7 +143,8 @@ def _open_environment(spec: PollerSpec) -> _Environment:
         # handler's import and its clients, so that every session is watched.
         WriteWatch(chaos.on_write).install()
         SqlCommitWatch(chaos.on_write).install()
-        SdkFaults(spec.chaos, chaos.on_sdk_fault).install()  # the answers AWS gives under load (sdk_faults.py)
+        # The answers AWS gives under load, to the handler's calls only (sdk_faults.py).
+        SdkFaults(spec.chaos, chaos.on_sdk_fault, running=lambda: chaos.running).install()
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log
