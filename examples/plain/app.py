@@ -10,10 +10,16 @@ with ``--function-env``) picks how:
 - ``upsert`` (default): the item's ``id`` is the order id: a redelivery rewrites it. Must pass.
 - ``new_item``: a fresh ``uuid4()`` id per message, the order id as an attribute (a common tutorial pattern): every
   redelivery adds a row. Must fail: duplicated.
+- ``batch_writer`` and ``batch_drop``: one batch write per batch, through boto3's ``batch_writer`` (passes under
+  partial batch writes) or a ``batch_write_item`` that ignores ``UnprocessedItems`` and swallows every exception
+  (fails under partial batch writes and throttling).
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``visibility_timeout_seconds`` (default 6 x
 the function timeout), ``batching_window_seconds`` (default 2), ``batch_size`` (default 10), ``destroy_on_delete``
-(``true``: the table and queues are deleted with the stack; default RETAIN).
+(``true``: the table and queues are deleted with the stack; default RETAIN), ``http_api`` (``true``: an HTTP API in
+front, as the samples with an API have; the local AWS skips its type: docs/local-aws-limits.md) and
+``http_api_parameter`` (``true``: also an SSM parameter holding the API's URL, whose reference to the skipped API
+fails a local deploy).
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import App, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 HERE = Path(__file__).resolve().parent
@@ -75,6 +83,10 @@ class PlainOrdersStack(Stack):
         )
         CfnOutput(self, "QueueUrl", value=queue.queue_url)
         CfnOutput(self, "TableName", value=table.table_name)
+        if str(ctx("http_api") or "").lower() == "true":
+            api = apigwv2.HttpApi(self, "HttpApi", description="orders intake (a local run leaves it out)")
+            if str(ctx("http_api_parameter") or "").lower() == "true":
+                ssm.StringParameter(self, "ApiUrl", string_value=api.api_endpoint)
 
 
 if __name__ == "__main__":

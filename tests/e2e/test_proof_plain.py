@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.base.json_lines import read_jsonl
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.cli import chaos_command
 from effectively_once_local.cli.main import _parser, chaos_options
-from effectively_once_local.profiles.chaos_run import run_chaos
+from effectively_once_local.profiles.chaos_run import ChaosOptions, run_chaos
 from effectively_once_local.profiles.drain_limit import DrainTimeout
 from effectively_once_local.profiles.inert_faults import InertFlagError
 from effectively_once_local.proof.stores import parse_effect
@@ -198,6 +199,53 @@ def test_an_app_that_fails_the_record_on_throttling_passes_after_a_redelivery(pl
     assert code == 0, _reasons(report)
     assert report["faults"]["struck"]["throttle"] > 0, report["sdk_faults"]
     assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
+
+
+def _fresh(tmp_path: Path, **context: str) -> tuple[ChaosOptions, list[str]]:
+    """A run of ``PlainOrders`` on its own fresh local AWS (``run_chaos`` starts it and deploys), with ``context``
+    over the module's, four orders, no faults; and the list its lines are logged into."""
+    orders = tmp_path / "orders.jsonl"
+    orders.write_text("".join(json.dumps({"order_id": f"api-{i}"}) + "\n" for i in range(4)))
+    opts = ChaosOptions(
+        app_dir=APP,
+        stack=STACK,
+        input=orders,
+        key="order_id",
+        effects=(parse_effect("table:OrdersTable:order_id"),),
+        context={**CONTEXT, **context},
+        report_path=tmp_path / "report.json",
+        run_dir=tmp_path / "run",
+        quiet=True,
+        drain_timeout_seconds=300,
+    )
+    return opts, []
+
+
+def test_a_stack_deployed_with_a_skipped_resource_type_is_told_so_before_the_first_message(tmp_path: Path) -> None:
+    """Issue 43, item 6: the sample's HTTP API in front (``AWS::ApiGatewayV2::Api`` and its stage, types the local AWS
+    skips). The run says so, naming them and the page, before anything is sent, and drives the queue as it is."""
+    opts, printed = _fresh(tmp_path, http_api="true")
+
+    code, report = run_chaos(opts, log=printed.append)
+
+    assert code == 0, _reasons(report)
+    [line] = [n for n, text in enumerate(printed) if "resources the local AWS skipped" in text]
+    assert printed[line].startswith("stack PlainOrders deployed without 2 resources the local AWS skipped")
+    assert "AWS::ApiGatewayV2::Api (HttpApi" in printed[line] and "docs/local-aws-limits.md" in printed[line]
+    assert line < next(n for n, text in enumerate(printed) if " -> " in text), "before the mappings run, or a send"
+    assert set(report["run"]["skipped_resources"]) == {"AWS::ApiGatewayV2::Api", "AWS::ApiGatewayV2::Stage"}
+
+
+def test_a_deploy_that_fails_on_a_skipped_resource_names_its_type(tmp_path: Path) -> None:
+    """A parameter holding the API's URL (``Fn::GetAtt`` of the skipped API) fails the deploy: the error names the
+    skipped type, not only the template error."""
+    opts, printed = _fresh(tmp_path, http_api="true", http_api_parameter="true")
+
+    with pytest.raises(DeployError) as raised:
+        run_chaos(opts, log=printed.append)
+
+    assert "the local AWS skipped these resources of the stack" in str(raised.value)
+    assert "AWS::ApiGatewayV2::Api (HttpApi" in str(raised.value) and "docs/local-aws-limits.md" in str(raised.value)
 
 
 def _documented_command() -> list[str]:

@@ -546,6 +546,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
             log(f"left out of the draw: {row['flag']} {row['asked']:g} (default): {row['why']}")
         opts = replace(opts, chaos=chaos)
         outcome = _run(opts, lines, deployed, log, clock)
+        skipped = deployed.skipped
     report, sends = _check_keys(opts, lines, outcome)
     _add_findings(report, opts, lines, sends)
     tables = {
@@ -554,5 +555,5 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     add_sdk_faults(report, opts.run_dir, tables, normalizer(opts.normalize))
     kinds = {_mapping_row(m)["kind"] for m in outcome.mappings}
     report["faults"] = faults_block(report, opts.chaos, kinds, watched_writes(opts.run_dir), left_out)
-    report["run"] = _run_block(opts, outcome, time.monotonic() - started)
+    report["run"] = _run_block(opts, outcome, time.monotonic() - started) | {"skipped_resources": skipped}
     return _conclude(opts, report, clock, log), report

@@ -14,14 +14,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..aws.deploy import DeployError, deploy
 from ..aws.discovery import DeployedMapping
 from ..aws.readback import queues_depth
-from ..aws.server import MotoServer
+from ..aws.server import MotoServer, local_endpoint, local_session
+from ..aws.skipped_resources import failure_hint, skipped_line, skipped_resources
+from ..aws.stack_template import DeployedStack
 from ..chaos.fault_model import ChaosConfig, EventLog
 from ..report.page import RunClock, page_path
 from ..runner.mapping_runner import PollerPool, PollerSpec
@@ -63,11 +65,24 @@ def progress_bar(total: int, desc: str, quiet: bool) -> Any:
 @dataclass(frozen=True)
 class Deployment:
     """Where a run's stack lives: the local AWS's ``endpoint``, the ``cdk_out`` the stack was deployed from, and
-    whether this run deployed it (``fresh``) or found it deployed."""
+    whether this run deployed it (``fresh``) or found it deployed; ``skipped``: the template's resources the local
+    AWS skipped, by type, that a run may miss (``aws/skipped_resources.py``). :default: none."""
 
     endpoint: str
     cdk_out: Path
     fresh: bool
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _skipped(endpoint: str, stack: str, cdk_out: Path, log: Callable[[str], None]) -> dict[str, list[str]]:
+    """The stack's resources the local AWS skipped (its template against its listed resources), said in a line."""
+    with local_endpoint(endpoint):
+        deployed = DeployedStack(local_session(endpoint), stack, cdk_out)
+        found = skipped_resources(deployed.template, set(deployed.physical))
+    line = skipped_line(stack, found)
+    if line is not None:
+        log(line)
+    return found.types
 
 
 @contextmanager
@@ -88,20 +103,30 @@ def local_deployment(
     stacks at once), left running. ``check``: called with the synthesized ``cdk.out`` before the deploy
     (``deploy.deploy``); not called given ``endpoint``.
 
+    Before it yields, a line names the template's resources the local AWS skipped (``aws/skipped_resources.py``), and
+    a failed deploy's error names the ones its log says it skipped.
+
     :raises DeployError: ``endpoint`` without ``cdk_out``, or the deploy failed.
     :raises LocalAwsError: the local AWS did not start.
     """
     if endpoint is not None:
         if cdk_out is None:
             raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
-        yield Deployment(endpoint, cdk_out, fresh=False)
+        yield Deployment(endpoint, cdk_out, fresh=False, skipped=_skipped(endpoint, stack, cdk_out, log))
         return
     with MotoServer(log_path=run_dir / "moto.log") as aws:
         log(f"local AWS (moto) on {aws.endpoint}")
         started = time.monotonic()
-        deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log", check=check)
+        try:
+            deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log", check=check)
+        except DeployError as exc:
+            hint = failure_hint(run_dir / "cdk.out" / f"{stack}.template.json", run_dir / "moto.log")
+            if hint is None:
+                raise
+            raise DeployError(f"{exc}; {hint}") from exc
         log(f"deployed {stack} with the CDK CLI in {time.monotonic() - started:.0f}s")
-        yield Deployment(aws.endpoint, run_dir / "cdk.out", fresh=True)
+        out = run_dir / "cdk.out"
+        yield Deployment(aws.endpoint, out, fresh=True, skipped=_skipped(aws.endpoint, stack, out, log))
 
 
 def describe(mapping: DeployedMapping) -> str:
