@@ -43,8 +43,10 @@ CONTEXT = {
 # Kills after a write are drawn for 60 % of the invocations (each then strikes after one of its kill-point writes, in
 # turn with even odds). A poller takes a whole batch per receive: at 10 records a run of 24 orders (36 messages with
 # the resends and duplicates) was 4 invocations at times, and 0.4 ** 4 = 2.6 % of runs saw no kill after a write (the
-# correct app failed "the faults struck" so on main, 2026-12-04). At 5 records a run is 8 invocations or more: 0.07 %
-# at most. Every variant whose effect is not keyed meets such a kill between its write and its record's completion.
+# correct app failed "the faults struck" so on main, 2026-12-04). At 5 records a run is 8 invocations or more, each
+# meeting no kill after a write with odds 0.475 (about 3 kill-point writes each): 0.26 %, so the correct app, whose
+# assertion needs a kill, runs 48 orders (7e-6). Every variant whose effect is not keyed meets such a kill between
+# its write and its record's completion.
 CHAOS = ChaosConfig(resend=0.3, concurrent_duplicates=0.1, crash_after_write=0.6, crash_after_complete=0.05, seed=5)
 OUTBOX = EffectStore("table", "Outbox", "order_id")
 #: The same duplicates without kills, for a check that kills would hide (the FIFO order of keys never redriven).
@@ -119,12 +121,15 @@ def _reasons(report: dict[str, Any]) -> str:
 
 
 def test_the_correct_app_passes(gallery: Any) -> None:
-    code, report = gallery("correct")
+    # 48 orders: an invocation (about 3 kill-point writes) meets no kill after a write with odds 0.4 + 0.6 x 0.5 ** 3
+    # = 0.475, and 24 orders made 8 invocations at times: 0.475 ** 8 = 0.26 % of runs struck none (the faults-struck
+    # assertion failed so on main, 2026-12-05). 48 orders make 16 or more: 7e-6.
+    code, report = gallery("correct", count=48)
 
     assert code == 0, _reasons(report)
-    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == 24
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == 48
     assert report["total"]["kills"]["after_write"] > 0, "the faults struck"
-    assert report["states"]["invalid_lines"] == [{"line": 25, "state": "invalid_in_dlq", "moved_by": "runtime"}]
+    assert report["states"]["invalid_lines"] == [{"line": 49, "state": "invalid_in_dlq", "moved_by": "runtime"}]
     # (a kill after the runtime's DLQ send and before the delete can leave a second copy: a standard DLQ keeps both)
     assert set(report["dlq"][next(q for q in report["dlq"] if "Standard" in q)]["why"]) == {"InvalidRecord"}
     # FIFO order (issue 30, item 7): the FIFO groups' keys checked (those not redriven: at maxReceiveCount 2 a kill
