@@ -200,3 +200,25 @@ def test_a_random_moment_is_drawn_within_twice_the_longest_invocation(tmp_path: 
     chaos.end()
 
     assert 8.0 <= chaos.random_window() < 8.5
+
+
+def test_review_cases_attached_policies_sql_only_writers_and_unread_templates(tmp_path: Path) -> None:
+    """A managed policy or role policy naming the role counts; a handler writing only SQL cannot be throttled (boto3
+    calls only) though its commits are kill points; a template whose functions are not read here is never judged."""
+    attached = _stack(tmp_path / "m", policy=LOGS_ONLY)
+    template = json.loads((attached / "Orders.template.json").read_text())
+    template["Resources"]["Writes"] = {
+        "Type": "AWS::IAM::ManagedPolicy",
+        "Properties": {"Roles": [{"Ref": "HandlerRole"}], "PolicyDocument": _policy("dynamodb:PutItem")},
+    }
+    (attached / "Orders.template.json").write_text(json.dumps(template))
+    assert "--crash-after-write" not in _inert(attached)
+
+    sql_only = _inert(_stack(tmp_path / "q", policy=LOGS_ONLY, code="import sqlite3\n"), ChaosConfig(throttle=0.2))
+    assert set(sql_only) == {"--throttle"} and "a SQL commit is never throttled" in sql_only["--throttle"]
+
+    unread = _stack(tmp_path / "u", policy=LOGS_ONLY)
+    template = json.loads((unread / "Orders.template.json").read_text())
+    template["Resources"]["Mapping"]["Properties"]["FunctionName"] = "orders-fn"  # a literal name
+    (unread / "Orders.template.json").write_text(json.dumps(template))
+    assert _inert(unread) == {}, "no function read: nothing judged inert (an empty stack is not FIFO-only)"

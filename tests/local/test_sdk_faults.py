@@ -152,13 +152,15 @@ def test_a_lost_key_shows_the_fault_that_hit_it(tmp_path: Any) -> None:
     assert report["sdk_faults"] == {
         "by_kind": {UNPROCESSED: 1, "throttled": 0},
         "batch_write_calls": 1,
+        "aws_write_calls": 1,
         "keys": {"o-2": 1},
     }
     assert report["states"]["per_key"]["o-2"]["sdk_faults"] == 1
     assert report["states"]["evidence"]["o-2"]["sdk_faults"][0]["kind"] == UNPROCESSED
     assert render_sdk_faults(report["sdk_faults"]) == "sdk faults: unprocessed_items=1, throttled=0; 1 keys hit (o-2)"
     report["states"]["keys"], report["states"]["invalid_lines"] = {}, []
-    assert "1 keys lost to injected SDK faults (unprocessed_items), acknowledged unwritten: o-2" in verdict(report)[1]
+    reason = "1 keys lost to injected SDK faults (unprocessed_items), their messages acknowledged: o-2"
+    assert reason in verdict(report)[1]
 
 
 def test_a_throttled_write_fails_as_after_the_sdks_retries_and_writes_nothing(aws: Any) -> None:
@@ -198,3 +200,17 @@ def test_a_throttled_write_fails_as_after_the_sdks_retries_and_writes_nothing(aw
     }, "the item, in the wire form, to name its key"
     assert faults[2]["requests"]["orders"][0]["PutRequest"]["Item"]["id"] == {"S": "o-2"}, "the resource's too"
     assert [w["target"] for w in seen if w["op"] == "dynamodb.PutItem"] == ["idem", "orders"], "only what was written"
+
+
+def test_two_installs_still_draw_once_per_call_and_sqs_throttles_with_its_own_code(aws: Any) -> None:
+    faults: list[dict[str, Any]] = []
+    for _ in range(2):  # the hooks' unique ids: registered once per session
+        SdkFaults(ChaosConfig(throttle=1.0), faults.append).install()
+    sqs = boto3.session.Session(region_name=REGION).client("sqs")
+    url = sqs.create_queue(QueueName="out")["QueueUrl"]
+
+    with pytest.raises(sqs.exceptions.ClientError) as raised:
+        sqs.send_message(QueueUrl=url, MessageBody="x")
+
+    assert raised.value.response["Error"]["Code"] == "RequestThrottled"
+    assert len(faults) == 1, "one fault for one call"

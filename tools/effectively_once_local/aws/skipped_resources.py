@@ -105,8 +105,8 @@ def failure_hint(template_path: Path, log_path: Path) -> str | None:
         return None
     unsupported = set(unsupported_in_log(log_path)) - {"AWS::CDK::Metadata"}
     found = [logical for logical, res in resources.items() if isinstance(res, dict) and res.get("Type") in unsupported]
-    types, harmless = _by_type(resources, found)
-    named = "; ".join(f"{kind} ({', '.join(ids)})" for kind, ids in {**types, **harmless}.items())
+    types, _ = _by_type(resources, found)  # the harmless ones are skipped in every such stack: not the cause
+    named = "; ".join(f"{kind} ({', '.join(ids)})" for kind, ids in types.items())
     if not named:
         return None
     return (

@@ -13,11 +13,12 @@ knows: it sees what its SDK call returned.
 
 - **Throttling** (:data:`THROTTLED`, ``ChaosConfig.throttle``): a fraction of the writes the runner watches
   (``faults.WRITE_OPERATIONS``) fail with the service's throttling error, as the app sees it after the SDK's own
-  retries gave up: DynamoDB's ``ProvisionedThroughputExceededException``, S3's ``SlowDown``, SQS's and SNS's
-  ``ThrottlingException``. Injected once per call, on ``before-call``, by answering the call with that error (nothing
-  is sent, and ``ResponseMetadata.MaxAttemptsReached`` is set): injected per HTTP attempt instead, the SDK's own
-  retries would hide it. An app that swallows the error loses the write; one that lets it fail the record gets a
-  redelivery.
+  retries gave up: DynamoDB's ``ProvisionedThroughputExceededException``, S3's ``SlowDown``, SQS's
+  ``RequestThrottled`` and SNS's ``Throttled`` (the codes botocore models). Injected once per call, on
+  ``before-call``, by answering the call with that error (nothing is sent, and
+  ``ResponseMetadata.MaxAttemptsReached`` is set): injected per HTTP attempt instead, the SDK's own retries would
+  hide it. A DynamoDB call whose tables cannot be read from its body is never throttled. An app that swallows
+  the error loses the write; one that lets it fail the record gets a redelivery.
 
 Never on the idempotency table (``IDEMPOTENCY_TABLE_NAME``): its requests are never taken, and a call that touches it
 is never throttled. Every fault is handed to
@@ -48,12 +49,13 @@ from .faults import SENT_PARAMS, WRITE_OPERATIONS
 UNPROCESSED = "unprocessed_items"
 THROTTLED = "throttled"
 SDK_FAULT_KINDS: tuple[str, ...] = (UNPROCESSED, THROTTLED)
+_HOOK = "effectively_once_local.sdk_faults"
 #: Each service's throttling error after the SDK's retries: (code, HTTP status).
 THROTTLING_ERRORS: dict[str, tuple[str, int]] = {
     "dynamodb": ("ProvisionedThroughputExceededException", 400),
     "s3": ("SlowDown", 503),
-    "sqs": ("ThrottlingException", 400),
-    "sns": ("ThrottlingException", 400),
+    "sqs": ("RequestThrottled", 400),
+    "sns": ("Throttled", 429),
 }
 
 
@@ -78,7 +80,12 @@ def _split(
 ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """The requests to send and the ones held back: a random part of those not on ``protected`` (at least one held
     back and at least one sent), each table's order kept. ``({}, {})`` when no split is possible."""
-    places = [(table, i) for table, items in requests.items() if table != protected for i in range(len(items))]
+    places = [
+        (table, i)
+        for table, items in requests.items()
+        if not (protected and (table == protected or table.endswith(f":table/{protected}")))
+        for i in range(len(items))
+    ]
     total = sum(len(items) for items in requests.values())
     if not places or total < 2:
         return {}, {}
@@ -130,8 +137,12 @@ class SdkFaults:
 
         def init(session: Any, *args: Any, **kwargs: Any) -> None:
             original(session, *args, **kwargs)
-            session.events.register("before-call", before_call)
-            session.events.register("before-parse.dynamodb.BatchWriteItem", before_parse)
+            # unique ids: sessions sharing one event system register each hook once (twice, a second split would
+            # drop the first one's held-back requests)
+            session.events.register("before-call", before_call, unique_id=f"{_HOOK}.before_call")
+            session.events.register(
+                "before-parse.dynamodb.BatchWriteItem", before_parse, unique_id=f"{_HOOK}.before_parse"
+            )
 
         boto3.session.Session.__init__ = init
 
@@ -161,12 +172,16 @@ class SdkFaults:
             return {}
         return body if isinstance(body, dict) else {}
 
+    def _is_protected(self, table: str) -> bool:
+        """Whether ``table`` (a name or an ARN) is the idempotency table."""
+        return self._protected is not None and (table == self._protected or table.endswith(f":table/{self._protected}"))
+
     def _throttle(self, service: str, operation: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         """The throttling answer of the call (module docstring), logged; ``None`` for a call on the idempotency
         table."""
         requests = dynamodb_requests(operation, self._body(service, params)) if service == "dynamodb" else {}
-        if self._protected is not None and self._protected in requests:
-            return None
+        if service == "dynamodb" and (not requests or any(self._is_protected(table) for table in requests)):
+            return None  # fails closed: a call whose tables are unknown may be on the idempotency table
         code, status = THROTTLING_ERRORS[service]
         self._on_fault(
             {"kind": THROTTLED, "op": f"{service}.{operation}", "target": ",".join(sorted(requests)) or service}

@@ -228,7 +228,7 @@ def _add_sdk_faults(chaos: argparse.ArgumentParser) -> None:
         action=Given,
         default=0.0,
         help="fraction of the handler's write calls (DynamoDB, S3, SQS, SNS) failing with the service's throttling"
-        " error (ProvisionedThroughputExceededException, SlowDown, ThrottlingException) as after the SDK's own"
+        " error (ProvisionedThroughputExceededException, SlowDown, RequestThrottled, Throttled) as after the SDK's own"
         " retries (never on the idempotency table; the handler must fail the record, not swallow it)",
     )
 

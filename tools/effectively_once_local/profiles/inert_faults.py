@@ -11,14 +11,16 @@ what the stack holds for each function the run drives (an SQS event source mappi
   role's policies allow one of :data:`~effectively_once_local.chaos.faults.WRITE_OPERATIONS` (wildcards matched as
   IAM does), its code names ``sqlite3`` or ``psycopg``, the run counts effects in a SQL store, or the stack does not
   say (a role from outside the stack, a managed policy other than Lambda's logging ones, code that is not an asset).
-  Moto does not enforce IAM, so a write the role does not allow would still be accepted locally: a function whose
-  role allows no watched write is taken at its word, as AWS would refuse the write.
+  Policies count when the role lists them or they name the role (``AWS::IAM::Policy`` and ``ManagedPolicy`` by
+  ``Roles``, ``RolePolicy`` by ``RoleName``). Moto does not enforce IAM, so a write the role does not allow would still
+  be accepted locally: a function whose role allows no watched write is taken at its word, as AWS would refuse the
+  write.
 
 :func:`inert_faults` names each fault class asked for that has no place on such a stack:
 
 - ``after_effect`` (``--crash-after-effect``): no function on the runtime;
-- ``after_write`` (``--crash-after-write``) and ``throttle`` (``--throttle``): no function that may make a watched
-  write;
+- ``after_write`` (``--crash-after-write``): no function that may make a watched write; ``throttle``
+  (``--throttle``): none that may make one through boto3 (SQL commits are never throttled);
 - ``stall`` (``--timeouts``): neither;
 - ``concurrent_duplicate`` (``--concurrent-duplicates``): every target a FIFO queue (its deduplication id drops the
   twin);
@@ -53,7 +55,9 @@ _WATCHED_ACTIONS = tuple(f"{service}:{op}".lower() for service, ops in WRITE_OPE
 #: Managed policies that allow no watched write: Lambda's logging and queue-polling roles.
 _NON_WRITING_MANAGED = ("AWSLambdaBasicExecutionRole", "AWSLambdaSQSQueueExecutionRole")
 _ESM, _INVOKE_CONFIG, _QUEUE = "AWS::Lambda::EventSourceMapping", "AWS::Lambda::EventInvokeConfig", "AWS::SQS::Queue"
-_ROLE, _POLICY = "AWS::IAM::Role", "AWS::IAM::Policy"
+_ROLE = "AWS::IAM::Role"
+#: The policy resources a template attaches to a role (``Roles``, or ``RoleName`` for a role policy).
+_ATTACHED = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy")
 _BATCH_WRITE = "dynamodb:batchwriteitem"
 
 
@@ -73,6 +77,9 @@ class StackFacts:
     writing: tuple[str, ...]
     #: Those whose role may call DynamoDB ``BatchWriteItem`` (``--partial-batch-writes``). :default: none.
     batch_writing: tuple[str, ...] = ()
+    #: Those that may make a watched write through boto3 (their role allows one, or they are on the runtime, whose
+    #: DLQ sends are): what ``--throttle`` strikes; SQL commits are not. :default: none.
+    aws_writing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,9 +162,10 @@ def _role_allows(resources: dict[str, Any], function: dict[str, Any], wanted: tu
         return True
     documents = [p.get("PolicyDocument") for p in props.get("Policies") or [] if isinstance(p, dict)]
     for res in resources.values():
-        attached = (res.get("Properties") or {}).get("Roles") or []
-        if res.get("Type") == _POLICY and any(logical_id(r) == role for r in attached):
-            documents.append((res.get("Properties") or {}).get("PolicyDocument"))
+        policy = res.get("Properties") or {}
+        attached = [logical_id(r) for r in policy.get("Roles") or []] + [logical_id(policy.get("RoleName"))]
+        if res.get("Type") in _ATTACHED and role in attached:
+            documents.append(policy.get("PolicyDocument"))
     for document in documents:
         actions = _actions(document)
         if actions is None:
@@ -179,7 +187,7 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
     except (OSError, ValueError) as exc:
         raise DeployError(f"stack {stack}: its synthesized template {path} cannot be read: {exc}") from exc
     targets = _targets(resources)
-    on_runtime, writing, batch_writing = [], [], []
+    on_runtime, writing, batch_writing, aws_writing = [], [], [], []
     for function in sorted(targets):
         resource = resources.get(function) or {}
         try:
@@ -190,24 +198,36 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
         if runtime is not False:
             on_runtime.append(function)
         sql = _names(folder, _SQL) is not False
-        if runtime is not False or sql or sql_store or _role_allows(resources, resource, _WATCHED_ACTIONS):
+        aws = runtime is not False or _role_allows(resources, resource, _WATCHED_ACTIONS)
+        if aws:
+            aws_writing.append(function)
+        if aws or sql or sql_store:
             writing.append(function)
         if _role_allows(resources, resource, (_BATCH_WRITE,)):
             batch_writing.append(function)
     kinds = frozenset(kind for joined in targets.values() for kind in joined.split("+"))
-    return StackFacts(stack, kinds, tuple(sorted(targets)), tuple(on_runtime), tuple(writing), tuple(batch_writing))
+    found = (tuple(on_runtime), tuple(writing), tuple(batch_writing), tuple(aws_writing))
+    return StackFacts(stack, kinds, tuple(sorted(targets)), *found)
 
 
 def _place(name: str, facts: StackFacts) -> tuple[str, str] | None:
     """Why fault class ``name`` has no place on the stack, and the flag that would strike instead; ``None``: it has."""
-    drives = ", ".join(facts.functions) or "none"
+    if not facts.functions:
+        return None  # the template names its functions in a way not read here: nothing can be told
+    drives = ", ".join(facts.functions)
     if name == "after_effect" and not facts.on_runtime:
         return (
             f"no function the run drives ({drives}) is built on effectively_once_runtime, so no effect line is ever"
             " written",
             "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
         )
-    if name in ("after_write", "throttle") and not facts.writing:
+    if name == "throttle" and not facts.aws_writing:
+        return (
+            f"no function the run drives ({drives}) may make a DynamoDB, S3, SQS or SNS write (its role allows none;"
+            " a SQL commit is never throttled)",
+            "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
+        )
+    if name == "after_write" and not facts.writing:
         return f"no function the run drives ({drives}) may make a write the runner watches{_WATCHED}", _NO_WRITE_INSTEAD
     if name == "stall" and not facts.writing and not facts.on_runtime:
         return (
@@ -215,7 +235,7 @@ def _place(name: str, facts: StackFacts) -> tuple[str, str] | None:
             f"{_WATCHED}",
             "--crash-random kills at a moment inside any invocation",
         )
-    if name == "concurrent_duplicate" and facts.kinds <= {"fifo"}:
+    if name == "concurrent_duplicate" and facts.kinds and facts.kinds <= {"fifo"}:
         return (
             "every target is a FIFO queue, whose deduplication id drops the twin",
             "--resend sends FIFO copies after the deduplication interval",

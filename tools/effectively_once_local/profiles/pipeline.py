@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ..aws.deploy import DeployError, deploy
 from ..aws.discovery import DeployedMapping
 from ..aws.readback import queues_depth
@@ -76,9 +78,13 @@ class Deployment:
 
 def _skipped(endpoint: str, stack: str, cdk_out: Path, log: Callable[[str], None]) -> dict[str, list[str]]:
     """The stack's resources the local AWS skipped (its template against its listed resources), said in a line."""
-    with local_endpoint(endpoint):
-        deployed = DeployedStack(local_session(endpoint), stack, cdk_out)
-        found = skipped_resources(deployed.template, set(deployed.physical))
+    try:
+        with local_endpoint(endpoint):
+            deployed = DeployedStack(local_session(endpoint), stack, cdk_out)
+            found = skipped_resources(deployed.template, set(deployed.physical))
+    except (DeployError, ClientError, BotoCoreError) as exc:  # a diagnosis only: never the run's end
+        log(f"could not compare stack {stack} with its template for skipped resources: {exc}")
+        return {}
     line = skipped_line(stack, found)
     if line is not None:
         log(line)

@@ -140,7 +140,9 @@ def _no_place(cls: FaultClass, report: dict[str, Any], kinds: Collection[str], w
     effect_lines = int(report["total"].get("effect_log_lines", 0))
     if cls.name == AFTER_EFFECT and effect_lines == 0:
         return "no effect line in the run: the handler declares no effect of the runtime"
-    if cls.name in (AFTER_WRITE, "throttle") and writes == 0:
+    if cls.name == "throttle" and not (report.get("sdk_faults") or {}).get("aws_write_calls"):
+        return "no DynamoDB, S3, SQS or SNS write call in the run (a SQL commit is never throttled)"
+    if cls.name == AFTER_WRITE and writes == 0:
         return "no watched write in the run (DynamoDB, S3, SQS, SNS, a SQL commit)"
     if cls.name == "stall" and effect_lines == 0 and writes == 0:
         return "no effect line and no watched write in the run"

@@ -374,7 +374,7 @@ def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
     if hit:
         kinds = ", ".join(k for k, n in report["sdk_faults"]["by_kind"].items() if n)
         shown = ", ".join(hit[:5]) + (" ..." if len(hit) > 5 else "")
-        reasons.append(f"{len(hit)} keys lost to injected SDK faults ({kinds}), acknowledged unwritten: {shown}")
+        reasons.append(f"{len(hit)} keys lost to injected SDK faults ({kinds}), their messages acknowledged: {shown}")
     if total["duplicated"]:
         reasons.append(f"{total['duplicated']} keys duplicated (more than one effect for a key)")
     if total["unexpected"]:

@@ -4,8 +4,9 @@ refused, ``requests``), so the report can count them by kind and name the busine
 
 A request names its key through the effect stores the run counts in: for a table store ``table:NAME:ATTRIBUTE``, the
 request's item (a put's ``Item``, a delete's ``Key``) on that table with ``ATTRIBUTE`` equal to the key (a string or
-a number, normalised as the run's keys are). A key lost to a fault then shows it in its evidence (``sdk_faults``:
-each fault with its kind, operation, ``seq`` and request id) and in its per-key row (``sdk_faults``: how many).
+a number, normalised as the run's keys are). Only DynamoDB requests name their items (an S3, SQS or SNS fault ties
+no key). A key lost to a fault then shows it in its evidence (``sdk_faults``: each fault with its kind, operation,
+``seq`` and request id) and in its per-key row (``sdk_faults``: how many).
 """
 
 from __future__ import annotations
@@ -57,24 +58,29 @@ def keys_hit(
     return found
 
 
-def batch_write_calls(run_dir: Path) -> int:
-    """The ``BatchWriteItem`` calls of the run: those the local AWS accepted (the write log)."""
-    records = read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))
-    return sum(1 for r in records if r.get("event") == "write" and r.get("op") == "dynamodb.BatchWriteItem")
+def write_calls(run_dir: Path) -> tuple[int, int]:
+    """The run's ``BatchWriteItem`` calls, and its write calls through boto3 (DynamoDB, S3, SQS, SNS: not SQL
+    commits), that the local AWS accepted (the write log)."""
+    records = [r for r in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))) if r.get("event") == "write"]
+    batch = sum(1 for r in records if r.get("op") == "dynamodb.BatchWriteItem")
+    return batch, sum(1 for r in records if not str(r.get("op")).startswith("sql."))
 
 
 def add_sdk_faults(
     report: dict[str, Any], run_dir: Path, tables: Mapping[str, str], same: Callable[[str], str] = str
 ) -> None:
     """The report's ``sdk_faults`` block (``by_kind``: every kind of ``chaos/sdk_faults.SDK_FAULT_KINDS``, 0 for one
-    that never struck; ``batch_write_calls``; ``keys``: each key hit, with how many faults), and each hit key's
-    ``sdk_faults`` in its per-key row (a count) and, for a failing key, in its evidence (the faults)."""
+    that never struck; ``batch_write_calls`` and ``aws_write_calls``, accepted (:func:`write_calls`); ``keys``: each key
+    hit, with how many faults), and each hit key's ``sdk_faults`` in its per-key row (a count) and, for a failing key,
+    in its evidence (the faults)."""
     faults = read_sdk_faults(run_dir)
     hit = keys_hit(faults, tables, same)
     by_kind = Counter(str(f.get("kind")) for f in faults)
+    batch, aws = write_calls(run_dir)
     report["sdk_faults"] = {
         "by_kind": {kind: by_kind.get(kind, 0) for kind in SDK_FAULT_KINDS},
-        "batch_write_calls": batch_write_calls(run_dir),
+        "batch_write_calls": batch,
+        "aws_write_calls": aws,
         "keys": {key: len(rows) for key, rows in sorted(hit.items())},
     }
     states = report.get("states") or {}

@@ -143,8 +143,6 @@ def _open_environment(spec: PollerSpec) -> _Environment:
         # handler's import and its clients, so that every session is watched.
         WriteWatch(chaos.on_write).install()
         SqlCommitWatch(chaos.on_write).install()
-        # The answers AWS gives under load, to the handler's calls only (sdk_faults.py).
-        SdkFaults(spec.chaos, chaos.on_sdk_fault, running=lambda: chaos.running).install()
     # Powertools' Logger binds sys.stdout when the handler module creates it: the tap is in place before the import.
     sys.stdout = EffectTap(function_log, chaos.on_effect)
     sys.stderr = function_log
@@ -152,6 +150,10 @@ def _open_environment(spec: PollerSpec) -> _Environment:
 
     count_dir = os.environ.get(COUNT_REQUESTS_ENV)
     counter = RequestCounter(Path(count_dir) / f"requests-{mapping.label}-{pid}.json") if count_dir else None
+    if spec.seam is None:
+        # The answers AWS gives under load, to the handler's calls only (sdk_faults.py); after the request counter,
+        # whose hooks then still count a throttled call, and before the handler's import and its clients.
+        SdkFaults(spec.chaos, chaos.on_sdk_fault, running=lambda: chaos.running).install()
     import boto3  # after the environment is set
 
     deliveries = EventLog(run_dir / f"deliveries-{mapping.label}-{pid}.jsonl")
