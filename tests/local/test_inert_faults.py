@@ -16,17 +16,8 @@ from effectively_once_local.chaos.fault_model import RANDOM_WINDOW_FLOOR_SECONDS
 from effectively_once_local.profiles.inert_faults import InertFlagError, drawn, inert_faults, stack_facts
 from effectively_once_local.proof.faults_struck import faults_block, render_faults
 
-#: The chaos command's defaults (docs/chaos.md).
-DEFAULTS = ChaosConfig(
-    resend=0.1,
-    concurrent_duplicates=0.05,
-    crash_after_charge=0.03,
-    crash_after_complete=0.03,
-    timeout=0.02,
-    crash_after_write=0.05,
-    crash_random=0.02,
-    async_duplicate=0.1,
-)
+from .test_faults_struck import DEFAULTS
+
 PLAIN = "import boto3\n\ndef handler(event, context):\n    boto3.client('dynamodb').batch_write_item(RequestItems={})\n"
 ON_RUNTIME = "from effectively_once_runtime import Consumer\n"
 #: The CDK's managed policy of every function's role: logging only.

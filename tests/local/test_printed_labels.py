@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from effectively_once_local.aws.discovery import DeployedMapping
-from effectively_once_local.aws.readback import DlqMessage
 from effectively_once_local.profiles.pipeline import describe
 from effectively_once_local.proof.key_check import build, render, verdict
 from effectively_once_local.proof.line_states import add_states, dlq_contents, dlq_why, line_states
 from effectively_once_local.runner.mapping_config import MappingConfig
 from effectively_once_local.traffic.chaos_input import InputLine
-from effectively_once_runtime import names
+
+from .test_line_states import _dlq, _key_of
 
 
 def _mapping(max_receive_count: int, dlq_url: str | None) -> DeployedMapping:
@@ -45,20 +45,6 @@ def test_a_queue_without_a_dlq_is_said_to_have_none() -> None:
     assert "no DLQ (SQS redelivers a failing message until its retention period ends)" in without
     assert "maxReceiveCount" not in without
     assert "maxReceiveCount 3, then its DLQ" in with_dlq
-
-
-def _dlq(body: str, reason: dict[str, Any] | None = None) -> DlqMessage:
-    attributes = {}
-    if reason is not None:
-        attributes[names.DEAD_LETTER_REASON_ATTRIBUTE] = {"DataType": "String", "StringValue": json.dumps(reason)}
-    return DlqMessage(message_id=f"d-{body}", body=body, attributes=attributes)
-
-
-def _key_of(body: str) -> str | None:
-    try:
-        return str(json.loads(body)["order_id"])
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 #: Forty messages SQS moved, one the app refused; "o-1" and "o-2" never effected, in one killed batch.
