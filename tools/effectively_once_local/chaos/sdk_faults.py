@@ -76,16 +76,11 @@ def dynamodb_requests(operation: str, body: dict[str, Any]) -> dict[str, list[An
 
 
 def _split(
-    requests: dict[str, list[Any]], rng: random.Random, protected: str | None
+    requests: dict[str, list[Any]], rng: random.Random, protected: Callable[[str], bool]
 ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
-    """The requests to send and the ones held back: a random part of those not on ``protected`` (at least one held
-    back and at least one sent), each table's order kept. ``({}, {})`` when no split is possible."""
-    places = [
-        (table, i)
-        for table, items in requests.items()
-        if not (protected and (table == protected or table.endswith(f":table/{protected}")))
-        for i in range(len(items))
-    ]
+    """The requests to send and the ones held back: a random part of those on no table ``protected`` names (at least
+    one held back and at least one sent), each table's order kept. ``({}, {})`` when no split is possible."""
+    places = [(table, i) for table, items in requests.items() if not protected(table) for i in range(len(items))]
     total = sum(len(items) for items in requests.values())
     if not places or total < 2:
         return {}, {}
@@ -199,7 +194,7 @@ class SdkFaults:
         if self._rng.random() >= self.config.partial_batch_write:
             return
         body = self._body("dynamodb", params)
-        sent, held = _split(body.get("RequestItems") or {}, self._rng, self._protected)
+        sent, held = _split(body.get("RequestItems") or {}, self._rng, self._is_protected)
         if not held:
             return
         body["RequestItems"] = sent

@@ -119,16 +119,20 @@ def _targets(resources: dict[str, Any]) -> dict[str, str]:
     return {function: "+".join(sorted(kinds)) for function, kinds in found.items()}
 
 
-def _names(folder: Path | None, words: tuple[bytes, ...]) -> bool | None:
-    """Whether a ``.py`` file of ``folder`` (or a folder's name in it) holds one of ``words``; ``None``: no folder."""
+def _named(folder: Path | None, words: tuple[bytes, ...]) -> set[bytes] | None:
+    """The ``words`` a ``.py`` file of ``folder`` holds (or a folder or file in it is named), in one pass over the
+    asset; ``None``: no folder (the template does not say)."""
     if folder is None:
         return None
+    found: set[bytes] = set()
     for path in folder.rglob("*"):
-        if any(w.decode() == path.name for w in words):
-            return True
-        if path.suffix == ".py" and path.is_file() and any(w in path.read_bytes() for w in words):
-            return True
-    return False
+        found |= {w for w in words if w.decode() == path.name}
+        if path.suffix == ".py" and path.is_file():
+            text = path.read_bytes()
+            found |= {w for w in words if w in text}
+        if found >= set(words):
+            break
+    return found
 
 
 def _actions(document: Any) -> list[str] | None:
@@ -194,11 +198,12 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
             folder: Path | None = code_dir(cdk_out, stack, function)
         except DeployError:
             folder = None  # inline or image code: the template does not say
-        runtime = _names(folder, (_RUNTIME,))
-        if runtime is not False:
+        named = _named(folder, (_RUNTIME, *_SQL))
+        runtime = named is None or _RUNTIME in named
+        if runtime:
             on_runtime.append(function)
-        sql = _names(folder, _SQL) is not False
-        aws = runtime is not False or _role_allows(resources, resource, _WATCHED_ACTIONS)
+        sql = named is None or bool(named & set(_SQL))
+        aws = runtime or _role_allows(resources, resource, _WATCHED_ACTIONS)
         if aws:
             aws_writing.append(function)
         if aws or sql or sql_store:

@@ -23,9 +23,9 @@ from ..chaos.sdk_faults import SDK_FAULT_KINDS
 SDK_FAULT_EVENT = "sdk_fault"
 
 
-def read_sdk_faults(run_dir: Path) -> list[dict[str, Any]]:
-    """Every SDK fault of the run's chaos logs, in each log's order."""
-    return [r for r in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))) if r.get("event") == SDK_FAULT_EVENT]
+def read_sdk_faults(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every SDK fault of the run's chaos log ``records``, in each log's order."""
+    return [r for r in records if r.get("event") == SDK_FAULT_EVENT]
 
 
 def _value(attribute: Any) -> str | None:
@@ -58,12 +58,12 @@ def keys_hit(
     return found
 
 
-def write_calls(run_dir: Path) -> tuple[int, int]:
+def write_calls(records: list[dict[str, Any]]) -> tuple[int, int]:
     """The run's ``BatchWriteItem`` calls, and its write calls through boto3 (DynamoDB, S3, SQS, SNS: not SQL
-    commits), that the local AWS accepted (the write log)."""
-    records = [r for r in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))) if r.get("event") == "write"]
-    batch = sum(1 for r in records if r.get("op") == "dynamodb.BatchWriteItem")
-    return batch, sum(1 for r in records if not str(r.get("op")).startswith("sql."))
+    commits), that the local AWS accepted (the chaos log ``records``' writes)."""
+    writes = [r for r in records if r.get("event") == "write"]
+    batch = sum(1 for r in writes if r.get("op") == "dynamodb.BatchWriteItem")
+    return batch, sum(1 for r in writes if not str(r.get("op")).startswith("sql."))
 
 
 def add_sdk_faults(
@@ -73,10 +73,11 @@ def add_sdk_faults(
     that never struck; ``batch_write_calls`` and ``aws_write_calls``, accepted (:func:`write_calls`); ``keys``: each key
     hit, with how many faults), and each hit key's ``sdk_faults`` in its per-key row (a count) and, for a failing key,
     in its evidence (the faults)."""
-    faults = read_sdk_faults(run_dir)
+    records = read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))  # read once
+    faults = read_sdk_faults(records)
     hit = keys_hit(faults, tables, same)
     by_kind = Counter(str(f.get("kind")) for f in faults)
-    batch, aws = write_calls(run_dir)
+    batch, aws = write_calls(records)
     report["sdk_faults"] = {
         "by_kind": {kind: by_kind.get(kind, 0) for kind in SDK_FAULT_KINDS},
         "batch_write_calls": batch,
