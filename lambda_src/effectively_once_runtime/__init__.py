@@ -25,13 +25,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidRecord, PermanentError, UnsupportedEvent
+from .errors import InvalidEffectCall, InvalidRecord, PermanentError, UnsupportedEvent
 from .settings import RuntimeSettings
 
 if TYPE_CHECKING:
     from .consumer import Consumer, ConsumerState
 
-__all__ = ["Consumer", "ConsumerState", "InvalidRecord", "PermanentError", "RuntimeSettings", "UnsupportedEvent"]
+__all__ = [
+    "Consumer",
+    "ConsumerState",
+    "InvalidEffectCall",
+    "InvalidRecord",
+    "PermanentError",
+    "RuntimeSettings",
+    "UnsupportedEvent",
+]
 
 _LAZY = {"Consumer", "ConsumerState"}
 

@@ -17,6 +17,14 @@ class InvalidRecord(PermanentError, ValueError):
     """The runtime's own bad input: a body that is not strict JSON or not a JSON object."""
 
 
+class InvalidEffectCall(PermanentError, ValueError):
+    """An effect adapter was called with arguments no retry can fix: a malformed URL or header, a key or name over
+    a service's limit, a template without its placeholder, a limit out of range. Raised before any request, so
+    nothing was written. Both a ``ValueError`` (what it is to a caller) and a ``PermanentError`` (what it is to the
+    runtime): an SQS record that raises it goes to the dead-letter queue on first sight with this message, instead
+    of being redelivered until ``maxReceiveCount`` as a plain ``ValueError`` (transient) would be."""
+
+
 class UnsupportedEvent(ValueError):
     """The invocation's event is not one this runtime handles (``events.classify``): Kinesis or DynamoDB stream
     records, Kafka, Amazon MQ, records of mixed sources, or a malformed ``Records`` list. It is about the whole

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
@@ -244,3 +246,59 @@ def orders(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) 
         # The Logger's handler holds the stdout of import time; point it at the one capsys captures.
         monkeypatch.setattr(consumer.logger.registered_handler, "stream", _CurrentStdout())
         yield Orders(consumer, ddb, capsys, confirmed)
+
+
+# --- HTTP: a fake clock and a recording server, shared by the HTTP adapter's test modules -------------------------
+
+
+class FakeClock:
+    """A monotonic clock that only moves when slept on; every wait is recorded."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Records each request's raw headers and body and answers ``server.answer`` (status, headers, body)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        server: Any = self.server
+        server.requests.append((self.headers, body))
+        status, headers, payload = server.answer
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def recorder() -> Iterator[Any]:
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.requests = []
+    server.answer = (200, [("Content-Type", "application/json")], b'{"ok":true}')
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()

@@ -415,7 +415,7 @@ def test_an_effect_calling_put_item_twice_with_one_name_fails_the_record_after_t
     [line] = orders.messages(names.MSG_RECORD_FAILED)
 
     assert failures(response) == {record["messageId"]}
-    assert line[names.FIELD_ERROR_TYPE] == "ValueError"
+    assert line[names.FIELD_ERROR_TYPE] == "InvalidEffectCall"
     assert "dynamodb.put_item was called twice in effect 'ship' with name='label'" in line[names.FIELD_REASON]
     assert [i["pk"]["S"] for i in _scan(orders.dynamodb, "outbox")] == [f"{KEY}#label"]
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import effect_keys, names
+from ..errors import InvalidEffectCall
 from ..settings import parse_key_prefix
 
 if TYPE_CHECKING:
@@ -123,17 +124,17 @@ def adapter_key(adapter: str, idempotency_key: str, name: str | None = None) -> 
     """The key one adapter call writes under: ``idempotency_key`` as is, or ``<idempotency_key>#<name>`` with
     ``name=`` (``effect_keys.form`` applied: at most 128 printable ASCII characters).
 
-    :raises ValueError: ``idempotency_key`` is empty or not a string; ``name`` is empty; inside a declared effect,
-        the same adapter was already called with the same ``name`` in this execution.
+    :raises InvalidEffectCall: ``idempotency_key`` is empty or not a string; ``name`` is empty; inside a declared
+        effect, the same adapter was already called with the same ``name`` in this execution.
     """
     if not isinstance(idempotency_key, str) or not idempotency_key:
-        raise ValueError(f"{adapter}: idempotency_key must be the non-empty key the effect was called with")
+        raise InvalidEffectCall(f"{adapter}: idempotency_key must be the non-empty key the effect was called with")
     if name is not None and not name:
-        raise ValueError(f"{adapter}: name must be a non-empty string or None")
+        raise InvalidEffectCall(f"{adapter}: name must be a non-empty string or None")
     call = current()
     if call is not None:
         if (adapter, name) in call.used:
-            raise ValueError(
+            raise InvalidEffectCall(
                 f"{adapter} was called twice in effect {call.effect!r} with name={name!r}: give each call its own "
                 "name= (both would write under one key, and the second would be answered as a replay of the first)"
             )

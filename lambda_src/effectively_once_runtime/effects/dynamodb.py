@@ -23,7 +23,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from ..errors import PermanentError
+from ..errors import InvalidEffectCall, PermanentError
 from ._context import adapter_key
 
 PUT_ADAPTER = "dynamodb.put_item"
@@ -132,7 +132,7 @@ def put_item(
     :returns: the item as written (first execution) or as stored (replay), with its key attributes, deserialized.
     :raises ItemMismatch: a replay whose compared attributes differ from the stored item's (permanent).
     :raises StoredItemGone: the key exists but its item could not be read back (transient).
-    :raises ValueError: the key is reused in this effect (``adapter_key``), over ``MAX_PARTITION_KEY_BYTES``, or
+    :raises InvalidEffectCall: the key is reused in this effect (``adapter_key``), over ``MAX_PARTITION_KEY_BYTES``, or
         the arguments disagree (``item`` holds a key attribute, ``compare`` names an attribute not in ``item``).
     :raises TypeError: ``compare`` or ``volatile`` is a string; a value ``TypeSerializer`` refuses (a ``float``).
     :raises botocore.exceptions.ClientError: any other DynamoDB error (throttling, a missing table, an item over
@@ -174,7 +174,7 @@ def transact_write(
         stored only in part (permanent).
     :raises TokenMismatch: ``IdempotentParameterMismatchException`` and the items are not stored (permanent).
     :raises StoredItemGone: the keys exist but their items could not be read back (transient).
-    :raises ValueError: as ``put_item``; no ``TransactPut``, more than ``MAX_TRANSACT_ITEMS`` entries, two
+    :raises InvalidEffectCall: as ``put_item``; no ``TransactPut``, more than ``MAX_TRANSACT_ITEMS`` entries, two
         ``TransactPut`` on one item.
     :raises TypeError: as ``put_item``; an entry that is neither a ``TransactPut`` nor a mapping.
     :raises botocore.exceptions.ClientError: any other error, such as ``TransactionCanceledException`` for another
@@ -204,14 +204,16 @@ def _names(value: Collection[str] | None, what: str) -> set[str] | None:
 def _key_of(put: TransactPut, key: str) -> dict[str, Any]:
     """The item's primary key, serialized."""
     if not put.key_attribute:
-        raise ValueError("key_attribute must be the table's partition key attribute name")
+        raise InvalidEffectCall("key_attribute must be the table's partition key attribute name")
     if len(key.encode("utf-8", "surrogatepass")) > MAX_PARTITION_KEY_BYTES:
-        raise ValueError(f"the key {key[:64]!r}... is over DynamoDB's {MAX_PARTITION_KEY_BYTES}-byte partition key")
+        raise InvalidEffectCall(
+            f"the key {key[:64]!r}... is over DynamoDB's {MAX_PARTITION_KEY_BYTES}-byte partition key"
+        )
     wire = {put.key_attribute: _SERIALIZER.serialize(key)}
     if put.sort_key is not None:
         attribute, value = put.sort_key
         if attribute == put.key_attribute:
-            raise ValueError(f"sort_key names the partition key attribute {attribute!r}")
+            raise InvalidEffectCall(f"sort_key names the partition key attribute {attribute!r}")
         wire[attribute] = _SERIALIZER.serialize(value)
     return wire
 
@@ -221,11 +223,11 @@ def _wire_item(put: TransactPut, key: str) -> dict[str, Any]:
     wire = _key_of(put, key)
     clashes = sorted(set(put.item) & set(wire))
     if clashes:
-        raise ValueError(f"item must not hold the key attributes {clashes}: the adapter sets them")
+        raise InvalidEffectCall(f"item must not hold the key attributes {clashes}: the adapter sets them")
     compare, _ = _names(put.compare, "compare"), _names(put.volatile, "volatile")
     missing = sorted((compare or set()) - set(put.item))
     if missing:
-        raise ValueError(f"compare names attributes that are not in the item: {missing}")
+        raise InvalidEffectCall(f"compare names attributes that are not in the item: {missing}")
     wire.update({attribute: _SERIALIZER.serialize(value) for attribute, value in put.item.items()})
     return wire
 
@@ -256,7 +258,9 @@ def _transaction(items: Sequence[TransactPut | Mapping[str, Any]], key: str) -> 
             written = _wire_item(entry, key)
             target = (entry.table_name, repr(sorted(_primary_key(entry, written).items())))
             if target in targets:
-                raise ValueError(f"two TransactPut write one item of table {entry.table_name!r}: give one a sort_key")
+                raise InvalidEffectCall(
+                    f"two TransactPut write one item of table {entry.table_name!r}: give one a sort_key"
+                )
             targets.add(target)
             request.puts.append((entry, written))
             request.positions.append(len(request.entries))
@@ -266,9 +270,11 @@ def _transaction(items: Sequence[TransactPut | Mapping[str, Any]], key: str) -> 
         else:
             raise TypeError(f"transact_write takes TransactPut or TransactWriteItems entries, not {type(entry)!r}")
     if not request.puts:
-        raise ValueError("transact_write needs at least one TransactPut: it is what refuses a replay")
+        raise InvalidEffectCall("transact_write needs at least one TransactPut: it is what refuses a replay")
     if len(request.entries) > MAX_TRANSACT_ITEMS:
-        raise ValueError(f"{len(request.entries)} entries: TransactWriteItems takes at most {MAX_TRANSACT_ITEMS}")
+        raise InvalidEffectCall(
+            f"{len(request.entries)} entries: TransactWriteItems takes at most {MAX_TRANSACT_ITEMS}"
+        )
     return request
 
 

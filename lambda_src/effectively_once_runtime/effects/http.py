@@ -26,6 +26,7 @@ import functools
 import http.client
 import json
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -35,8 +36,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .. import effect_keys
-from ..errors import PermanentError
+from ..errors import InvalidEffectCall, PermanentError
 from ._context import adapter_key, current
+from ._wire import AttemptClock, TimedHTTPConnection, TimedHTTPSConnection
 
 ADAPTER = "http.post_json"
 KEY_HEADER = "Idempotency-Key"
@@ -45,7 +47,7 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 #: 425 Too Early and 429 Too Many Requests (RFC 9110, RFC 8470, RFC 6585) ask for a later retry; 409 Conflict is
 #: the draft's "the key's first request is still being processed" (section 2.7).
 TRANSIENT_4XX = frozenset({408, 409, 425, 429})
-#: Seconds each attempt may wait on the socket (connect, and each read).
+#: Seconds one socket operation (connect, a send, a read) may wait idle; the whole call is bounded by the deadline.
 DEFAULT_TIMEOUT_SECONDS = 10.0
 #: Attempts in all, the first included.
 DEFAULT_MAX_ATTEMPTS = 5
@@ -58,6 +60,10 @@ BACKOFF_MAX_SECONDS = 5.0
 #: The least time an attempt is given: a retry that would have less is not made.
 MIN_ATTEMPT_SECONDS = 0.5
 _TITLE_CHARS = 200
+#: A header name: an RFC 9110 token (section 5.6.2).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: What no URL or header value may hold: controls (C0 and DEL) and, in a URL, the space (RFC 3986 section 2).
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,8 @@ def post_json(
 ) -> HttpResult:
     """``POST`` ``payload`` as JSON to ``url`` with ``Idempotency-Key: "<key>"``; retried on transient failures.
 
-    :param url: an ``http://`` or ``https://`` URL (certificates verified against the system's CA store).
+    :param url: an ``http(s)://`` URL (certificates verified with the system's CA store), printable ASCII (quote
+        data with ``urllib.parse.quote``), credentials in ``headers=``, an IPv6 host in brackets (``[::1]:8080``).
     :param payload: JSON-ready data, serialized with sorted keys and compact separators (UTF-8): the same payload is
         the same body byte for byte, so a retry or a replay is the same request to the provider.
     :param idempotency_key: the key the declared effect was handed. The key sent is it, or ``<key>#<name>``; either
@@ -151,8 +158,9 @@ def post_json(
     :param headers: extra request headers (``Authorization``, ...); ``Content-Type: application/json``,
         ``Accept: application/json`` and ``User-Agent: effectively-once`` are sent unless given here.
         :default: ``None``.
-    :param timeout: seconds each attempt waits on the socket (connect, each read), cut to the time left.
-        :default: ``DEFAULT_TIMEOUT_SECONDS`` (10).
+    :param timeout: seconds one socket operation (connect, a send, a read) may wait idle. Each attempt as a whole
+        (connect, TLS handshake, send and every read) ends by the time left, so a provider that answers byte by
+        byte cannot hold the call past its deadline. :default: ``DEFAULT_TIMEOUT_SECONDS`` (10).
     :param deadline: seconds from now the attempts and waits may take. Inside a declared effect run by a Lambda
         invocation, the invocation's remaining time less the consumer's deadline margin (``deadline_margin=``, by
         default the larger of 1 s and 10 % of the time at the invocation's start) bounds them too: the per-call
@@ -167,16 +175,20 @@ def post_json(
     :raises HttpTransientError: a ``5xx``, ``408``, ``409``, ``425``, ``429``, connection error or timeout on the
         last attempt: ``max_attempts`` made, or no time left for another (a ``Retry-After``, in seconds or an HTTP
         date, is waited for, and one longer than the time left ends the retries at once).
-    :raises ValueError: a URL that is not ``http(s)://host...``, an ``Idempotency-Key`` in ``headers``,
-        ``timeout``/``deadline`` not positive, ``max_attempts`` below 1, or ``adapter_key``'s errors (an empty key,
-        the same ``name`` twice in one effect).
-    :raises TypeError: ``payload`` is not JSON-ready (``ValueError`` for NaN or infinity).
+    :raises InvalidEffectCall: (a ``ValueError`` and a ``PermanentError``: an SQS record goes to the DLQ on first
+        sight) before any request: a URL not ``http(s)://host...``, with a space, a control, a non-ASCII path,
+        credentials or a bad port; a header that is not a token, or a value with a control or outside Latin-1; an
+        ``Idempotency-Key`` in ``headers``; a limit out of range; NaN or infinity; ``adapter_key``'s errors.
+    :raises TypeError: ``payload`` is not JSON-ready.
     """
     key = adapter_key(ADAPTER, idempotency_key, name)
     sent_key = effect_keys.form(key)
     target = _Target.parse(url)
     _check_limits(timeout, deadline, max_attempts)
-    body = canonical_json(payload)
+    try:
+        body = canonical_json(payload)
+    except ValueError as error:  # NaN or infinity (a TypeError, a value JSON cannot carry, is the caller's bug)
+        raise InvalidEffectCall(f"{ADAPTER}: the payload is not JSON: {error}") from None
     request_headers = _request_headers(sent_key, headers)
     budget = _Budget(clock, _seconds_allowed(deadline))
     return _send(_Request(target, body, request_headers, sent_key), timeout, budget, max_attempts, sleep)
@@ -223,7 +235,7 @@ def _send(
     attempts = 0
     while True:
         attempts += 1
-        outcome = _attempt(request, budget.attempt_timeout(timeout))
+        outcome = _attempt(request, budget.attempt(timeout))
         if isinstance(outcome, _Response) and 200 <= outcome.status < 300:
             return _result(outcome, attempts, request.key)
         if isinstance(outcome, _Response) and not is_transient(outcome.status):
@@ -241,26 +253,50 @@ class _Target:
 
     https: bool
     host: str
-    port: int | None
+    port: int
     path: str
     shown: str
 
     @classmethod
     def parse(cls, url: str) -> _Target:
+        """``url`` checked before any request: every error is an :class:`InvalidEffectCall`, never retried."""
+        if not isinstance(url, str) or _CONTROLS.search(url) or " " in url:
+            raise InvalidEffectCall(
+                f"url must not hold a space or a control character, but {url!r} was given: percent-encode what is "
+                "built from data (urllib.parse.quote)"
+            )
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be an http:// or https:// URL with a host, but {url!r} was given")
-        netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
-        if ":" in parts.hostname:  # an IPv6 literal keeps its brackets
-            netloc = f"[{parts.hostname}]" + ("" if parts.port is None else f":{parts.port}")
+            raise InvalidEffectCall(f"url must be an http:// or https:// URL with a host, but {url!r} was given")
+        if parts.username is not None or parts.password is not None:
+            raise InvalidEffectCall(
+                "url must not carry credentials (user:password@): http.client would drop them; send them in "
+                f"headers= (headers={{'Authorization': ...}}), but {_without_credentials(parts)!r} had some"
+            )
+        if not (parts.path + parts.query).isascii():
+            raise InvalidEffectCall(
+                f"url's path and query must be ASCII, but {url!r} was given: percent-encode them (urllib.parse.quote)"
+            )
+        try:
+            port = parts.port
+        except ValueError as error:  # not a number, or out of range
+            raise InvalidEffectCall(f"url has a bad port: {error} in {url!r}") from None
+        https = parts.scheme == "https"
+        host = parts.hostname
+        shown_host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
         path = parts.path or "/"
         return cls(
-            https=parts.scheme == "https",
-            host=parts.hostname,
-            port=parts.port,
+            https=https,
+            host=host,
+            port=port if port is not None else (443 if https else 80),  # given, so a bare IPv6 host is never split
             path=path + (f"?{parts.query}" if parts.query else ""),
-            shown=f"{parts.scheme}://{netloc}{path}",
+            shown=f"{parts.scheme}://{shown_host}{'' if port is None else f':{port}'}{path}",
         )
+
+
+def _without_credentials(parts: Any) -> str:
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
 
 
 @dataclass(frozen=True)
@@ -291,14 +327,15 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _attempt(request: _Request, timeout: float) -> _Response | Exception:
-    """One ``POST``: its answer, or the connection error or timeout it met."""
+def _attempt(request: _Request, deadline: AttemptClock) -> _Response | Exception:
+    """One ``POST``, its connect, send and reads all ended by ``deadline``: its answer, or the connection error or
+    timeout it met."""
     target = request.target
     connection: http.client.HTTPConnection
     if target.https:
-        connection = http.client.HTTPSConnection(target.host, target.port, timeout=timeout, context=_tls())
+        connection = TimedHTTPSConnection(target.host, target.port, deadline, _tls())
     else:
-        connection = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+        connection = TimedHTTPConnection(target.host, target.port, deadline)
     try:
         connection.request("POST", target.path, body=request.body, headers=request.headers)
         response = connection.getresponse()
@@ -318,13 +355,34 @@ def _request_headers(key: str, extra: Mapping[str, str] | None) -> dict[str, str
     given = dict(extra or {})
     lower = {header.lower() for header in given}
     if KEY_HEADER.lower() in lower:
-        raise ValueError(f"headers must not carry {KEY_HEADER}: the adapter sends the effect's key")
+        raise InvalidEffectCall(f"headers must not carry {KEY_HEADER}: the adapter sends the effect's key")
+    for header, value in given.items():
+        _check_header(header, value)
     defaults = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "effectively-once"}
     return {
         **{header: value for header, value in defaults.items() if header.lower() not in lower},
         **given,
         KEY_HEADER: sf_string(key),
     }
+
+
+def _check_header(header: Any, value: Any) -> None:
+    """What ``http.client`` would refuse at send time (or send broken), refused before the first attempt."""
+    if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+        raise InvalidEffectCall(f"headers: {header!r} is not a header name (an RFC 9110 token)")
+    if not isinstance(value, str) or _CONTROLS.search(value.replace("\t", " ")) or not _latin1(value):
+        raise InvalidEffectCall(
+            f"headers: the value of {header!r} must be a string of Latin-1 text without control characters "
+            f"(CR, LF, NUL), but a {type(value).__name__} of {len(str(value))} characters was given"
+        )
+
+
+def _latin1(value: str) -> bool:
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse(raw: bytes) -> Any:
@@ -383,7 +441,8 @@ def _transient(
     why = (
         f"{max_attempts} attempts made"
         if attempts >= max_attempts
-        else f"a retry in {wait:.1f} s would leave less than {MIN_ATTEMPT_SECONDS} s of the {budget.left():.1f} s left"
+        else f"a retry in {wait:.1f} s would leave less than {MIN_ATTEMPT_SECONDS} s of the "
+        f"{max(0.0, budget.left()):.1f} s left"
     )
     return HttpTransientError(
         f"POST {target.shown} failed after {attempts} attempt(s), the last with {last} ({why})",
@@ -422,11 +481,11 @@ def _backoff(attempts: int) -> float:
 
 def _check_limits(timeout: float, deadline: float | None, max_attempts: int) -> None:
     if not timeout > 0:
-        raise ValueError(f"timeout must be more than 0 seconds, but {timeout!r} was given")
+        raise InvalidEffectCall(f"timeout must be more than 0 seconds, but {timeout!r} was given")
     if deadline is not None and not deadline > 0:
-        raise ValueError(f"deadline must be more than 0 seconds, but {deadline!r} was given")
+        raise InvalidEffectCall(f"deadline must be more than 0 seconds, but {deadline!r} was given")
     if max_attempts < 1:
-        raise ValueError(f"max_attempts must be 1 or more, but {max_attempts!r} was given")
+        raise InvalidEffectCall(f"max_attempts must be 1 or more, but {max_attempts!r} was given")
 
 
 def _seconds_allowed(deadline: float | None) -> float:
@@ -456,6 +515,7 @@ class _Budget:
         """Whether waiting ``wait`` seconds still leaves an attempt ``MIN_ATTEMPT_SECONDS``."""
         return self.left() - wait >= MIN_ATTEMPT_SECONDS
 
-    def attempt_timeout(self, timeout: float) -> float:
-        """``timeout`` cut to the time left, never below ``MIN_ATTEMPT_SECONDS`` (the first attempt is always made)."""
-        return min(timeout, max(self.left(), MIN_ATTEMPT_SECONDS))
+    def attempt(self, timeout: float) -> AttemptClock:
+        """The next attempt's clock: it ends with the time left, never given less than ``MIN_ATTEMPT_SECONDS`` (the
+        first attempt is always made), each socket operation idle at most ``timeout``."""
+        return AttemptClock(self._clock, max(self.left(), MIN_ATTEMPT_SECONDS), timeout)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from .. import effect_keys
-from ..errors import PermanentError
+from ..errors import InvalidEffectCall, PermanentError
 from ._context import adapter_key
 from .unkeyed import MarkerTable, check_delivery, rejected_by_aws, run_marked
 
@@ -77,7 +77,7 @@ def send_fifo(
     :param name: this call's name when the effect sends more than once. :default: ``None``.
     :param message_attributes: ``MessageAttributes`` as SendMessage takes them. :default: ``None``: none.
     :returns: the SendMessage response (``MessageId``, ``SequenceNumber``, ...).
-    :raises ValueError: ``queue_url`` does not end in ``.fifo`` (use :func:`send_message` with ``delivery=``), an
+    :raises InvalidEffectCall: ``queue_url`` does not end in ``.fifo`` (use :func:`send_message` with ``delivery=``), an
         empty ``message_group_id``, or the key rules of ``adapter_key``.
     :raises MessageRejected: SQS refused the message itself (permanent).
     :raises botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: any other failure (transient).
@@ -113,8 +113,8 @@ def publish_fifo(
     :param subject: the ``Subject``. :default: ``None``: none.
     :param message_attributes: ``MessageAttributes`` as Publish takes them. :default: ``None``: none.
     :returns: the Publish response (``MessageId``, ``SequenceNumber``).
-    :raises ValueError: ``topic_arn`` does not end in ``.fifo`` (use :func:`publish` with ``delivery=``), an empty
-        ``message_group_id``, or the key rules of ``adapter_key``.
+    :raises InvalidEffectCall: ``topic_arn`` does not end in ``.fifo`` (use :func:`publish` with ``delivery=``), an
+        empty ``message_group_id``, or the key rules of ``adapter_key``.
     :raises MessageRejected: SNS refused the message itself (permanent).
     :raises botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: any other failure (transient).
     """
@@ -154,8 +154,8 @@ def send_message(
     :returns: the SendMessage response; on a replay after the send completed, the stored response; ``None`` when the
         send was skipped as possibly lost (``at_most_once``).
     :raises TypeError: ``delivery`` not given.
-    :raises ValueError: ``delivery`` not one of its values; a FIFO queue without ``message_group_id``; the rules of
-        ``unkeyed.unkeyed``.
+    :raises InvalidEffectCall: ``delivery`` not one of its values; a FIFO queue without ``message_group_id``; the rules
+        of ``unkeyed.unkeyed``.
     :raises MessageRejected: SQS refused the message itself (permanent; the claim is released).
     :raises unkeyed.MarkerUnavailable: the marker could not be written (nothing sent).
     :raises botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: any other failure (transient).
@@ -211,8 +211,8 @@ def publish(
     :returns: the Publish response; on a replay after the publish completed, the stored response; ``None`` when the
         publish was skipped as possibly lost (``at_most_once``).
     :raises TypeError: ``delivery`` not given.
-    :raises ValueError: ``delivery`` not one of its values; a FIFO topic without ``message_group_id``; the rules of
-        ``unkeyed.unkeyed``.
+    :raises InvalidEffectCall: ``delivery`` not one of its values; a FIFO topic without ``message_group_id``; the rules
+        of ``unkeyed.unkeyed``.
     :raises MessageRejected: SNS refused the message itself (permanent; the claim is released).
     :raises unkeyed.MarkerUnavailable: the marker could not be written (nothing published).
     :raises botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: any other failure (transient).
@@ -247,7 +247,7 @@ def _is_fifo(address: str) -> bool:
 
 def _check_fifo(adapter: str, parameter: str, address: str, unkeyed_variant: str) -> None:
     if not _is_fifo(address):  # ``address`` not a string is refused here too
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{adapter} takes a FIFO {parameter} (ending in {FIFO_SUFFIX!r}), but {address!r} was given: a standard "
             f"queue or topic has no deduplication id; use {unkeyed_variant}(..., delivery='at_most_once' or "
             "'at_least_once') instead"
@@ -256,7 +256,7 @@ def _check_fifo(adapter: str, parameter: str, address: str, unkeyed_variant: str
 
 def _check_group(adapter: str, message_group_id: str | None) -> None:
     if not isinstance(message_group_id, str) or not message_group_id:
-        raise ValueError(f"{adapter} needs a non-empty message_group_id, but {message_group_id!r} was given")
+        raise InvalidEffectCall(f"{adapter} needs a non-empty message_group_id, but {message_group_id!r} was given")
 
 
 def _sqs_request(

@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..errors import PermanentError
+from ..errors import InvalidEffectCall, PermanentError
 from ._context import adapter_key, current
 
 #: The adapter's name (``adapter_key``'s ``adapter``, and in error messages).
@@ -100,7 +100,7 @@ class S3WriteConflict(Exception):
 def _checked_key(key: str) -> str:
     size = len(key.encode("utf-8"))
     if size > MAX_OBJECT_KEY_BYTES:
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{ADAPTER}: the object key is {size} bytes in UTF-8, over S3's {MAX_OBJECT_KEY_BYTES} (Naming Amazon S3 "
             "objects): shorten prefix="
         )
@@ -115,19 +115,19 @@ def object_key(template: str, *, effect_key: str, record_key: Any) -> str:
     it, or the second is a replay with another body (:class:`S3ContentMismatch`). The chaos command's ``--effect
     bucket:NAME:TEMPLATE`` takes the same template.
 
-    :raises ValueError: not exactly one placeholder; ``{key}`` with no business key (outside a declared effect, or a
-        record processed without one).
+    :raises InvalidEffectCall: not exactly one placeholder; ``{key}`` with no business key (outside a declared effect,
+        or a record processed without one).
     """
     found = template.count(KEY_PLACEHOLDER) + template.count(EFFECT_KEY_PLACEHOLDER)
     if found != 1:
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{ADAPTER}: object_name {template!r} needs exactly one of {KEY_PLACEHOLDER} (the record's business key) "
             f"or {EFFECT_KEY_PLACEHOLDER} (the key the effect was called with)"
         )
     if EFFECT_KEY_PLACEHOLDER in template:
         return template.replace(EFFECT_KEY_PLACEHOLDER, effect_key)
     if not isinstance(record_key, str) or not record_key:
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{ADAPTER}: object_name {template!r} names the object by the record's business key, and this call has "
             "none (outside a declared effect, or a record without a key): use {effect_key}"
         )
@@ -178,7 +178,7 @@ def put_object(
     :returns: the stored object (:class:`S3Object`), the same on a replay.
     :raises S3ContentMismatch: the key already holds another body (permanent: the record goes to the DLQ).
     :raises S3WriteConflict: concurrent writes on the key kept answering 409 and nothing was stored (transient).
-    :raises ValueError: an empty ``idempotency_key`` or ``name``; in one effect, a second call with the same
+    :raises InvalidEffectCall: an empty ``idempotency_key`` or ``name``; in one effect, a second call with the same
         ``name``; a key over :data:`MAX_OBJECT_KEY_BYTES` bytes; ``metadata`` naming :data:`HASH_METADATA`; an
         ``object_name`` with ``prefix``, with ``name=`` and ``{key}``, or one :func:`object_key` refuses.
     :raises TypeError: ``body`` is not ``bytes``.
@@ -188,7 +188,7 @@ def put_object(
         raise TypeError(f"{ADAPTER}: body must be bytes, not {type(body).__name__}")
     extra = dict(metadata or {})
     if any(k.lower() == HASH_METADATA for k in extra):
-        raise ValueError(f"{ADAPTER}: metadata must not name {HASH_METADATA!r}: the adapter writes it")
+        raise InvalidEffectCall(f"{ADAPTER}: metadata must not name {HASH_METADATA!r}: the adapter writes it")
     key = _checked_key(_name(idempotency_key, name, prefix, object_name))
     digest = hashlib.sha256(body).hexdigest()
     typed = {} if content_type is None else {"ContentType": content_type}
@@ -201,9 +201,9 @@ def _name(idempotency_key: str, name: str | None, prefix: str, object_name: str 
     if object_name is None:
         return prefix + adapter_key(ADAPTER, idempotency_key, name)
     if prefix:
-        raise ValueError(f"{ADAPTER}: give prefix= or object_name=, not both (the template holds the whole key)")
+        raise InvalidEffectCall(f"{ADAPTER}: give prefix= or object_name=, not both (the template holds the whole key)")
     if name is not None and KEY_PLACEHOLDER in object_name:
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{ADAPTER}: object_name {object_name!r} names one object per record ({KEY_PLACEHOLDER}); with name= "
             f"two calls would write it: use {EFFECT_KEY_PLACEHOLDER}"
         )

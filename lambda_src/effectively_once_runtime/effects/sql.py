@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import PermanentError
+from ..errors import InvalidEffectCall, PermanentError
 from ._context import adapter_key
 
 ADAPTER = "sql.insert_once"
@@ -113,12 +113,12 @@ def _quote_identifier(name: str, *, what: str, qualified: bool = False) -> str:
     exactly: PostgreSQL folds unquoted names to lower case, so pass ``orders``, not ``Orders``, for a table created
     as ``CREATE TABLE Orders``.
 
-    :raises ValueError: anything else (no name ever reaches SQL unchecked: values go as parameters).
+    :raises InvalidEffectCall: anything else (no name ever reaches SQL unchecked: values go as parameters).
     """
     parts = name.split(".") if isinstance(name, str) and qualified else [name]
     if len(parts) > 2 or not all(isinstance(p, str) and _IDENTIFIER.fullmatch(p) for p in parts):
         shape = "name or schema.name" if qualified else "name"
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{ADAPTER}: {what} {name!r} is not a plain identifier ({shape}, each 1 to {MAX_IDENTIFIER_CHARS} "
             "ASCII letters, digits or _, not starting with a digit)"
         )
@@ -150,7 +150,7 @@ def _statements(
     quoted_key = _quote_identifier(key_column, what="key_column")
     columns = [_quote_identifier(c, what="column") for c in row]
     if returning is not None and (isinstance(returning, str) or not returning):
-        raise ValueError(f"{ADAPTER}: returning must be a non-empty sequence of column names, or None for all")
+        raise InvalidEffectCall(f"{ADAPTER}: returning must be a non-empty sequence of column names, or None for all")
     shown = "*" if returning is None else ", ".join(_quote_identifier(c, what="returning column") for c in returning)
     ph = dialect.placeholder
     insert = (
@@ -176,12 +176,12 @@ def _compared_columns(
 ) -> list[str]:
     for option, names in (("compare", compare or ()), ("volatile", volatile)):
         if isinstance(names, str):
-            raise ValueError(f"{ADAPTER}: {option} must be a collection of column names, not one string")
+            raise InvalidEffectCall(f"{ADAPTER}: {option} must be a collection of column names, not one string")
         unknown = sorted(set(names) - set(row))
         if unknown:
-            raise ValueError(f"{ADAPTER}: {option} names columns that are not in row: {unknown}")
+            raise InvalidEffectCall(f"{ADAPTER}: {option} names columns that are not in row: {unknown}")
     if key_column in row:
-        raise ValueError(
+        raise InvalidEffectCall(
             f"{ADAPTER}: row must not contain the key column {key_column!r}: the adapter writes the effect key there"
         )
     chosen = list(row) if compare is None else [c for c in row if c in set(compare)]
@@ -242,7 +242,7 @@ def insert_once(
         must be listed in ``volatile``.
     :raises SqlRowMissing: (transient) the insert conflicted, yet no row with the key could be read back.
     :raises TypeError: ``conn`` is neither driver's connection.
-    :raises ValueError: a table or column name that is not a plain identifier; ``row`` holds ``key_column``;
+    :raises InvalidEffectCall: a table or column name that is not a plain identifier; ``row`` holds ``key_column``;
         ``compare`` or ``volatile`` names a column not in ``row``; ``returning`` is empty; the key is empty, or
         this effect already called this adapter with the same ``name`` (``adapter_key``).
     :raises RuntimeError: SQLite older than 3.35.0.

@@ -33,6 +33,7 @@ from typing import Any, TypeVar, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import effect_keys, names
+from ..errors import InvalidEffectCall
 from ._context import EffectCall, adapter_key, current
 from ._context import MarkerTable as MarkerTable  # re-exported: its public home is this module
 
@@ -90,10 +91,10 @@ class ResolvedTable:
 def check_delivery(delivery: str) -> str:
     """``delivery`` if it is one of ``DELIVERY_MODES``.
 
-    :raises ValueError: anything else.
+    :raises InvalidEffectCall: anything else.
     """
     if delivery not in DELIVERY_MODES:
-        raise ValueError(f"delivery must be one of {DELIVERY_MODES!r}, but {delivery!r} was given")
+        raise InvalidEffectCall(f"delivery must be one of {DELIVERY_MODES!r}, but {delivery!r} was given")
     return delivery
 
 
@@ -130,8 +131,8 @@ def unkeyed(
         when it was not JSON or larger than ``MAX_STORED_RESULT_BYTES``; ``None`` when the call was skipped as
         possibly lost.
     :raises TypeError: ``delivery`` not given; ``call`` not callable.
-    :raises ValueError: ``delivery`` not one of ``DELIVERY_MODES``; the key or name is invalid or used twice in one
-        effect (``adapter_key``); no ``markers`` outside a ``Consumer``; the marker id too long for the table's key.
+    :raises InvalidEffectCall: ``delivery`` not one of ``DELIVERY_MODES``; the key or name is invalid or used twice in
+        one effect (``adapter_key``); no ``markers`` outside a ``Consumer``; the marker id too long for the table's key.
     :raises MarkerUnavailable: the marker could not be written or read (the call was not made).
     :raises Exception: whatever ``call`` raises (the marker stays pending unless ``not_sent`` says otherwise).
     """
@@ -377,7 +378,7 @@ def check_key_size(table: ResolvedTable, marker: str) -> None:
     limit = names.DYNAMODB_MAX_PARTITION_KEY_BYTES if table.sort_key_attr is None else DYNAMODB_MAX_SORT_KEY_BYTES
     size = len(marker.encode("utf-8", "surrogatepass"))
     if size > limit:
-        raise ValueError(
+        raise InvalidEffectCall(
             f"the effect marker id is {size} bytes, more than the {limit} a DynamoDB key holds (Amazon DynamoDB "
             "Developer Guide, Service, account, and table quotas): use a shorter key prefix"
         )
@@ -387,7 +388,7 @@ def resolve_table(effect: EffectCall | None, markers: MarkerTable | None) -> Res
     """The explicit ``markers``, else the declaring consumer's idempotency table (``EffectCall.markers``)."""
     table = markers if markers is not None else effect.markers if effect is not None else None
     if table is None:
-        raise ValueError(
+        raise InvalidEffectCall(
             "an un-keyed effect outside a Consumer's declared effect needs markers=MarkerTable(table_name=..., "
             "key_prefix=...)"
         )

@@ -30,7 +30,9 @@ A body that is not JSON is ``400`` (``about:blank``); so is a bad ``Content-Leng
 answers, nor a ``409`` or ``422``, is stored against the key: only an executed request is. ``GET``, ``PUT``,
 ``PATCH`` and ``DELETE`` are ``405`` (logged); other methods get ``http.server``'s ``501``, not logged.
 :meth:`ProviderStandIn.fail_next` injects faults for tests of clients: the next requests answer a status (``503``
-by default, with ``Retry-After`` if given) without executing or storing anything.
+by default, with ``Retry-After`` if given) without executing or storing anything. ``byte_seconds=`` makes a slow
+provider: every answer (status line, headers and body) is written one byte at a time, that many seconds apart, so
+that no single read of the client waits long and only a deadline over the whole call ends it.
 
 What it logs: one :class:`~effectively_once_local.chaos.fault_model.EventLog` line per request, written before the
 response is sent (a client that has its answer finds the line), ``{"event": "call", "method", "path", "key",
@@ -212,6 +214,8 @@ class _Handler(BaseHTTPRequestHandler):
             # An executed call's parsed body: a chaos run counts effects per business key from it (--effect).
             **({"request": request} if answer.executed else {}),
         )
+        if provider.byte_seconds:
+            self.wfile = _Trickle(self.wfile, provider.byte_seconds)  # type: ignore[assignment]
         self.send_response(answer.status)
         self.send_header("Content-Type", answer.content_type)
         self.send_header("Content-Length", str(len(answer.body)))
@@ -219,6 +223,33 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(answer.body)
+
+
+class _Trickle:
+    """A response stream that writes one byte per ``seconds`` and stops quietly when the client has gone."""
+
+    def __init__(self, stream: Any, seconds: float) -> None:
+        self._stream = stream
+        self._seconds = seconds
+        self._gone = False
+
+    def write(self, data: bytes) -> int:
+        for index in range(len(data)):
+            if self._gone:
+                break
+            try:
+                self._stream.write(data[index : index + 1])
+                self._stream.flush()
+            except OSError:  # the client closed the connection (its deadline passed)
+                self._gone = True
+            time.sleep(self._seconds)
+        return len(data)
+
+    def flush(self) -> None:
+        """Each byte is flushed as it is written."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _request(body: bytes | None) -> Any:
@@ -235,14 +266,19 @@ class ProviderStandIn:
     :param port: the port on 127.0.0.1; ``None`` or ``0`` for a free one.
     :param processing_seconds: how long each execution takes (a sleep outside the lock), so that a retry can meet
         its first request in flight.
+    :param byte_seconds: seconds between the bytes of each answer (``0``: the answer is written at once).
     """
 
-    def __init__(self, log_path: Path, port: int | None = None, processing_seconds: float = 0.0) -> None:
-        if processing_seconds < 0:
-            raise ValueError(f"processing_seconds must not be negative, but {processing_seconds!r} was given")
+    def __init__(
+        self, log_path: Path, port: int | None = None, processing_seconds: float = 0.0, byte_seconds: float = 0.0
+    ) -> None:
+        for option, value in (("processing_seconds", processing_seconds), ("byte_seconds", byte_seconds)):
+            if value < 0:
+                raise ValueError(f"{option} must not be negative, but {value!r} was given")
         self.log_path = log_path
         self.port = port or 0
         self.processing_seconds = processing_seconds
+        self.byte_seconds = byte_seconds
         self._log = EventLog(log_path)
         self._log_lock = threading.Lock()  # EventLog's writes are not atomic across threads
         self._lock = threading.Lock()  # the key table and the faults

@@ -1,0 +1,222 @@
+"""The HTTP effect adapter at its edges (issue 33, item 1): one deadline over the whole call, against a provider
+stand-in that answers byte by byte; URLs checked before any request (IPv6 literals, credentials, spaces and control
+characters, non-ASCII paths, bad ports, header values); and those errors are ``InvalidEffectCall``, a
+``PermanentError`` and a ``ValueError``, so an SQS record goes to its DLQ on first sight instead of being redelivered
+until ``maxReceiveCount``."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from effectively_once_local.aws.provider_stand_in import ProviderStandIn, executions_per_key
+from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError
+from effectively_once_runtime.effects.http import HttpTransientError, post_json
+
+from .conftest import (
+    HANDLER_ENV,
+    IDEMPOTENCY_TABLE,
+    REGION,
+    FakeClock,
+    FakeLambdaContext,
+    Recorder,
+    create_table,
+    sqs_record,
+)
+from .test_effects_http import CHARGE, PATH
+
+#: Seconds between the stand-in's bytes: an answer of some 300 bytes takes about 18 s, each read 0.06 s.
+BYTE_SECONDS = 0.06
+
+
+def test_a_provider_that_answers_byte_by_byte_is_cut_at_the_deadline(tmp_path: Path) -> None:
+    """Every read waits 0.06 s, far under the 10 s idle timeout: only a deadline over the whole call ends it. Before
+    the change the call read the whole answer (about 18 s) with a 1 s deadline."""
+    with ProviderStandIn(tmp_path / "slow.jsonl", byte_seconds=BYTE_SECONDS) as slow:
+        started = time.monotonic()
+        with pytest.raises(HttpTransientError) as raised:
+            post_json(slow.url + PATH, CHARGE, idempotency_key="k-slow", deadline=1.0, timeout=10.0)
+        elapsed = time.monotonic() - started
+
+    assert elapsed < 5.0, f"the call took {elapsed:.1f} s with a 1 s deadline"
+    assert raised.value.status is None and raised.value.attempts == 1
+    assert "TimeoutError" in str(raised.value)
+    assert executions_per_key(tmp_path / "slow.jsonl") == {"k-slow": 1}, "it executed: the replay will be answered"
+
+
+def test_a_slow_answer_within_the_deadline_is_read_whole(tmp_path: Path) -> None:
+    """The control: the same trickle, with a deadline the answer fits in, gives the answer."""
+    with ProviderStandIn(tmp_path / "slow.jsonl", byte_seconds=0.001) as slow:
+        result = post_json(slow.url + PATH, CHARGE, idempotency_key="k-fits", deadline=60.0)
+
+    assert (result.status, result.body["key"]) == (201, "k-fits")
+
+
+# --- URLs ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def recorder_v6() -> Iterator[Any]:
+    class _Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    try:
+        server: Any = _Server(("::1", 0), Recorder)
+    except OSError as error:  # a host without IPv6 loopback
+        pytest.skip(f"no IPv6 loopback here: {error}")
+    server.requests = []
+    server.answer = (200, [("Content-Type", "application/json")], b'{"ok":true}')
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_an_ipv6_literal_with_a_port_is_reached(recorder_v6: Any) -> None:
+    port = recorder_v6.server_address[1]
+
+    result = post_json(f"http://[::1]:{port}{PATH}", CHARGE, idempotency_key="k6")
+
+    assert result.status == 200
+    [(headers, _body)] = recorder_v6.requests
+    assert headers["Host"] == f"[::1]:{port}"
+
+
+def test_an_ipv6_literal_without_a_port_goes_to_port_80(recorder_v6: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Port 80 needs root to bind, so the connection to ("::1", 80) is redirected to the recorder and recorded;
+    before the change the host was split at its last colon: host ":" and port 1."""
+    dialled: list[tuple[str, int]] = []
+    real = socket.create_connection
+
+    def create_connection(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        dialled.append(address)
+        return real(("::1", recorder_v6.server_address[1]), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+
+    result = post_json(f"http://[::1]{PATH}", CHARGE, idempotency_key="k6")
+
+    assert result.status == 200 and dialled == [("::1", 80)]
+    assert recorder_v6.requests[0][0]["Host"] == "[::1]"
+
+
+def test_credentials_in_a_url_are_refused_and_never_shown(recorder: Any) -> None:
+    host = recorder.url.removeprefix("http://")
+
+    with pytest.raises(InvalidEffectCall, match=r"headers=") as raised:
+        post_json(f"http://user:s3cret@{host}{PATH}", CHARGE, idempotency_key="k")
+
+    assert "s3cret" not in str(raised.value) and "user" not in str(raised.value).split("had some")[0][-60:]
+    assert recorder.requests == []
+
+
+@pytest.mark.parametrize(
+    ("url_tail", "message"),
+    [
+        ("/v1/charges/order 17", "must not hold a space or a control character"),
+        ("/v1/charges/order\t17", "must not hold a space or a control character"),
+        ("/v1/charges/o-17\r\nX-Injected: 1", "must not hold a space or a control character"),
+        ("/v1/charges/commande-été", "path and query must be ASCII"),
+    ],
+)
+def test_a_url_a_request_cannot_carry_is_refused_at_once(
+    recorder: Any, clock: FakeClock, url_tail: str, message: str
+) -> None:
+    with pytest.raises(InvalidEffectCall, match=message) as raised:
+        post_json(recorder.url + url_tail, CHARGE, idempotency_key="k", sleep=clock.sleep, clock=clock)
+
+    assert isinstance(raised.value, PermanentError) and isinstance(raised.value, ValueError)
+    assert recorder.requests == [] and clock.waits == [], "nothing sent, nothing retried"
+
+
+@pytest.mark.parametrize(
+    ("url", "headers", "message"),
+    [
+        ("http://127.0.0.1:99999/x", None, "bad port"),
+        ("http://127.0.0.1:port/x", None, "bad port"),
+        (None, {"X-Trace": "a\r\nX-Injected: 1"}, "without control characters"),
+        (None, {"X-Trace": "€"}, "Latin-1"),
+        (None, {"X Trace": "a"}, "is not a header name"),
+        (None, {"X-Amount": 12}, "must be a string"),
+    ],
+)
+def test_ports_and_headers_a_request_cannot_carry_are_refused(
+    recorder: Any, url: str | None, headers: dict[str, Any] | None, message: str
+) -> None:
+    with pytest.raises(InvalidEffectCall, match=message):
+        post_json(url or recorder.url + PATH, CHARGE, idempotency_key="k", headers=headers)
+
+    assert recorder.requests == []
+
+
+def test_every_argument_error_is_permanent(recorder: Any) -> None:
+    """The class: each argument check of the adapter is an ``InvalidEffectCall``, not a plain ``ValueError``."""
+    calls: list[dict[str, Any]] = [
+        {"url": "ftp://127.0.0.1/x"},
+        {"headers": {"Idempotency-Key": "mine"}},
+        {"timeout": 0},
+        {"deadline": -1},
+        {"max_attempts": 0},
+        {"payload": {"amount": float("nan")}},
+        {"idempotency_key": ""},
+    ]
+    for options in calls:
+        arguments: dict[str, Any] = {"url": recorder.url + PATH, "payload": CHARGE, "idempotency_key": "k", **options}
+        with pytest.raises(InvalidEffectCall):
+            post_json(arguments.pop("url"), arguments.pop("payload"), **arguments)
+
+    assert recorder.requests == []
+
+
+# --- inside a consumer --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def queue_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name, value in HANDLER_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
+        sqs = boto3.client("sqs", region_name=REGION)
+        dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+        monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", dlq)
+        yield sqs, dlq
+
+
+def test_a_record_whose_url_is_malformed_goes_to_the_dlq_on_first_sight(
+    queue_aws: Any, recorder: Any, clock: FakeClock
+) -> None:
+    """Before the change the space was a transient failure: 5 attempts, then a batch item failure, redelivered
+    until maxReceiveCount, though nothing was ever sent."""
+    sqs, dlq = queue_aws
+    consumer = Consumer(key="order_id", key_prefix="shop/http", service="http", effect_key="scoped")
+
+    @consumer.effect
+    def charge(body: dict[str, Any], *, idempotency_key: str) -> Any:
+        url = f"{recorder.url}/v1/charges/{body['order_id']}"
+        return post_json(url, body, idempotency_key=idempotency_key, sleep=clock.sleep, clock=clock).body
+
+    @consumer.record
+    def handle(body: dict[str, Any]) -> Any:
+        return charge(body)
+
+    event = {"Records": [sqs_record({"order_id": "o 17"}, message_id="m-17"), sqs_record({"order_id": "o-18"})]}
+    response = consumer.handler(event, FakeLambdaContext())
+
+    assert response == {"batchItemFailures": []}
+    [moved] = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"])["Messages"]
+    assert '"o 17"' in moved["Body"]
+    assert recorder.requests and all(b"o-18" in body for _headers, body in recorder.requests)
+    assert clock.waits == []
