@@ -288,9 +288,13 @@ class RecordExecution:
     # --- outcomes ---------------------------------------------------------------------------------------------------
 
     def on_duplicate(self, response: Any, idempotent_data: DataRecord) -> Any:
-        """Powertools' response hook: a duplicate answered from the record is counted and logged."""
+        """Powertools' response hook: a duplicate answered from the record is counted and logged, and gets the result
+        as stored. Powertools (3.x, ``_handle_for_status``) hands the hook ``None`` for any stored result that is
+        falsy (``{}``, ``0``, ``[]``, ``False``, ``""``), so a ``None`` is read again from the record itself."""
         self.metrics.add_metric(name=names.METRIC_DUPLICATES_SUPPRESSED, unit=MetricUnit.Count, value=1)
         self.logger.info(names.MSG_DUPLICATE_SUPPRESSED, extra={names.FIELD_IDEMPOTENCY_STATUS: idempotent_data.status})
+        if response is None and idempotent_data.response_data:
+            return idempotent_data.response_json_as_dict()
         return response
 
     def invalid(self, reason: str) -> None:

@@ -2,9 +2,13 @@
 record through the consumer's ``RecordExecution`` (a permanent failure to the dead-letter queue on first sight), and
 one log line for every record that does not succeed.
 
-- **Processor.** A standard queue uses ``BatchProcessor``; a FIFO queue (event source ARN ending in ``.fifo``) uses
+- **Processor.** A standard queue uses ``BatchProcessor``; a FIFO queue uses
   ``SqsFifoPartialProcessor(skip_group_on_error=True)``, so a failure holds back only its own message group. A batch
-  whose records all failed is answered the same way, never raised (``raise_on_entire_batch_failure=False``).
+  whose records all failed is answered the same way, never raised (``raise_on_entire_batch_failure=False``). Each
+  record's own queue says which (``is_fifo_record``): its event source ARN ending in ``.fifo``, or, for a record
+  without ``eventSourceARN`` (a hand-built or replayed event), a ``SequenceNumber`` attribute, which only FIFO
+  messages carry (a ``MessageGroupId`` alone is not proof: standard queues take one for fair queueing). One FIFO
+  record makes the batch FIFO; a record with neither counts as standard.
 - **Deadline.** Before each record but the first, the remaining time of the invocation must fit the slowest of the
   last ``RECENT_RECORDS`` records of this execution environment plus the batch's closing work
   (``CLOSING_WORK_MS``: the response and the metrics flush), and never less than the floor (``deadline_margin``,
@@ -81,6 +85,15 @@ def _receive_count(record: dict[str, Any]) -> int:
     return int(raw) if isinstance(raw, str) and raw.isdigit() else 1
 
 
+def is_fifo_record(record: dict[str, Any]) -> bool:
+    """Whether ``record`` came from a FIFO queue: its ``eventSourceARN`` ends in ``.fifo``; without an
+    ``eventSourceARN``, it carries ``attributes.SequenceNumber`` (FIFO messages only)."""
+    arn = record.get("eventSourceARN")
+    if isinstance(arn, str) and arn:
+        return arn.endswith(".fifo")
+    return bool((record.get("attributes") or {}).get("SequenceNumber"))
+
+
 def prioritised(records: list[dict[str, Any]], *, fifo: bool) -> list[dict[str, Any]]:
     """``records`` with the ones nearer the DLQ first (see the module docstring), a stable sort: records of equal rank
     keep their order, and on FIFO every record of a message group has its group's rank (the group's highest receive
@@ -141,7 +154,7 @@ class SqsBatch:
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """One batch: ``{"batchItemFailures": [{"itemIdentifier": <messageId>}, ...]}``."""
-        fifo = str(event["Records"][0].get("eventSourceARN", "")).endswith(".fifo")
+        fifo = any(is_fifo_record(record) for record in event["Records"])
         records = prioritised(event["Records"], fifo=fifo)
         self._batch = batch = _Batch(deadline=self.execution.deadline)
         try:
