@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -307,10 +308,15 @@ def _one_put(client: Any, name: str | None = None, total: int = 100) -> list[dic
     return transact_write(client=client, items=items, idempotency_key=KEY, name=name)
 
 
-def test_the_client_request_token_is_the_first_36_hex_digits_of_the_keys_sha256() -> None:
+def _token(key: str, entries: list[dict[str, Any]]) -> str:
+    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(key.encode() + b"\0" + canonical.encode()).hexdigest()[:36]
+
+
+def test_the_client_request_token_hashes_the_key_and_the_request_and_a_replay_keeps_it() -> None:
     client, stub = _stubbed()
-    token = hashlib.sha256(KEY.encode()).hexdigest()[:36]
-    named = hashlib.sha256(f"{KEY}#refund".encode()).hexdigest()[:36]
+    token = _token(KEY, [_expected_entry(KEY)])
+    named = _token(f"{KEY}#refund", [_expected_entry(f"{KEY}#refund")])
     for key, expected in ((KEY, token), (KEY, token), (f"{KEY}#refund", named)):
         stub.add_response(
             "transact_write_items", {}, {"TransactItems": [_expected_entry(key)], "ClientRequestToken": expected}
@@ -322,8 +328,43 @@ def test_the_client_request_token_is_the_first_36_hex_digits_of_the_keys_sha256(
 
     assert first == again == [{"pk": KEY, "total": Decimal(100)}]
     assert refund == [{"pk": f"{KEY}#refund", "total": Decimal(100)}]
-    assert client_request_token(KEY) == token != named == client_request_token(f"{KEY}#refund")
-    assert len(token) == 36
+    assert client_request_token(KEY, [_expected_entry(KEY)]) == token != named
+    assert len(token) == 36 and int(token, 16) >= 0
+
+
+def test_two_stages_writing_other_tables_under_one_key_send_two_tokens() -> None:
+    """Before the change the token was the key's alone: staging and prod of one app in one account and Region sent
+    the same token for different tables, and the second got IdempotentParameterMismatchException, a permanent
+    TokenMismatch (its items are not stored)."""
+    sent: list[str] = []
+    for table in ("orders-staging", "orders-prod"):
+        client, stub = _stubbed()
+        entry = {"Put": {**_expected_entry(KEY)["Put"], "TableName": table}}
+        stub.add_response(
+            "transact_write_items", {}, {"TransactItems": [entry], "ClientRequestToken": _token(KEY, [entry])}
+        )
+        with stub:
+            transact_write(client=client, items=[TransactPut(table, "pk", {"total": 100})], idempotency_key=KEY)
+            stub.assert_no_pending_responses()
+        sent.append(_token(KEY, [entry]))
+
+    assert sent[0] != sent[1]
+
+
+def test_a_request_that_differs_gets_another_token_and_set_order_does_not_matter() -> None:
+    """A Python set serializes in hash order, which differs between processes: the token must not."""
+    entry = {"Put": {**_expected_entry(KEY)["Put"]}}
+    entry["Put"]["Item"] = {**entry["Put"]["Item"], "tags": {"SS": ["c", "a", "b"]}}
+    shuffled = {"Put": {**entry["Put"], "Item": {**entry["Put"]["Item"], "tags": {"SS": ["b", "c", "a"]}}}}
+    other = {"Put": {**entry["Put"], "Item": {**entry["Put"]["Item"], "total": {"N": "101"}}}}
+    binary = {"Put": {**entry["Put"], "Item": {"pk": {"S": KEY}, "blob": {"BS": [b"\xff", b"\x00"]}}}}
+    binary_turned = {"Put": {**entry["Put"], "Item": {"pk": {"S": KEY}, "blob": {"BS": [b"\x00", b"\xff"]}}}}
+
+    assert client_request_token(KEY, [entry]) == client_request_token(KEY, [shuffled])
+    assert client_request_token(KEY, [entry]) != client_request_token(KEY, [other])
+    assert client_request_token(KEY, [entry]) != client_request_token(f"{KEY}#x", [entry])
+    assert client_request_token(KEY, [binary]) == client_request_token(KEY, [binary_turned])
+    assert len(client_request_token(KEY, [binary])) == 36
 
 
 def _mismatch_then_stored(stored: dict[str, Any] | None) -> tuple[Any, Stubber]:

@@ -15,7 +15,9 @@ taken: they would be serialized as maps.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,10 +99,49 @@ class TransactPut:
     volatile: Collection[str] = ()
 
 
-def client_request_token(key: str) -> str:
-    """The ``ClientRequestToken`` of ``transact_write`` for the adapter key ``key``: the first 36 hex digits of the
-    SHA-256 of ``key`` in UTF-8 (``TOKEN_CHARS``; the same key always gives the same token)."""
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:TOKEN_CHARS]
+def client_request_token(key: str, transact_items: Sequence[Mapping[str, Any]]) -> str:
+    """The ``ClientRequestToken`` of ``transact_write``: the first 36 hex digits (``TOKEN_CHARS``) of the SHA-256 of
+    the adapter key ``key`` and the canonical ``transact_items`` (the low-level entries as sent: JSON with sorted
+    names, the members of ``SS``/``NS``/``BS`` sets sorted, binary values in base64). Two different requests never
+    share a token: two stages of one app in one account and Region write other tables under the same effect key, and
+    DynamoDB answers a token reused with other parameters ``IdempotentParameterMismatchException``. An identical
+    replay keeps its token; a replay that differs (a ``volatile`` timestamp) gets another, and the
+    ``attribute_not_exists`` conditions answer it."""
+    canonical = json.dumps(
+        [_canonical(entry) for entry in transact_items],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=_binary,
+    )
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass") + b"\0" + canonical.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:TOKEN_CHARS]
+
+
+_SET_TYPES = frozenset({"SS", "NS", "BS"})
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with each DynamoDB set's members in one order (a Python set serializes in hash order, which differs
+    between processes)."""
+    if isinstance(value, Mapping):
+        if len(value) == 1 and next(iter(value)) in _SET_TYPES:
+            ((set_type, members),) = value.items()
+            return {set_type: sorted(members, key=_sortable)}
+        return {name: _canonical(member) for name, member in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(member) for member in value]
+    return value
+
+
+def _sortable(member: Any) -> str:
+    return _binary(member) if isinstance(member, bytes | bytearray) else str(member)
+
+
+def _binary(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"a TransactItems value of type {type(value).__name__} is not a DynamoDB wire value")
 
 
 def put_item(
@@ -158,11 +199,13 @@ def transact_write(
 
     Each ``TransactPut`` becomes a ``Put`` keyed on the adapter key under ``attribute_not_exists`` (with
     ``ReturnValuesOnConditionCheckFailure=ALL_OLD``); a mapping is a ``TransactWriteItems`` entry in the low-level
-    format (``{"Update": {...}}``), sent as given. The call carries ``ClientRequestToken=client_request_token(key)``:
-    for 10 minutes after it completes (``TOKEN_WINDOW_SECONDS``) DynamoDB answers an identical repeat as a success
-    without writing; later, the conditions refuse it and the stored items answer it. A repeat within the window
-    that differs (a ``volatile`` timestamp) gets ``IdempotentParameterMismatchException``, and is answered from the
-    stored items too (read with ``TransactGetItems``). Entries given as mappings are never compared.
+    format (``{"Update": {...}}``), sent as given. The call carries ``ClientRequestToken=client_request_token(key,
+    entries)``, a hash of the key and the request: for 10 minutes after it completes (``TOKEN_WINDOW_SECONDS``)
+    DynamoDB answers an identical repeat as a success without writing; a repeat that differs (a ``volatile``
+    timestamp), or one past the window, is refused by the conditions and answered from the stored items. A token
+    mismatch (``IdempotentParameterMismatchException``: only another request hashing to the same 144 bits) is
+    answered from the stored items too (read with ``TransactGetItems``). Entries given as mappings are never
+    compared.
 
     :param client: a low-level DynamoDB client (``boto3.client("dynamodb")``).
     :param items: at least one ``TransactPut``, at most ``MAX_TRANSACT_ITEMS`` entries in all; no two
@@ -184,7 +227,9 @@ def transact_write(
     key = adapter_key(TRANSACT_ADAPTER, idempotency_key, name)
     request = _transaction(items, key)
     try:
-        client.transact_write_items(TransactItems=request.entries, ClientRequestToken=client_request_token(key))
+        client.transact_write_items(
+            TransactItems=request.entries, ClientRequestToken=client_request_token(key, request.entries)
+        )
     except ClientError as error:
         stored = _replay_items(client, error, request, key)
         pairs = zip(request.puts, stored, strict=True)
