@@ -11,7 +11,8 @@ What every handler built on it does (the guarantees no record function has to re
   on-failure queue (``ON_FAILURE_QUEUE_URL``, ``on_failure.py``) and the invocation succeeds: never retried.
 - **What the key runs over** (``events.unwrap``): with ``envelope=None`` the SQS body, the SNS or S3 record, or the
   whole event; with ``"sns"`` the SNS ``Message`` parsed as strict JSON; with ``"eventbridge"`` the event's
-  ``detail``; ``"auto"`` unwraps whichever envelope it finds. The record function gets that payload.
+  ``detail``; with ``"s3"`` each S3 record of an S3 event notification carried by a queue or a topic; ``"auto"``
+  unwraps whichever envelope it finds. The record function gets that payload.
 - ``config.register_lambda_context(context)`` on every invocation: an in-progress record expires with it.
 - **Keys.** The idempotency key is the ``key`` JMESPath (Powertools' functions such as ``powertools_json``
   included) over the payload; the stored key is ``<key prefix>#<md5 of the key>`` with the prefix from
@@ -107,9 +108,10 @@ class Consumer:
     :param envelope: what the key, the validation and the record function see: ``None`` (the SQS body, the SNS or
         S3 record, the whole event), ``"sns"`` (the SNS notification's ``Message``, strict JSON: behind SNS -> SQS
         with raw delivery off, or a direct SNS trigger), ``"eventbridge"`` (the event's ``detail``: a rule's Lambda
-        or SQS target), ``"auto"`` (whichever of the two it finds, else the payload as is; a payment arriving by SQS
-        and by EventBridge then has one record). A payload without the envelope named is bad input.
-        :default: ``None``.
+        or SQS target), ``"s3"`` (each S3 record of an S3 event notification sent to a queue, or to a topic: keyed
+        as a direct S3 trigger's record; ``s3:TestEvent`` acknowledged), ``"auto"`` (whichever it finds, else the
+        payload as is; a payment arriving by SQS and by EventBridge then has one record). A payload without the
+        envelope named is bad input. :default: ``None``.
     :param permanent: exception types that can never succeed on a retry (e.g. a provider's "key reused" refusal):
         one raised by the record function or an effect, or found in its ``__cause__`` chain, is handled as a
         ``PermanentError`` (the DLQ on first sight, with its reason). :default: ``()``.

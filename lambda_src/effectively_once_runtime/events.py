@@ -9,13 +9,19 @@ Amazon MQ, any other ``aws:`` source), which are ``UnsupportedEvent``.
 What the idempotency key, the payload validation and the record function run over (``payload``): the trigger's
 document (``document_for``), unwrapped by the envelope (``unwrap``) and required to be a JSON object.
 
-| trigger | ``None`` (default) | ``"sns"`` | ``"eventbridge"`` | ``"auto"`` |
-|---|---|---|---|---|
-| SQS record | the body | the body's ``Message`` | the body's ``detail`` | ``Message``, ``detail`` or the body |
-| SNS record | the record | ``Sns.Message`` | ``InvalidRecord`` | ``Sns.Message`` |
-| S3 record | the record | ``InvalidRecord`` | ``InvalidRecord`` | the record |
-| EventBridge | the event | ``InvalidRecord`` | ``detail`` | ``detail`` |
-| direct | the event | ``Message`` | ``detail`` | ``Message``, ``detail`` or the event |
+| trigger | ``None`` (default) | ``"sns"`` | ``"eventbridge"`` | ``"s3"`` | ``"auto"`` |
+|---|---|---|---|---|---|
+| SQS record | the body | the body's ``Message`` | the body's ``detail`` | each S3 record | any of these, or the body |
+| SNS record | the record | ``Sns.Message`` | ``InvalidRecord`` | each S3 record | ``Sns.Message``, each S3 record |
+| S3 record | the record | ``InvalidRecord`` | ``InvalidRecord`` | the record | the record |
+| EventBridge | the event | ``InvalidRecord`` | ``detail`` | ``InvalidRecord`` | ``detail`` |
+| direct | the event | ``Message`` | ``detail`` | each S3 record | any of these, or the event |
+
+- ``"s3"``: an S3 event notification carried by a queue or a topic (``payloads``): the ``{"Records": [...]}`` S3
+  sends to an SQS queue, or the same inside an SNS notification's ``Message`` (S3 -> SNS -> SQS, raw delivery off,
+  or S3 -> SNS -> Lambda). Each of its S3 records is a payload of its own, keyed as a direct S3 trigger's record is.
+  The ``s3:TestEvent`` S3 sends when a bucket's notification configuration is written has no record: no payload
+  (the consumer acknowledges it with one INFO line). ``"auto"`` takes these too.
 
 - An SQS body and an SNS ``Message`` are parsed as strict JSON (``body.parse_object``); ``detail`` is taken as it
   is. ``"sns"`` takes the body of an SQS message from an
@@ -39,6 +45,7 @@ https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import jmespath
@@ -61,7 +68,11 @@ TRIGGERS = (SQS, SNS, S3, EVENTBRIDGE, DIRECT)
 # --- envelopes --------------------------------------------------------------------------------------------------------
 AUTO = "auto"
 #: Every value ``unwrap`` takes: none, an SNS notification, an EventBridge event, or whichever of the two it is.
-ENVELOPES = (None, SNS, EVENTBRIDGE, AUTO)
+ENVELOPES = (None, SNS, EVENTBRIDGE, S3, AUTO)
+#: The ``Event`` of the message S3 sends when a bucket's notification configuration is written (Amazon S3 User
+#: Guide, "Event message structure": ``{"Service": "Amazon S3", "Event": "s3:TestEvent", "Time", "Bucket",
+#: "RequestId", "HostId"}``).
+S3_TEST_EVENT = "s3:TestEvent"
 
 _TAKES = (
     "this handler takes SQS (standard or FIFO), SNS and S3 notification records, EventBridge events and direct "
@@ -226,7 +237,7 @@ def check_envelope(value: Any) -> str | None:
         return None
     if isinstance(value, str) and value in ENVELOPES:
         return str(value)
-    raise ValueError(f"envelope must be one of None, 'sns', 'eventbridge', 'auto', but {show(value)} was given")
+    raise ValueError(f"envelope must be one of None, 'sns', 'eventbridge', 's3', 'auto', but {show(value)} was given")
 
 
 def document_for(trigger: str, item: Any, envelope: str | None = None) -> Any:
@@ -242,7 +253,7 @@ def document_for(trigger: str, item: Any, envelope: str | None = None) -> Any:
     if trigger == SQS:
         return parse_object(item["body"])
     if trigger == SNS:
-        return item["Sns"] if envelope in (SNS, AUTO) else item
+        return item["Sns"] if envelope in (SNS, S3, AUTO) else item
     if trigger in TRIGGERS:
         return item
     raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, but {show(trigger)} was given")
@@ -264,6 +275,8 @@ def unwrap(document: Any, envelope: str | None) -> Any:
         return _sns_message(document)
     if envelope == EVENTBRIDGE:
         return _eventbridge_detail(document)
+    if envelope == S3:
+        return _s3_record(document)
     return document
 
 
@@ -305,6 +318,67 @@ def payload(trigger: str, item: Any, envelope: str | None = None) -> dict[str, A
     if not isinstance(data, dict):
         raise InvalidRecord(f"body must be a JSON object, got {type(data).__name__}")
     return data
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What one delivered item holds (``payloads``): its payloads, in order, or the ``s3:TestEvent`` it is."""
+
+    payloads: list[dict[str, Any]]
+    test_event: dict[str, Any] | None = None
+
+
+def payloads(trigger: str, item: Any, envelope: str | None = None) -> Delivered:
+    """The payloads of one delivered item: ``[payload(trigger, item, envelope)]``, except for an S3 event
+    notification carried by a queue or a topic under ``"s3"`` or ``"auto"``, whose S3 records are each a payload (in
+    order), and its ``s3:TestEvent``, which has none (``test_event`` is the message).
+
+    :raises InvalidRecord: as ``payload``; under ``"s3"``, a document that is no S3 event notification.
+    :raises ValueError: ``trigger`` or ``envelope`` is unknown.
+    """
+    envelope = check_envelope(envelope)
+    if envelope in (S3, AUTO) and trigger != S3:
+        document = document_for(trigger, item, envelope)
+        inner = _sns_message(document) if is_sns_notification(document) else document
+        if is_s3_test_event(inner):
+            return Delivered([], test_event=inner)
+        problem = _s3_notification_problem(inner)
+        if problem is None:
+            return Delivered(list(inner["Records"]))
+        if envelope == S3:
+            raise InvalidRecord(
+                "expected an S3 event notification (Records of aws:s3 records, or s3:TestEvent: what S3 sends to an "
+                f"SQS queue or an SNS topic), but {problem}"
+            )
+    return Delivered([payload(trigger, item, envelope)])
+
+
+def is_s3_test_event(document: Any) -> bool:
+    """Whether ``document`` is the ``s3:TestEvent`` message (``Event`` ``S3_TEST_EVENT``, no ``Records``)."""
+    return isinstance(document, dict) and document.get("Event") == S3_TEST_EVENT and "Records" not in document
+
+
+def _s3_notification_problem(document: Any) -> str | None:
+    if not isinstance(document, dict):
+        return f"got {show(document)}"
+    records = document.get("Records")
+    if not isinstance(records, list) or not records:
+        return "it has no Records" if "Records" not in document else f"Records is {show(records)}"
+    for record in records:
+        if not (
+            isinstance(record, dict) and record.get("eventSource") == "aws:s3" and isinstance(record.get("s3"), dict)
+        ):
+            return f"a record is not an aws:s3 record with an s3 object: {show(record)}"
+    return None
+
+
+def _s3_record(document: Any) -> Any:
+    """An S3 record as itself; a notification of exactly one S3 record as that record."""
+    if isinstance(document, dict) and isinstance(document.get("s3"), dict):
+        return document
+    if _s3_notification_problem(document) is None and len(document["Records"]) == 1:
+        return document["Records"][0]
+    raise InvalidRecord(f"expected one S3 record, got {show(document)}")
 
 
 # --- key expressions --------------------------------------------------------------------------------------------------

@@ -158,15 +158,41 @@ class RecordExecution:
 
     def process_delivery(self, kind: str, item: Any, envelope: str | None, **log_keys: Any) -> Any:
         """One delivered document of trigger ``kind``: its log keys set (``message_id``, ``receive_count``), the
-        payload unwrapped (``events.payload``; bad input logged ``invalid record`` and raised), then ``process``."""
+        payloads unwrapped (``events.payloads``; bad input logged ``invalid record`` and raised), then ``process``.
+
+        An S3 event notification carried by a queue or a topic (``envelope="s3"`` or ``"auto"``) may hold several
+        S3 records: each is processed on its own key, and a failure is raised once all were tried (a transient one
+        first, so the delivery comes back and the records already done are answered as duplicates). Its result is
+        then the list of the records' results. An ``s3:TestEvent`` is acknowledged with one INFO line: ``None``."""
         self.logger.set_correlation_id(None)
         self.logger.append_keys(**{**dict.fromkeys(RECORD_KEYS), **log_keys})
         try:
-            payload = events.payload(kind, item, envelope)
+            delivered = events.payloads(kind, item, envelope)
         except InvalidRecord as error:
             self.invalid(str(error))
             raise
-        return self.process(payload)
+        if delivered.test_event is not None:
+            test = delivered.test_event
+            reason = f"bucket {test.get('Bucket')!r} at {test.get('Time')!r}: no record to process"
+            self.logger.info(names.MSG_S3_TEST_EVENT, extra={names.FIELD_REASON: reason})
+            return None
+        if len(delivered.payloads) == 1:
+            return self.process(delivered.payloads[0])
+        return self._process_each(delivered.payloads)
+
+    def _process_each(self, payloads: list[dict[str, Any]]) -> list[Any]:
+        """Every payload processed; the first transient failure (else the first permanent one) raised at the end."""
+        results: list[Any] = []
+        failures: list[Exception] = []
+        for payload in payloads:
+            try:
+                results.append(self.process(payload))
+            except Exception as error:  # noqa: BLE001 - raised below, once every record was tried
+                failures.append(error)
+        transient = [error for error in failures if not self.is_permanent(error)]
+        if transient or failures:
+            raise (transient or failures)[0]
+        return results
 
     def process(self, body: Any) -> Any:
         """One payload, through the idempotency layer (the path of every record and direct invocation).

@@ -138,6 +138,9 @@ MSG_DUPLICATE_SUPPRESSED = "duplicate suppressed"
 MSG_IDEMPOTENCY_REJECTED = "idempotency rejected"
 #: Bad input (field ``reason``).
 MSG_INVALID_RECORD = "invalid record"
+#: One INFO line per ``s3:TestEvent`` S3 sent through a queue or a topic when a bucket's notification configuration
+#: was written (field ``reason``: the bucket and the time): acknowledged, no record processed, nothing dead-lettered.
+MSG_S3_TEST_EVENT = "s3 test event acknowledged"
 #: A permanent failure sent to the dead-letter queue on first sight and reported done (fields ``error_type``,
 #: ``dead_letter_message_id``; ``idempotency_key`` when the body had one, ``message_id``).
 MSG_RECORD_DEAD_LETTERED = "record dead-lettered"

@@ -400,8 +400,8 @@ def test_unsupported_event_is_a_value_error_exported_from_the_package() -> None:
 
 
 # --- envelopes --------------------------------------------------------------------------------------------------------
-def test_envelopes_are_none_sns_eventbridge_and_auto() -> None:
-    assert events.ENVELOPES == (None, "sns", "eventbridge", "auto")
+def test_envelopes_are_none_sns_eventbridge_s3_and_auto() -> None:
+    assert events.ENVELOPES == (None, "sns", "eventbridge", "s3", "auto")
 
 
 @pytest.mark.parametrize("envelope", events.ENVELOPES)
@@ -413,7 +413,8 @@ def test_check_envelope_returns_each_envelope(envelope: str | None) -> None:
 def test_fails_check_envelope_with_another_value(value: Any, shown: str) -> None:
     with pytest.raises(ValueError) as caught:
         events.check_envelope(value)
-    assert str(caught.value) == f"envelope must be one of None, 'sns', 'eventbridge', 'auto', but {shown} was given"
+    allowed = "None, 'sns', 'eventbridge', 's3', 'auto'"
+    assert str(caught.value) == f"envelope must be one of {allowed}, but {shown} was given"
 
 
 def test_unwrap_without_envelope_returns_the_document() -> None:
@@ -552,7 +553,7 @@ def test_fails_unwrap_auto_of_an_sns_envelope_whose_message_is_not_json() -> Non
 
 
 def test_fails_unwrap_with_another_envelope() -> None:
-    with pytest.raises(ValueError, match="^envelope must be one of None, 'sns', 'eventbridge', 'auto', but 'raw'"):
+    with pytest.raises(ValueError, match="^envelope must be one of None, 'sns', 'eventbridge', 's3', 'auto', but 'r"):
         events.unwrap(PAYMENT, "raw")
 
 

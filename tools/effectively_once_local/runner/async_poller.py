@@ -60,7 +60,7 @@ def async_event_id(event: Any) -> str | None:
 
 def async_event_key(path: events.Expression, event: Any) -> str | None:
     """The business key of an asynchronously invoked event: ``path`` searched over what its source's producer
-    published, for a trigger that names an envelope of the runtime (``events.ENVELOPES``): the first item's payload
+    published, for an SNS or EventBridge trigger (each names an envelope of the runtime): the first item's payload
     under that envelope (``events.payload``: an EventBridge event's ``detail``, an SNS record's ``Sns.Message``
     parsed as strict JSON); else over the event itself. ``None`` when the runtime would reject the event or find no
     key there (the rules are the runtime's own: ``effectively_once_runtime.events`` and ``consumer.key_text``)."""
@@ -69,7 +69,7 @@ def async_event_key(path: events.Expression, event: Any) -> str | None:
         return None
     trigger, item = first
     try:
-        data = events.payload(trigger, item, trigger) if trigger in events.ENVELOPES else event
+        data = events.payload(trigger, item, trigger) if trigger in (events.SNS, events.EVENTBRIDGE) else event
         return key_text(path.search(data))
     except InvalidRecord:
         return None
