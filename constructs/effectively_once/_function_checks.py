@@ -27,6 +27,47 @@ def check_timeout(prop: str, timeout: Duration | None) -> None:
     )
 
 
+#: Why a consumer takes the unqualified function: the runtime's variables live on the function (a version freezes
+#: them, an alias points at a version), and Lambda keeps an asynchronous invocation config per qualifier.
+QUALIFIER_DOC = (
+    "AWS Lambda Developer Guide, Lambda function versions and aliases (a version's configuration is fixed when it is "
+    "published); AWS Lambda API Reference, PutFunctionEventInvokeConfig (Qualifier)"
+)
+
+
+def check_unqualified(function: lambda_.IFunction, kind: str) -> None:
+    """The consumer's function is a function, not an alias or a version of one.
+
+    An alias or a version would pass every other check and be wrong: ``IdempotentEventConsumer`` wrote the event
+    invoke config with ``FunctionName <fn>:<alias>`` and ``Qualifier $LATEST``, and neither consumer can set the
+    runtime's variables on an alias (they belong to the function, frozen in each published version).
+
+    :raises ValueError: ``function`` is a ``lambda.Alias`` or ``lambda.Version`` (created or imported), or an
+        ``IFunction`` imported from a qualified ARN (``...:function:<name>:<qualifier>``); the message names it.
+    """
+    alias = getattr(function, "alias_name", None)
+    version = getattr(function, "version", None) if alias is None else None
+    arn = function.function_arn
+    qualified_arn = not is_unresolved(arn) and len(arn.split(":")) == 8
+    if alias is None and version is None and not qualified_arn:
+        return
+    if alias is not None:
+        shown = f"alias {alias!r} ({function.node.path})"
+    elif version is not None:
+        shown = f"version {version!r} ({function.node.path})"
+    else:
+        shown = f"the qualified ARN {arn}"
+    raise fail(
+        "function",
+        Described(shown),
+        f"must be the function itself, not an alias or a version: {kind} sets the runtime's variables on the "
+        "function (a published version freezes them) and writes its configuration for the unqualified function "
+        "($LATEST). Pass the function behind it (alias.version.lambda_, version.lambda_), publish versions after "
+        "this construct, and point the alias at the new version",
+        QUALIFIER_DOC,
+    )
+
+
 def check_function_timeout(function: lambda_.IFunction) -> None:
     """The timeout of a given ``lambda.Function`` (unset: Lambda's 3 seconds); an imported function's is unknown."""
     if isinstance(function, lambda_.Function):

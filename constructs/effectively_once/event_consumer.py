@@ -27,7 +27,7 @@ from ._consumer_checks import check_idempotency_expiry, check_key_prefix
 from ._consumer_core import ConsumerCore, check_table, expiry_value, per_minute
 from ._environment_size import function_variables
 from ._existing_queue_checks import resolve
-from ._function_checks import check_placement
+from ._function_checks import check_placement, check_unqualified
 from ._validation import (
     Described,
     acknowledge,
@@ -131,7 +131,8 @@ class IdempotentEventConsumer(ConsumerCore):
     :param id: construct id.
     :param function: the function. A ``lambda.Function`` (its environment is set); an imported ``IFunction`` with its
         role (``from_function_attributes(role=...)``) gets the config and the grants on that role, and its environment
-        is the caller's to set (the variables above). Unqualified: the config is for ``$LATEST``.
+        is the caller's to set (the variables above). Unqualified: the config is for ``$LATEST``; an alias or a
+        version is refused (``ValueError``: pass the function behind it).
     :param table: the idempotency table.
     :param retry_attempts: retries after a failed asynchronous invocation, 0..2 (an ``int``). :default: ``2``
         (Lambda's own).
@@ -259,6 +260,7 @@ class IdempotentEventConsumer(ConsumerCore):
         """The table, key prefix and function checks, before the first resource."""
         check_table(table)
         check_key_prefix(key_prefix)
+        check_unqualified(function, "IdempotentEventConsumer")
         check_placement(self, function, "IdempotentEventConsumer", PLACEMENT_ADVICE)
         _check_role(function)
         check_one_event_invoke_config(self, function)

@@ -34,7 +34,7 @@ from ._consumer_checks import (
 from ._consumer_core import ConsumerCore, check_table
 from ._deprecated_props import REMOVED_IN
 from ._existing_queue_checks import resolve, warn_unknown
-from ._function_checks import check_function_timeout, check_one_consumer, check_placement
+from ._function_checks import check_function_timeout, check_one_consumer, check_placement, check_unqualified
 from ._stacklevel import caller_stacklevel
 from ._validation import WARNING_ID_PREFIX, acknowledge, check_type, fail, is_unresolved
 from .event_consumer import check_one_event_invoke_config
@@ -111,7 +111,8 @@ class IdempotentQueueConsumer(ConsumerCore):
         does not have gives one warning naming the checks skipped (docs/validation.md).
     :param function: the consumer. A ``lambda.Function`` (its timeout and environment are used); an imported
         ``IFunction`` only when ``queue`` was given a visibility timeout or is an ``ExistingQueue``, and then its
-        environment is the caller's to set (the variables above). **One consumer per function**: the runtime reads
+        environment is the caller's to set (the variables above). Never an alias or a version (``ValueError``: pass
+        the function behind it; the variables belong to the function). **One consumer per function**: the runtime reads
         one ``DEAD_LETTER_QUEUE_URL``, expiry and key prefix, so a second ``IdempotentQueueConsumer`` on the same
         function (or on a second import of the same literal ARN) is a ``ValueError`` rather than a per-queue DLQ map;
         give each queue its own function. A function that is a resource (not imported) must be in the consumer's
@@ -319,6 +320,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         completed by :func:`resolve`)."""
         check_type("queue", queue, (ProcessingQueue, ExistingQueue), "a ProcessingQueue or an ExistingQueue")
         check_table(table)
+        check_unqualified(function, "IdempotentQueueConsumer")
         check_placement(self, function, "IdempotentQueueConsumer", PLACEMENT_ADVICE)
         check_one_consumer(self, function, IdempotentQueueConsumer)
         check_function_timeout(function)
