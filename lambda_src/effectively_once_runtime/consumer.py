@@ -68,6 +68,7 @@ from .record_keys import (
     MSG_KEY_IS_DELIVERY_ID,
     NORMALIZE_FUNCTION,
     NormalizingFunctions,
+    canonical_expression,
     delivery_id_reason,
     is_delivery_id,
     key_text,
@@ -181,12 +182,12 @@ class Consumer:
         key_path = events.compile_expression("key", key)
         validate_path = None if validate is None else events.compile_expression("validate", validate)
         self.normalize = identity.check_steps(normalize)
-        # What Powertools searches and hashes: the key as given (off: stored keys exactly as before), or the key
-        # wrapped in the normalising function with this consumer's steps.
-        self._powertools_key, self._functions = key, events.FUNCTIONS
-        if self.normalize:
-            self._powertools_key = normalizing_expression(key_path)
-            self._functions = NormalizingFunctions(self.normalize)
+        # What Powertools searches and hashes: the key wrapped in the normalising function (numbers canonical, then
+        # this consumer's steps), and the validation wrapped in the canonical one. A key or validation without a
+        # float of integral value hashes as before (legacy_hashes answers the records of those that had one).
+        self._powertools_key = normalizing_expression(key_path)
+        self._powertools_validate = None if validate_path is None else canonical_expression(validate_path)
+        self._functions = NormalizingFunctions(self.normalize)
         self._state: ConsumerState | None = None
         self._effect_names: set[str] = set()
         rules = KeyRules(key, key_path, validate_path, self.normalize, self.effect_key, self.permanent)
@@ -283,10 +284,11 @@ class Consumer:
         spec = StateSpec(
             self.key_prefix,
             self._powertools_key,
-            self.validate,
+            self._powertools_validate,
             self.raise_on_no_idempotency_key,
             self._functions,
             self.persistence_layer,
+            legacy_validate=self._execution.rules.validate_path,
         )
         execution = self._execution
         self._state = build_state(

@@ -38,6 +38,7 @@ from .deadline import Deadline
 from .effect_results import EffectResults
 from .effects._context import EffectCall, running
 from .errors import InvalidRecord, PermanentError
+from .legacy_hashes import legacy_key_record
 from .record_keys import key_text
 from .state import ConsumerState
 
@@ -222,6 +223,16 @@ class RecordExecution:
         key = self._key(body)
         self.logger.set_correlation_id(key)
         self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key})
+        legacy = legacy_key_record(
+            state.persistence_store,
+            state.config,
+            state.settings.key_prefix,
+            (self.rules.key_path, self.rules.normalize),
+            body,
+        )
+        if legacy is not None:
+            self.logger.info(names.MSG_LEGACY_HASH, extra={names.FIELD_REASON: "idempotency key of before 0.4.0"})
+            return self.on_duplicate(legacy.response_json_as_dict(), legacy)
         self.run = run = _Run(key)
         try:
             result = state.process(record=body)

@@ -16,9 +16,14 @@ capital A) into ``"A"``, ``("nfkc", "casefold")`` into ``"a"``; ``("strip", "nfk
 (NFKC gives the diaeresis a leading space), ``("nfkc", "strip")`` into ``"̈x"``. Put ``"nfkc"`` first:
 ``("nfkc", "strip", "casefold")``.
 
-A key is what the key JMESPath found (``normalize_key``): a string gets the steps; a number, a boolean or ``null``
-stays as it is; a list (a multi-select ``[a, b]``) or an object (``{a: a, b: b}``) gets the steps on every string
-inside it, at any depth, and keeps its shape: an object's names are the expression's, not data, and stay as they are.
+Numbers are canonical, always (``canonical_numbers``): JSON has one number type, so ``1234.0`` is ``1234`` and
+``-0.0`` is ``0``, in a key, inside a multi-select key, and in what ``validate`` found. A string is never a number:
+``"1234"`` and ``1234`` are two keys.
+
+A key is what the key JMESPath found (``normalize_key``): its numbers made canonical, then a string gets the steps;
+a number, a boolean or ``null`` stays as it is; a list (a multi-select ``[a, b]``) or an object (``{a: a, b: b}``)
+gets the steps on every string inside it, at any depth, and keeps its shape: an object's names are the expression's,
+not data, and stay as they are.
 The key is then serialised as before (``consumer.key_text``, Powertools' hash). A key that normalises to ``""`` (only
 whitespace, stripped) is a missing key, like ``""`` itself.
 """
@@ -85,17 +90,46 @@ def normalizer(steps: Sequence[str]) -> Callable[[str], str]:
     return normalize
 
 
-def normalize_key(value: Any, steps: Sequence[str]) -> Any:
-    """``value`` (what the key JMESPath found) with ``steps`` applied to it when it is a string, or to every string
-    inside it when it is a list or an object (recursively; an object's names stay as they are); anything else, and
-    any value when ``steps`` is empty, is returned as it is.
+def normalize_key(value: Any, steps: Sequence[str], *, canonical: bool = True) -> Any:
+    """``value`` (what the key JMESPath found) with its numbers canonical (``canonical_numbers``), then ``steps``
+    applied to it when it is a string, or to every string inside it when it is a list or an object (recursively; an
+    object's names stay as they are); anything else is returned as it is.
 
+    :param canonical: ``False`` gives the key as versions before 0.4.0 hashed it (``legacy_hashes``).
     :raises TypeError: ``steps`` is not a string or a sequence of strings.
     :raises ValueError: a step is not one of ``NORMALIZATIONS``.
     """
+    if canonical:
+        value = canonical_numbers(value)
     if not check_steps(steps):
         return value
     return _apply(value, normalizer(steps))
+
+
+def canonical_numbers(value: Any) -> Any:
+    """``value`` with every number in one form: a float with an integral value is the integer (``1234.0`` ->
+    ``1234``, ``-0.0`` -> ``0``, ``1e3`` -> ``1000``), inside lists and objects too (an object's names stay as they
+    are); other floats, strings (``"1234"`` stays a string), booleans and ``null`` stay as they are. JSON has one
+    number type, and a producer that writes ``1234.0`` means the ``1234`` another writes: one key, one record, one
+    effect. The one rule for keys and ``validate`` in the runtime and in the chaos tooling's inputs."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, (list, tuple)):
+        return [canonical_numbers(item) for item in value]
+    if isinstance(value, dict):
+        return {name: canonical_numbers(item) for name, item in value.items()}
+    return value
+
+
+def has_integral_float(value: Any) -> bool:
+    """Whether ``canonical_numbers`` changes ``value``: a float with an integral value somewhere in it."""
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, (list, tuple)):
+        return any(has_integral_float(item) for item in value)
+    if isinstance(value, dict):
+        return any(has_integral_float(item) for item in value.values())
+    return False
 
 
 def _apply(value: Any, normalize: Callable[[str], str]) -> Any:

@@ -138,6 +138,9 @@ MSG_DUPLICATE_SUPPRESSED = "duplicate suppressed"
 MSG_IDEMPOTENCY_REJECTED = "idempotency rejected"
 #: Bad input (field ``reason``).
 MSG_INVALID_RECORD = "invalid record"
+#: A record written before numbers were canonical (0.4.0) answered through its old key or validation hash (field
+#: ``reason``: which); quiet once those records expired (``legacy_hashes``).
+MSG_LEGACY_HASH = "legacy hash accepted"
 #: One INFO line per ``s3:TestEvent`` S3 sent through a queue or a topic when a bucket's notification configuration
 #: was written (field ``reason``: the bucket and the time): acknowledged, no record processed, nothing dead-lettered.
 MSG_S3_TEST_EVENT = "s3 test event acknowledged"

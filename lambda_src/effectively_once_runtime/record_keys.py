@@ -21,6 +21,9 @@ from . import events, identity
 #: The JMESPath function Powertools' key expression is wrapped in when ``normalize`` is on:
 #: ``effectively_once_normalize(<key>)``. Not among ``events.FUNCTIONS``, so a ``key`` cannot call it.
 NORMALIZE_FUNCTION = "effectively_once_normalize"
+#: The JMESPath function Powertools' validation expression is wrapped in: ``effectively_once_canonical(<validate>)``,
+#: numbers canonical (``identity.canonical_numbers``) and nothing else. Not callable from a user's expression either.
+CANONICAL_FUNCTION = "effectively_once_canonical"
 #: Keys that name a delivery's own id in AWS's event shapes, not the business object's: an EventBridge event's
 #: ``id`` and an SQS record's ``messageId``. A producer's retry, a second ``PutEvents`` or a resend gets a new one.
 DELIVERY_ID_KEYS = ("id", "messageId")
@@ -40,13 +43,20 @@ class NormalizingFunctions(PowertoolsFunctions):
     def _func_effectively_once_normalize(self, value: Any) -> Any:
         return identity.normalize_key(value, self.steps)
 
+    @jmespath_functions.signature({"types": []})  # type: ignore[untyped-decorator]  # jmespath ships no types
+    def _func_effectively_once_canonical(self, value: Any) -> Any:
+        return identity.canonical_numbers(value)
+
 
 def key_text(value: Any) -> str | None:
-    """The idempotency key as text: a string as is, any other JSON value as compact sorted JSON; ``None`` when
-    the key JMESPath found nothing (Powertools' rule: ``None``, ``""``, or only ``None`` in a multi-select)."""
+    """The idempotency key as text: a string as is, any other JSON value as compact sorted JSON with its numbers
+    canonical (``identity.canonical_numbers``: ``1234.0`` is ``1234``); ``None`` when the key JMESPath found nothing
+    (Powertools' rule: ``None``, ``""``, or only ``None`` in a multi-select)."""
     if BasePersistenceLayer.is_missing_idempotency_key(value):
         return None
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    if isinstance(value, str):
+        return value
+    return json.dumps(identity.canonical_numbers(value), sort_keys=True, separators=(",", ":"))
 
 
 def is_delivery_id(key: events.Expression) -> bool:
@@ -65,15 +75,25 @@ def delivery_id_reason(key: str) -> str:
     )
 
 
-def normalizing_expression(key: events.Expression) -> str:
+def normalizing_expression(key: events.Expression, function: str = NORMALIZE_FUNCTION, prop: str = "key") -> str:
     """``effectively_once_normalize(<key>)``: Powertools searches it over the payload it is given (the one
-    ``validate`` and the record function get too), so the key it hashes is the normalised one. Checked to parse as
-    that call around the key's own tree, the key's result its only argument.
+    ``validate`` and the record function get too), so the key it hashes is the normalised one (its numbers canonical,
+    then the consumer's steps). With ``function=CANONICAL_FUNCTION``, ``effectively_once_canonical(<validate>)``: the
+    validation hash over canonical numbers. Checked to parse as that call around the expression's own tree, its
+    result the only argument.
 
     :raises ValueError: the wrapped expression does not parse as that call.
     """
-    wrapped = f"{NORMALIZE_FUNCTION}({key.expression})"
+    wrapped = f"{function}({key.expression})"
     tree = jmespath.compile(wrapped).parsed
-    if tree != {"type": "function_expression", "children": [key.parsed.parsed], "value": NORMALIZE_FUNCTION}:
-        raise ValueError(f"key {key.expression!r} cannot be normalised: {wrapped!r} does not parse as a call on it")
+    if tree != {"type": "function_expression", "children": [key.parsed.parsed], "value": function}:
+        raise ValueError(f"{prop} {key.expression!r} cannot be normalised: {wrapped!r} does not parse as a call on it")
     return wrapped
+
+
+def canonical_expression(validate: events.Expression) -> str:
+    """``effectively_once_canonical(<validate>)``: the payload validation Powertools hashes, numbers canonical.
+
+    :raises ValueError: the wrapped expression does not parse as that call.
+    """
+    return normalizing_expression(validate, CANONICAL_FUNCTION, "validate")

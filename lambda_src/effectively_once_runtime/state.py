@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
@@ -24,6 +25,7 @@ from botocore.config import Config
 
 from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
+from .legacy_hashes import accept_legacy_validation
 from .on_failure import OnFailureQueue
 from .settings import RuntimeSettings
 
@@ -62,6 +64,8 @@ class StateSpec:
     :ivar raise_on_no_idempotency_key: Powertools' switch of the same name.
     :ivar functions: the JMESPath functions of both expressions.
     :ivar persistence_layer: builds the layer when none is given.
+    :ivar legacy_validate: the ``validate`` expression as given, whose hash before 0.4.0 is still accepted
+        (``legacy_hashes.accept_legacy_validation``), or ``None``.
     """
 
     key_prefix: str
@@ -70,6 +74,7 @@ class StateSpec:
     raise_on_no_idempotency_key: bool
     functions: Any
     persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer
+    legacy_validate: Any = None
 
 
 def build_state(
@@ -98,6 +103,7 @@ def build_state(
             table_name=settings.table_name, boto_config=Config(region_name=region) if region else None
         )
     own(persistence_store, owner, settings.key_prefix)
+    accept_legacy_validation(persistence_store, spec.legacy_validate, getattr(owner, "logger", None) or Logger())
     config = IdempotencyConfig(
         event_key_jmespath=spec.powertools_key,
         payload_validation_jmespath=spec.validate or "",
