@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,54 @@ def test_values_are_compared_as_their_column_stores_them(db: Db) -> None:
     insert(db.conn, row={"order_id": "o-1", "amount": "4242"})  # text converted by the column's type on insert
 
     assert insert(db.conn) == SqlRow(STORED, inserted=False)  # int 4242 = the stored 4242, compared in SQL
+
+
+#: Columns that round what they store (issue 33, item 2), and one that does not (the control).
+ROUNDING = (
+    "CREATE TABLE rounded (effect_key TEXT PRIMARY KEY, r REAL, n NUMERIC(10,2), c CHAR(5), v VARCHAR(8), "
+    "d DOUBLE PRECISION{timestamp})"
+)
+ROUNDED_ROW: dict[str, Any] = {"r": 0.1, "n": Decimal("12.345"), "c": "ab", "v": "abc", "d": 0.1}
+
+
+def _rounding_table(db: Db) -> dict[str, Any]:
+    """The table, in the test's transaction, and the row to write; PostgreSQL gets a ``TIMESTAMPTZ(0)`` too (SQLite
+    has no timestamp type: the driver's text)."""
+    postgres = db.kind == "postgresql"
+    db.run(ROUNDING.format(timestamp=", t TIMESTAMPTZ(0)" if postgres else ""))
+    row = dict(ROUNDED_ROW) if postgres else {**ROUNDED_ROW, "n": 12.345}
+    if postgres:
+        row["t"] = datetime(2026, 12, 5, 8, 0, 0, 654321, tzinfo=UTC)
+    return row
+
+
+def test_a_replay_is_compared_as_the_columns_stored_the_first_insert(db: Db) -> None:
+    """Before the change, on PostgreSQL, ``real`` with 0.1, ``numeric(10,2)`` with 12.345 and ``timestamptz(0)`` with
+    microseconds made a genuine replay a ``SqlRowMismatch`` (permanent: the DLQ on first sight, and again on every
+    redrive): the value was compared as given, not as its column stored it."""
+    row = _rounding_table(db)
+    first = insert_once(db.conn, table="rounded", key_column="effect_key", row=row, idempotency_key=KEY)
+
+    again = insert_once(db.conn, table="rounded", key_column="effect_key", row=row, idempotency_key=KEY)
+
+    assert (first.inserted, again.inserted) == (True, False)
+    assert again.row == first.row
+    assert db.count("rounded") == 1
+
+
+@pytest.mark.parametrize(
+    ("column", "other"),
+    [("r", 0.2), ("n", Decimal("12.36")), ("c", "abd"), ("v", "abcd"), ("d", 0.1000001)],
+)
+def test_a_different_value_is_still_a_mismatch_after_the_cast(db: Db, column: str, other: Any) -> None:
+    row = _rounding_table(db)
+    insert_once(db.conn, table="rounded", key_column="effect_key", row=row, idempotency_key=KEY)
+
+    with pytest.raises(SqlRowMismatch) as raised:
+        changed = {**row, column: float(other) if db.kind == "sqlite" and isinstance(other, Decimal) else other}
+        insert_once(db.conn, table="rounded", key_column="effect_key", row=changed, idempotency_key=KEY)
+
+    assert raised.value.columns == [column]
 
 
 def test_returning_names_the_columns_given_back(db: Db) -> None:

@@ -72,10 +72,22 @@ class _Dialect:
     name: str
     placeholder: str
     same: str  # a null-safe equality of a column and a parameter: {column} and {value}
+    typed: bool  # the parameter is cast to the column's declared type before the comparison
 
 
-_SQLITE = _Dialect("sqlite3", "?", "({column} IS {value})")
-_POSTGRESQL = _Dialect("psycopg", "%s", "({column} IS NOT DISTINCT FROM {value})")
+# SQLite: ``IS`` compares a column with a parameter after applying the column's affinity to the parameter, the same
+# conversion the insert applied (SQLite documentation, "Datatypes In SQLite", 4.2 "Type Conversions Prior To
+# Comparison"): nothing to cast.
+_SQLITE = _Dialect("sqlite3", "?", "({column} IS {value})", typed=False)
+# PostgreSQL: a parameter keeps its own type (float8 for a Python float, numeric for a Decimal, timestamptz with
+# microseconds), so a column that rounds (real, numeric(p,s), timestamptz(p), char(n)) would differ from the very
+# value it stored; the parameter is cast to the column's declared type, as the insert's assignment cast did.
+_POSTGRESQL = _Dialect("psycopg", "%s", "({column} IS NOT DISTINCT FROM {value})", typed=True)
+#: The declared type of each column of a table, typmod included (``numeric(10,2)``, ``timestamp(0) with time zone``).
+_PG_COLUMN_TYPES = (
+    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a "
+    "WHERE a.attrelid = CAST(%s AS regclass) AND a.attnum > 0 AND NOT a.attisdropped"
+)
 
 
 def _tuple_rows(_cursor: Any) -> type[tuple[Any, ...]]:
@@ -134,6 +146,7 @@ class _Statement:
     read_back: str
     read_back_params: tuple[Any, ...]
     compared: tuple[str, ...]
+    quoted_table: str
 
 
 def _statements(
@@ -158,17 +171,36 @@ def _statements(
         f"VALUES ({', '.join([ph] * (len(columns) + 1))}) "
         f"ON CONFLICT ({quoted_key}) DO NOTHING RETURNING {shown}"
     )
-    checks = [dialect.same.format(column=_quote_identifier(c, what="column"), value=ph) for c in compared]
-    read_back = f"SELECT {', '.join([shown, *checks])} FROM {quoted_table} WHERE {quoted_key} = {ph}"
     return _Statement(
         table=table,
         key=key,
         insert=insert,
         insert_params=(key, *row.values()),
-        read_back=read_back,
+        read_back=f"SELECT {shown}, {{checks}} FROM {quoted_table} WHERE {quoted_key} = {ph}",
         read_back_params=(*(row[c] for c in compared), key),
         compared=tuple(compared),
+        quoted_table=quoted_table,
     )
+
+
+def _read_back_sql(conn: Any, dialect: _Dialect, statement: _Statement) -> str:
+    """The replay's ``SELECT``: the stored row and, per compared column, whether it equals the given value as the
+    column stores it (on PostgreSQL the value cast to the column's declared type, read from the catalog)."""
+    types = _pg_column_types(conn, statement.quoted_table) if dialect.typed and statement.compared else {}
+    ph = dialect.placeholder
+    checks = [
+        dialect.same.format(
+            column=_quote_identifier(c, what="column"), value=f"CAST({ph} AS {types[c]})" if c in types else ph
+        )
+        for c in statement.compared
+    ]
+    return statement.read_back.replace("{checks}", ", ".join(checks) or "TRUE")
+
+
+def _pg_column_types(conn: Any, quoted_table: str) -> dict[str, str]:
+    """Column name -> declared type (``format_type``: the catalog's own spelling, safe to put in SQL)."""
+    _names, rows = _fetch(conn, _POSTGRESQL, _PG_COLUMN_TYPES, (quoted_table,))
+    return {str(name): str(declared) for name, declared in rows}
 
 
 def _compared_columns(
@@ -237,9 +269,9 @@ def insert_once(
     :returns: ``SqlRow(row, inserted)``: the row as stored (what the insert returned, or on a replay what was read
         back: the same row, changed only where something updated it since) and whether this call inserted it.
     :raises SqlRowMismatch: (permanent) on a replay, the stored row differs from ``row`` in a compared column. The
-        comparison runs in SQL (``IS`` in SQLite, ``IS NOT DISTINCT FROM`` in PostgreSQL), so each value is
-        converted to its column's type as the insert would; a column type without equality (PostgreSQL ``json``)
-        must be listed in ``volatile``.
+        comparison runs in SQL, each value converted as the insert converted it: SQLite's ``IS`` applies the
+        column's affinity; PostgreSQL's ``IS NOT DISTINCT FROM`` gets the value cast to the column's declared type
+        (``real``, ``numeric(p,s)``, ``timestamptz(p)`` round). A type without equality (``json``) goes in ``volatile``.
     :raises SqlRowMissing: (transient) the insert conflicted, yet no row with the key could be read back.
     :raises TypeError: ``conn`` is neither driver's connection.
     :raises InvalidEffectCall: a table or column name that is not a plain identifier; ``row`` holds ``key_column``;
@@ -264,15 +296,15 @@ def insert_once(
 
 
 def _read_back(conn: Any, dialect: _Dialect, statement: _Statement) -> dict[str, Any]:
-    names, rows = _fetch(conn, dialect, statement.read_back, statement.read_back_params)
+    names, rows = _fetch(conn, dialect, _read_back_sql(conn, dialect, statement), statement.read_back_params)
     if not rows:
         raise SqlRowMissing(
             f"{ADAPTER}: the insert into {statement.table} conflicted on key {statement.key!r}, but no row with that "
             "key could be read back (deleted in between, or a trigger dropped the insert)"
         )
     stored = rows[0]
-    width = len(stored) - len(statement.compared)
-    differing = [c for c, same in zip(statement.compared, stored[width:], strict=True) if not same]
+    width = len(stored) - max(1, len(statement.compared))
+    differing = [c for c, same in zip(statement.compared, stored[width:], strict=False) if not same]
     if differing:
         raise SqlRowMismatch(statement.table, statement.key, differing)
     return dict(zip(names[:width], stored[:width], strict=True))
