@@ -290,15 +290,35 @@ class Recorder(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-@pytest.fixture
-def recorder() -> Iterator[Any]:
-    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+def serve(server: Any) -> Iterator[Any]:
+    """Serve a ``Recorder`` server in a thread (``requests`` recorded, ``answer`` a JSON 200) until closed."""
     server.requests = []
     server.answer = (200, [("Content-Type", "application/json")], b'{"ok":true}')
-    server.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()
     server.server_close()
     thread.join()
+
+
+@pytest.fixture
+def recorder() -> Iterator[Any]:
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield from serve(server)
+
+
+@pytest.fixture
+def dead_letter_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
+    """moto with the idempotency table and a standard DLQ that ``DEAD_LETTER_QUEUE_URL`` names; yields the SQS
+    client and the DLQ's URL (a ``Consumer`` built inside reads it at its cold start)."""
+    for name, value in HANDLER_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
+        sqs = boto3.client("sqs", region_name=REGION)
+        dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+        monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", dlq)
+        yield sqs, dlq

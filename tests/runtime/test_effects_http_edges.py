@@ -7,31 +7,19 @@ until ``maxReceiveCount``."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from effectively_once_local.aws.provider_stand_in import ProviderStandIn, executions_per_key
 from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError
 from effectively_once_runtime.effects.http import HttpTransientError, post_json
 
-from .conftest import (
-    HANDLER_ENV,
-    IDEMPOTENCY_TABLE,
-    REGION,
-    FakeClock,
-    FakeLambdaContext,
-    Recorder,
-    create_table,
-    sqs_record,
-)
+from .conftest import FakeClock, FakeLambdaContext, Recorder, serve, sqs_record
 from .test_effects_http import CHARGE, PATH
 
 #: Seconds between the stand-in's bytes: an answer of some 300 bytes takes about 18 s, each read 0.06 s.
@@ -73,14 +61,7 @@ def recorder_v6() -> Iterator[Any]:
         server: Any = _Server(("::1", 0), Recorder)
     except OSError as error:  # a host without IPv6 loopback
         pytest.skip(f"no IPv6 loopback here: {error}")
-    server.requests = []
-    server.answer = (200, [("Content-Type", "application/json")], b'{"ok":true}')
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    yield from serve(server)
 
 
 def test_an_ipv6_literal_with_a_port_is_reached(recorder_v6: Any) -> None:
@@ -182,25 +163,12 @@ def test_every_argument_error_is_permanent(recorder: Any) -> None:
 # --- inside a consumer --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def queue_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
-        sqs = boto3.client("sqs", region_name=REGION)
-        dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
-        monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", dlq)
-        yield sqs, dlq
-
-
 def test_a_record_whose_url_is_malformed_goes_to_the_dlq_on_first_sight(
-    queue_aws: Any, recorder: Any, clock: FakeClock
+    dead_letter_aws: Any, recorder: Any, clock: FakeClock
 ) -> None:
     """Before the change the space was a transient failure: 5 attempts, then a batch item failure, redelivered
     until maxReceiveCount, though nothing was ever sent."""
-    sqs, dlq = queue_aws
+    sqs, dlq = dead_letter_aws
     consumer = Consumer(key="order_id", key_prefix="shop/http", service="http", effect_key="scoped")
 
     @consumer.effect

@@ -3,34 +3,19 @@ queue, not from the first record. Against moto's DynamoDB (the idempotency table
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from effectively_once_runtime import Consumer
 from effectively_once_runtime.sqs_batch import is_fifo_record
 
-from .conftest import HANDLER_ENV, IDEMPOTENCY_TABLE, REGION, FakeLambdaContext, create_table, failures, sqs_record
-
-
-@pytest.fixture
-def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("DEAD_LETTER_QUEUE_URL", raising=False)
-    with mock_aws():
-        create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
-        yield
-
+from .conftest import FakeLambdaContext, failures, sqs_record
 
 # --- falsy results ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("table")
+@pytest.mark.usefixtures("aws")
 @pytest.mark.parametrize("result", [{}, 0, [], False, "", 0.5, None, {"charge": "ch-1"}])
 def test_a_duplicate_gets_the_result_as_stored_falsy_or_not(result: Any) -> None:
     """Before the change, Powertools handed the duplicate ``None`` for ``{}``, ``0``, ``[]``, ``False`` and ``""``."""
@@ -67,7 +52,7 @@ def test_a_record_is_fifo_by_its_own_queue_or_its_sequence_number() -> None:
     assert not is_fifo_record(grouped), "a group id alone is a fair queue's, not proof of FIFO"
 
 
-@pytest.mark.usefixtures("table")
+@pytest.mark.usefixtures("aws")
 @pytest.mark.parametrize("strip_first", [True, False])
 def test_a_fifo_batch_whose_first_record_lacks_its_arn_still_holds_back_the_group(strip_first: bool) -> None:
     """Before the change, the first record's missing ARN made the batch standard: ``o-3``, behind the failed ``o-2``

@@ -7,22 +7,15 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from effectively_once_runtime import Consumer, names
 
 from .conftest import (
-    HANDLER_ENV,
-    IDEMPOTENCY_TABLE,
-    REGION,
     FakeLambdaContext,
     _CurrentStdout,
-    create_table,
     failures,
     sqs_record,
 )
@@ -70,16 +63,8 @@ class Queue:
 
 
 @pytest.fixture
-def queue(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[Queue]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
-        sqs = boto3.client("sqs", region_name=REGION)
-        dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
-        monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", dlq)
-        yield Queue(sqs, dlq, capsys)
+def queue(dead_letter_aws: tuple[Any, str], capsys: pytest.CaptureFixture[str]) -> Queue:
+    return Queue(*dead_letter_aws, capsys)
 
 
 def _object(name: str, sequencer: str = "0C0F6F405D6ED209E1") -> dict[str, Any]:
