@@ -29,6 +29,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from effects_drivers import stage_drivers
 
 from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue, RuntimeLayer
 from effectively_once.powertools_layer import POWERTOOLS_RUNTIME
@@ -77,6 +78,17 @@ class EffectsStack(Stack):
             self, "Orders", max_receive_count=int(ctx("max_receive_count") or 5), removal_policy=removal
         )
         runtime = RuntimeLayer(self, "Runtime", runtime=POWERTOOLS_RUNTIME)
+        # psycopg, which the function imports for PostgreSQL: Lambda has it only if the function ships it.
+        drivers = lambda_.LayerVersion(
+            self,
+            "Drivers",
+            code=lambda_.Code.from_asset(
+                str(stage_drivers(POWERTOOLS_RUNTIME, lambda_.Architecture.X86_64)), exclude=[".staged"]
+            ),
+            compatible_runtimes=[POWERTOOLS_RUNTIME],
+            compatible_architectures=[lambda_.Architecture.X86_64],
+            description="psycopg 3 (binary) for the effects function",
+        )
         fn = lambda_.Function(
             self,
             "Fulfil",
@@ -84,7 +96,8 @@ class EffectsStack(Stack):
             handler="effects_app.lambda_handler",
             code=lambda_.Code.from_asset(str(HERE / "src"), exclude=["__pycache__", "*.pyc"]),
             timeout=timeout,
-            layers=runtime.layers,
+            architecture=lambda_.Architecture.X86_64,
+            layers=[*runtime.layers, drivers],
             environment={
                 "RECEIPTS_TABLE_NAME": receipts.table_name,
                 "DOCUMENTS_BUCKET_NAME": documents.bucket_name,

@@ -68,6 +68,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         " the runtime's Consumer(normalize=...) applies it",
     )
     _add_chaos_stores(chaos)
+    _add_import_check(chaos)
     chaos.add_argument(
         "--context",
         type=key_value,
@@ -304,6 +305,19 @@ def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
         )
 
 
+def _add_import_check(chaos: argparse.ArgumentParser) -> None:
+    """``--allow-import``: the run's own names for the import check (``aws/lambda_imports.py``)."""
+    chaos.add_argument(
+        "--allow-import",
+        metavar="MODULE",
+        action="append",
+        default=None,
+        help="a top-level module the functions may import without shipping it (repeatable): one a layer this run"
+        " cannot read provides. Every other import must resolve in the function's asset, its layers, the Lambda"
+        " runtime (standard library, boto3) or the Powertools layer, or the run stops before the deploy",
+    )
+
+
 def options(args: argparse.Namespace) -> ChaosOptions:
     """``chaos``'s options object, built from its parsed arguments (the one place they are read)."""
     from ..profiles.chaos_run import ChaosOptions
@@ -314,6 +328,7 @@ def options(args: argparse.Namespace) -> ChaosOptions:
         input=args.input,
         key=args.key,
         normalize=tuple(args.normalize or ()),
+        allowed_imports=tuple(args.allow_import or ()),
         effect_table=args.effect_table,
         effect_key=args.effect_key,
         effect_takes_key=args.effect_takes_key,

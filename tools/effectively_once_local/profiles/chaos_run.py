@@ -86,6 +86,9 @@ class ChaosOptions:
     #: every key the run reads (input, stores, log lines), as ``Consumer(normalize=...)`` applies them. The chaos
     #: command decides what one key is, never the app under test. :default: none.
     normalize: tuple[str, ...] = ()
+    #: Top-level modules the functions may import without shipping them (``--allow-import``): what a layer the run
+    #: cannot read provides (``aws/lambda_imports.py``). :default: none.
+    allowed_imports: tuple[str, ...] = ()
     effect_takes_key: bool = False
     concurrency: int = 2
     chaos: ChaosConfig = ChaosConfig()
@@ -539,6 +542,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         endpoint=opts.endpoint,
         cdk_out=opts.cdk_out,
         check=lambda cdk_out: planned.append(_check_plan(opts, lines, cdk_out)),
+        allowed_imports=opts.allowed_imports,
     )
     with deployment as deployed:
         chaos, left_out = planned[-1] if planned else (opts.chaos, [])

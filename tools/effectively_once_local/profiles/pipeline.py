@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws.deploy import DeployError, deploy
 from ..aws.discovery import DeployedMapping
+from ..aws.lambda_imports import check_imports
 from ..aws.readback import queues_depth
 from ..aws.server import MotoServer, local_endpoint, local_session
 from ..aws.skipped_resources import failure_hint, skipped_line, skipped_resources
@@ -102,6 +103,7 @@ def local_deployment(
     endpoint: str | None = None,
     cdk_out: Path | None = None,
     check: Callable[[Path], None] | None = None,
+    allowed_imports: Collection[str] = (),
 ) -> Iterator[Deployment]:
     """A fresh local AWS (moto on loopback, its log in ``run_dir/moto.log``) with ``stack`` of ``app_dir`` deployed
     by the CDK CLI with ``-c`` ``context`` (``cdk.out`` in ``run_dir``), stopped when the block ends; or, given
@@ -110,21 +112,31 @@ def local_deployment(
     (``deploy.deploy``); not called given ``endpoint``.
 
     Before it yields, a line names the template's resources the local AWS skipped (``aws/skipped_resources.py``), and
-    a failed deploy's error names the ones its log says it skipped.
+    a failed deploy's error names the ones its log says it skipped. Before the deploy (given ``endpoint``: before it
+    yields), each Python function's imports are resolved against what it has on Lambda (``aws/lambda_imports.py``;
+    ``allowed_imports``: the run's ``--allow-import`` names).
 
+    :raises MissingImports: a function imports a module Lambda would not find (a ``DeployError``).
     :raises DeployError: ``endpoint`` without ``cdk_out``, or the deploy failed.
     :raises LocalAwsError: the local AWS did not start.
     """
     if endpoint is not None:
         if cdk_out is None:
             raise DeployError("a run on an existing local AWS (endpoint) needs the cdk.out it was deployed from")
+        check_imports(cdk_out, stack, allowed_imports)
         yield Deployment(endpoint, cdk_out, fresh=False, skipped=_skipped(endpoint, stack, cdk_out, log))
         return
+
+    def checks(synthesized: Path) -> None:
+        check_imports(synthesized, stack, allowed_imports)
+        if check is not None:
+            check(synthesized)
+
     with MotoServer(log_path=run_dir / "moto.log") as aws:
         log(f"local AWS (moto) on {aws.endpoint}")
         started = time.monotonic()
         try:
-            deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log", check=check)
+            deploy(aws.endpoint, app_dir, stack, context, run_dir / "cdk.log", check=checks)
         except DeployError as exc:
             hint = failure_hint(run_dir / "cdk.out" / f"{stack}.template.json", run_dir / "moto.log")
             if hint is None:
