@@ -45,6 +45,7 @@ def _cdk_out(
             "Metadata": {"aws:asset:path": "asset.fn"},
             "Properties": {
                 "Runtime": runtime,
+                "Handler": "app.lambda_handler",
                 "Layers": layers if layers is not None else [{"Ref": "RuntimeLayer"}, {"Ref": "Powertools"}],
             },
         },
@@ -101,6 +102,22 @@ def test_powertools_and_its_bundled_packages_count_only_with_its_layer(tmp_path:
     assert sorted(m.module for m in missing_imports(out, "S")) == ["aws_lambda_powertools", "pydantic"]
 
 
+def test_only_what_the_handler_loads_is_read(tmp_path: Path) -> None:
+    """Tests and scripts beside the handler are never loaded on Lambda; a module of the asset the handler imports
+    is read, its own imports included."""
+    code = {
+        "app.py": "from billing import rules\n",
+        "billing/__init__.py": "",
+        "billing/rules.py": "from .tables import FEES\n",
+        "billing/tables.py": "import yaml\nFEES = {}\n",
+        "tests/test_app.py": "import pytest\n",
+        "scripts/seed.py": "import faker\n",
+    }
+    [missing] = missing_imports(_cdk_out(tmp_path, code), "S")
+
+    assert (missing.module, missing.file) == ("yaml", "billing/tables.py")
+
+
 def test_optional_and_type_only_imports_are_not_required(tmp_path: Path) -> None:
     code = """
 from typing import TYPE_CHECKING
@@ -114,6 +131,12 @@ try:
     import ujson
 except (ModuleNotFoundError, ValueError):
     ujson = None
+import sys
+if sys.version_info < (3, 11):
+    import tomli
+from contextlib import suppress
+with suppress(ImportError):
+    import simdjson
 """
     assert missing_imports(_cdk_out(tmp_path, {"app.py": code}), "S") == []
 

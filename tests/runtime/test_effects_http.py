@@ -102,7 +102,8 @@ def test_fails_permanently_when_the_key_comes_back_with_another_body(
     assert (error.status, error.code, error.title) == (422, "idempotency_key_reused", "Idempotency-Key is already used")
     assert error.url == provider.url + PATH and error.idempotency_key == "shop#charge#o-1"
     assert f"POST {provider.url}{PATH} answered 422" in str(error) and "another body" in str(error)
-    assert "9999" not in str(error) and "4242" not in str(error), "no body values in the reason"
+    reason = str(error).replace(provider.url, "")  # the port is random: it may hold 4242
+    assert "9999" not in reason and "4242" not in reason, "no body values in the reason"
     assert _statuses(log) == [201, 422], "a 422 is not retried"
     assert executions_per_key(log) == {"shop#charge#o-1": 1}
     assert clock.waits == []

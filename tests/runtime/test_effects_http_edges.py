@@ -75,20 +75,20 @@ def test_an_ipv6_literal_with_a_port_is_reached(recorder_v6: Any) -> None:
 
 
 def test_an_ipv6_literal_without_a_port_goes_to_port_80(recorder_v6: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Port 80 needs root to bind, so the connection to ("::1", 80) is redirected to the recorder and recorded;
-    before the change the host was split at its last colon: host ":" and port 1."""
-    dialled: list[tuple[str, int]] = []
-    real = socket.create_connection
+    """Port 80 needs root to bind, so the address asked for ("::1", 80) is resolved to the recorder's; before the
+    change the host was split at its last colon: host ":" and port 1."""
+    asked: list[tuple[str, int]] = []
+    real = socket.getaddrinfo
 
-    def create_connection(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
-        dialled.append(address)
-        return real(("::1", recorder_v6.server_address[1]), *args, **kwargs)
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        asked.append((host, port))
+        return real("::1", recorder_v6.server_address[1], *args, **kwargs)
 
-    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
     result = post_json(f"http://[::1]{PATH}", CHARGE, idempotency_key="k6")
 
-    assert result.status == 200 and dialled == [("::1", 80)]
+    assert result.status == 200 and asked == [("::1", 80)]
     assert recorder_v6.requests[0][0]["Host"] == "[::1]"
 
 
@@ -126,10 +126,15 @@ def test_a_url_a_request_cannot_carry_is_refused_at_once(
     [
         ("http://127.0.0.1:99999/x", None, "bad port"),
         ("http://127.0.0.1:port/x", None, "bad port"),
+        ("http://[::1/x", None, "is not a URL"),
+        ("http://[fe80::zz]/x", None, "is not a URL|is not an IPv6 address"),
+        ("http://provider..example/x", None, "is not a host name"),
+        (f"http://{'a' * 64}.example/x", None, "is not a host name"),
         (None, {"X-Trace": "a\r\nX-Injected: 1"}, "without control characters"),
         (None, {"X-Trace": "€"}, "Latin-1"),
         (None, {"X Trace": "a"}, "is not a header name"),
-        (None, {"X-Amount": 12}, "must be a string"),
+        (None, {"X-Amount": 1.5}, "must be text"),
+        (None, {"X-Trace": b"a\r\nX-Injected: 1"}, "without control characters"),
     ],
 )
 def test_ports_and_headers_a_request_cannot_carry_are_refused(
@@ -139,6 +144,37 @@ def test_ports_and_headers_a_request_cannot_carry_are_refused(
         post_json(url or recorder.url + PATH, CHARGE, idempotency_key="k", headers=headers)
 
     assert recorder.requests == []
+
+
+def test_header_values_http_client_takes_are_sent(recorder: Any) -> None:
+    post_json(recorder.url + PATH, CHARGE, idempotency_key="k", headers={"X-Attempt": 3, "X-Raw": b"r1"})
+
+    headers, _body = recorder.requests[0]
+    assert (headers["X-Attempt"], headers["X-Raw"]) == ("3", "r1")
+
+
+def test_each_address_of_a_host_gets_the_time_left(recorder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first address refuses, the second answers: connect goes on through the addresses, each with the time
+    left (socket.create_connection gave each the whole timeout)."""
+    port = recorder.server_address[1]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.2", 0))
+        refused = closed.getsockname()
+    real = socket.getaddrinfo
+
+    def two_addresses(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host != "provider.test":
+            return real(host, *args, **kwargs)
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", refused),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
+
+    result = post_json(f"http://provider.test:{port}{PATH}", CHARGE, idempotency_key="k", max_attempts=1)
+
+    assert result.status == 200 and len(recorder.requests) == 1
 
 
 def test_every_argument_error_is_permanent(recorder: Any) -> None:

@@ -51,8 +51,12 @@ class _TimedSocket:
         self._closed = False
 
     def sendall(self, data: Any) -> None:
-        self._sock.settimeout(self._deadline.left())
-        self._sock.sendall(data)
+        """Each ``send`` given the time left (``SSLSocket.sendall`` would give each of its sends the timeout set at
+        its start)."""
+        view = memoryview(data).cast("B")
+        while view:
+            self._sock.settimeout(self._deadline.left())
+            view = view[self._sock.send(view) :]
 
     def recv_into(self, buffer: Any, nbytes: int = 0) -> int:
         self._sock.settimeout(self._deadline.left())
@@ -79,12 +83,38 @@ class _TimedSocket:
         return getattr(self._sock, name)
 
 
+def connect_by(deadline: AttemptClock) -> Any:
+    """``socket.create_connection`` whose every address gets the time left (the standard one gives each address of
+    ``getaddrinfo`` the whole timeout: eight unreachable A records would take eight times the time left)."""
+
+    def create_connection(address: tuple[str, int], timeout: Any = None, source_address: Any = None, *_: Any) -> Any:
+        host, port = address
+        last: OSError | None = None
+        for family, kind, proto, _name, sockaddr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(deadline.left())
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as error:
+                sock.close()
+                last = error
+                if isinstance(error, TimeoutError):
+                    break
+        raise last or OSError(f"getaddrinfo found no address for {host!r}")
+
+    return create_connection
+
+
 class TimedHTTPConnection(http.client.HTTPConnection):
     """An ``HTTPConnection`` whose connect, send and reads end by ``deadline``'s end."""
 
     def __init__(self, host: str, port: int, deadline: AttemptClock) -> None:
         super().__init__(host, port, timeout=deadline.left())
         self._deadline = deadline
+        self._create_connection = connect_by(deadline)
 
     def connect(self) -> None:
         self.timeout = self._deadline.left()
@@ -99,6 +129,7 @@ class TimedHTTPSConnection(http.client.HTTPSConnection):
     def __init__(self, host: str, port: int, deadline: AttemptClock, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=deadline.left(), context=context)
         self._deadline = deadline
+        self._create_connection = connect_by(deadline)
 
     def connect(self) -> None:
         self.timeout = self._deadline.left()

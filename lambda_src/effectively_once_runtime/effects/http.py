@@ -24,6 +24,7 @@ from __future__ import annotations
 import email.utils
 import functools
 import http.client
+import ipaddress
 import json
 import random
 import re
@@ -265,9 +266,13 @@ class _Target:
                 f"url must not hold a space or a control character, but {url!r} was given: percent-encode what is "
                 "built from data (urllib.parse.quote)"
             )
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as error:  # an unclosed or malformed IPv6 literal ("http://[::1/")
+            raise InvalidEffectCall(f"url is not a URL: {error} in {url!r}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidEffectCall(f"url must be an http:// or https:// URL with a host, but {url!r} was given")
+        _check_host(parts.hostname, url)
         if parts.username is not None or parts.password is not None:
             raise InvalidEffectCall(
                 "url must not carry credentials (user:password@): http.client would drop them; send them in "
@@ -292,6 +297,21 @@ class _Target:
             path=path + (f"?{parts.query}" if parts.query else ""),
             shown=f"{parts.scheme}://{shown_host}{'' if port is None else f':{port}'}{path}",
         )
+
+
+def _check_host(host: str, url: str) -> None:
+    """A host name the resolver can take: an IP literal, or labels IDNA can encode (``a..b`` and a label over 63
+    characters cannot: ``getaddrinfo`` would raise ``UnicodeError``, neither an ``OSError`` nor retried sense)."""
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host.split("%")[0])
+        except ValueError:
+            raise InvalidEffectCall(f"url's host {host!r} is not an IPv6 address, in {url!r}") from None
+        return
+    try:
+        host.encode("idna")
+    except UnicodeError as error:
+        raise InvalidEffectCall(f"url's host {host!r} is not a host name ({error}), in {url!r}") from None
 
 
 def _without_credentials(parts: Any) -> str:
@@ -370,10 +390,11 @@ def _check_header(header: Any, value: Any) -> None:
     """What ``http.client`` would refuse at send time (or send broken), refused before the first attempt."""
     if not isinstance(header, str) or not _TOKEN.fullmatch(header):
         raise InvalidEffectCall(f"headers: {header!r} is not a header name (an RFC 9110 token)")
-    if not isinstance(value, str) or _CONTROLS.search(value.replace("\t", " ")) or not _latin1(value):
+    text = value.decode("latin-1") if isinstance(value, bytes) else str(value) if isinstance(value, int) else value
+    if not isinstance(text, str) or _CONTROLS.search(text.replace("\t", " ")) or not _latin1(text):
         raise InvalidEffectCall(
-            f"headers: the value of {header!r} must be a string of Latin-1 text without control characters "
-            f"(CR, LF, NUL), but a {type(value).__name__} of {len(str(value))} characters was given"
+            f"headers: the value of {header!r} must be text (a str, bytes or an int, as http.client takes) in "
+            f"Latin-1 without control characters (CR, LF, NUL), but a {type(value).__name__} was given"
         )
 
 

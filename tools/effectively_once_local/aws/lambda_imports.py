@@ -6,9 +6,10 @@ imports psycopg passes here and fails on Lambda with ``No module named 'psycopg'
 ``RuntimeLayer`` ships the runtime alone, the Powertools layer Powertools and what it bundles). The run keeps the
 venv (one interpreter runs the tooling and the handler, and the host's Python may differ from the function's
 runtime), but first :func:`missing_imports` reads each Python function of the synthesized template and resolves
-every module its own code imports (``ast``: ``import x`` and ``from x import y`` anywhere in a module, functions
-included; not the ones under ``if TYPE_CHECKING:`` or in a ``try`` that catches ``ImportError``, which are optional)
-against, in order:
+every module the code it loads imports: the handler's module and, transitively, the asset's modules it imports
+(``ast``: ``import x`` and ``from x import y`` anywhere in a module, functions included; not the ones under an ``if``
+(``TYPE_CHECKING``, a version test), in a ``try`` that catches ``ImportError`` or in ``with suppress(ImportError)``,
+which are optional). Against, in order:
 
 1. the asset itself (the function's code folder is on ``sys.path`` on Lambda): ``x.py``, ``x/``, an extension
    module ``x.*.so``;
@@ -146,7 +147,7 @@ def missing_imports(cdk_out: Path, stack: str, allowed: Iterable[str] = ()) -> l
         provided = LAMBDA_PROVIDED | ALLOWED | extra | _stdlib(str(runtime))
         if powertools:
             provided |= POWERTOOLS_LAYER_PROVIDES
-        for module, file in _imports(folder):
+        for module, file in _imports(folder, str(properties.get("Handler") or "")):
             if module in provided or any(_defines(root, module) for root in (folder, *roots)):
                 continue
             found.append(Missing(name, module, file, tuple(unread)))
@@ -208,6 +209,8 @@ def _defines(root: Path, module: str) -> bool:
     return (
         (root / f"{module}.py").is_file()
         or (root / module).is_dir()
+        or (root / f"{module}.so").is_file()
+        or (root / f"{module}.pyc").is_file()
         or any(root.glob(f"{module}.*.so"))
         or any(root.glob(f"{module}.*.pyd"))
     )
@@ -216,60 +219,104 @@ def _defines(root: Path, module: str) -> bool:
 # --- the imports of the function's own code ----------------------------------------------------------------------
 
 
-def _own_modules(folder: Path) -> Iterator[Path]:
-    """The ``.py`` files of ``folder`` outside the distributions installed into it (``pip install --target``: the
-    top-level folders and modules each ``*.dist-info/RECORD`` lists)."""
+def _installed(folder: Path) -> set[str]:
+    """The top-level names of the distributions installed into ``folder`` (``pip install --target``: what each
+    ``*.dist-info/RECORD`` lists): their code is their packager's, not read."""
     installed: set[str] = set()
     for record in folder.glob("*.dist-info/RECORD"):
         for line in record.read_text(encoding="utf-8", errors="replace").splitlines():
-            top = line.split(",")[0].split("/")[0]
-            installed.add(top.removesuffix(".py"))
-    for path in sorted(folder.rglob("*.py")):
-        top = path.relative_to(folder).parts[0]
-        if top.removesuffix(".py") in installed or top == "__pycache__" or top.endswith(".dist-info"):
+            installed.add(line.split(",")[0].split("/")[0].removesuffix(".py"))
+    return installed
+
+
+def _module_file(folder: Path, dotted: str) -> Path | None:
+    """The file of module ``dotted`` in ``folder``: ``a/b.py`` or ``a/b/__init__.py``."""
+    base = folder.joinpath(*dotted.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(folder: Path, handler: str) -> list[tuple[str, str]]:
+    """``(top-level module, file)`` of every required absolute import outside the asset's own code, each module
+    once, in the modules the handler loads: its module (``Handler``: ``module.function``) and, transitively, every
+    module of the asset it imports (a test file or a script beside it is never loaded on Lambda). Without the
+    handler's module in the asset, every module of the asset's own code is read."""
+    installed = _installed(folder)
+    start = _module_file(folder, handler.rpartition(".")[0]) if "." in handler else None
+    pending = (
+        [start]
+        if start is not None
+        else [
+            path
+            for path in sorted(folder.rglob("*.py"))
+            if path.relative_to(folder).parts[0].removesuffix(".py") not in installed
+        ]
+    )
+    seen_files: set[Path] = set()
+    found: dict[str, str] = {}
+    while pending:
+        path = pending.pop()
+        if path in seen_files:
             continue
-        yield path
-
-
-def _imports(folder: Path) -> list[tuple[str, str]]:
-    """``(top-level module, file)`` of every required absolute import in the asset's own code, each module once."""
-    seen: dict[str, str] = {}
-    for path in _own_modules(folder):
+        seen_files.add(path)
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # Lambda would fail on it too; the run shows that error itself
-        for module in _required(tree):
-            seen.setdefault(module, str(path.relative_to(folder)))
-    return list(seen.items())
+        package = _package_of(folder, path)
+        for dotted in _required(tree, package):
+            top = dotted.split(".")[0]
+            if top not in installed and (_module_file(folder, top) is not None or (folder / top).is_dir()):
+                parts = dotted.split(".")
+                pending.extend(f for i in range(1, len(parts) + 1) if (f := _module_file(folder, ".".join(parts[:i]))))
+                continue
+            found.setdefault(top, str(path.relative_to(folder)))
+    return list(found.items())
 
 
-def _required(tree: ast.AST) -> Iterator[str]:
-    """Top-level names of the absolute imports of ``tree`` not under ``if TYPE_CHECKING:`` and not in a ``try``
-    whose handlers catch ``ImportError`` (or ``ModuleNotFoundError``, ``Exception``, everything)."""
+def _package_of(folder: Path, path: Path) -> list[str]:
+    """The package a module file belongs to, as parts (``a/b/c.py`` and ``a/b/__init__.py`` are in ``a.b``)."""
+    parts = list(path.relative_to(folder).with_suffix("").parts)
+    return parts[:-1]
+
+
+def _required(tree: ast.AST, package: list[str]) -> Iterator[str]:
+    """The dotted names ``tree`` imports, relative imports resolved within ``package`` (``from . import x`` names
+    ``<package>.x``); not under an ``if`` (``TYPE_CHECKING``, a version test: optional), not in a ``try`` whose
+    handlers catch ``ImportError`` (or ``ModuleNotFoundError``, ``Exception``, everything), not in a
+    ``with suppress(ImportError)``."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Import):
-            yield from (alias.name.split(".")[0] for alias in node.names)
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+                base = ".".join([*anchor, *([base] if base else [])])
+            if base:
+                yield base
+                yield from (f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.If) or (isinstance(node, ast.Try) and _catches_import_error(node)):
+            if isinstance(node, ast.Try):
+                stack.extend([*node.handlers, *node.orelse, *node.finalbody])
+        elif isinstance(node, ast.With) and _suppresses_import_error(node):
             continue
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 0 and node.module:
-                yield node.module.split(".")[0]
-            continue
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        if isinstance(node, ast.Try) and _catches_import_error(node):
-            stack.extend([*node.handlers, *node.orelse, *node.finalbody])
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+        else:
+            stack.extend(ast.iter_child_nodes(node))
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+def _suppresses_import_error(node: ast.With) -> bool:
+    for item in node.items:
+        call = item.context_expr
+        if isinstance(call, ast.Call) and any(
+            isinstance(arg, ast.Name) and arg.id in ("ImportError", "ModuleNotFoundError") for arg in call.args
+        ):
+            return True
+    return False
 
 
 def _catches_import_error(node: ast.Try) -> bool:
