@@ -314,7 +314,11 @@ def payload(trigger: str, item: Any, envelope: str | None = None) -> dict[str, A
         object (a direct invocation with a list, a string...).
     :raises ValueError: ``trigger`` or ``envelope`` is unknown.
     """
-    data = unwrap(document_for(trigger, item, envelope), envelope)
+    return _object(unwrap(document_for(trigger, item, envelope), envelope))
+
+
+def _object(data: Any) -> dict[str, Any]:
+    """:raises InvalidRecord: ``data`` (a payload) is not a JSON object."""
     if not isinstance(data, dict):
         raise InvalidRecord(f"body must be a JSON object, got {type(data).__name__}")
     return data
@@ -337,9 +341,10 @@ def payloads(trigger: str, item: Any, envelope: str | None = None) -> Delivered:
     :raises ValueError: ``trigger`` or ``envelope`` is unknown.
     """
     envelope = check_envelope(envelope)
+    document = document_for(trigger, item, envelope)  # an SQS body is parsed here, once
     if envelope in (S3, AUTO) and trigger != S3:
-        document = document_for(trigger, item, envelope)
-        inner = _sns_message(document) if is_sns_notification(document) else document
+        sns = is_sns_notification(document)
+        inner = _sns_message(document) if sns else document
         if is_s3_test_event(inner):
             return Delivered([], test_event=inner)
         problem = _s3_notification_problem(inner)
@@ -350,7 +355,9 @@ def payloads(trigger: str, item: Any, envelope: str | None = None) -> Delivered:
                 "expected an S3 event notification (Records of aws:s3 records, or s3:TestEvent: what S3 sends to an "
                 f"SQS queue or an SNS topic), but {problem}"
             )
-    return Delivered([payload(trigger, item, envelope)])
+        if sns:  # "auto" unwraps the SNS notification: its Message, parsed above (an object)
+            return Delivered([inner])
+    return Delivered([_object(unwrap(document, envelope))])
 
 
 def is_s3_test_event(document: Any) -> bool:

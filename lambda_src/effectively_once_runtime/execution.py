@@ -220,15 +220,11 @@ class RecordExecution:
             raise
 
     def _process(self, state: ConsumerState, body: Any) -> Any:
-        key = self._key(body)
+        key, found = self._key(body)
         self.logger.set_correlation_id(key)
         self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key})
         legacy = legacy_key_record(
-            state.persistence_store,
-            state.config,
-            state.settings.key_prefix,
-            (self.rules.key_path, self.rules.normalize),
-            body,
+            state.persistence_store, state.config, state.settings.key_prefix, (found, self.rules.normalize), body
         )
         if legacy is not None:
             self.logger.info(names.MSG_LEGACY_HASH, extra={names.FIELD_REASON: "idempotency key of before 0.4.0"})
@@ -249,19 +245,21 @@ class RecordExecution:
             return run.result
         return result
 
-    def _key(self, body: Any) -> str | None:
-        """The payload's idempotency key as text (normalised); ``validate`` searched too.
+    def _key(self, body: Any) -> tuple[str | None, Any]:
+        """The payload's idempotency key as text (normalised), and what the key expression found; ``validate``
+        searched too.
 
         :raises InvalidRecord: ``body`` is not an object.
         """
         if not isinstance(body, dict):
             raise InvalidRecord(f"body must be a JSON object, got {type(body).__name__}")
         rules = self.rules
-        key = key_text(identity.normalize_key(rules.key_path.search(body), rules.normalize))
+        found = rules.key_path.search(body)
+        key = key_text(identity.normalize_key(found, rules.normalize))
         if rules.validate_path is not None:
             # Searched here first: an error inside Powertools' own search would come out raw (transient).
             rules.validate_path.search(body)
-        return key
+        return key, found
 
     def run_record_function(self, record: dict[str, Any]) -> Any:
         """The record function as Powertools runs it (once per key): its result made JSON-ready and storable."""

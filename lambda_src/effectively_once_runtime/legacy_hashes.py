@@ -45,18 +45,18 @@ def legacy_key_record(
     store: BasePersistenceLayer,
     config: IdempotencyConfig,
     key_prefix: str,
-    key: tuple[events.Expression, tuple[str, ...]],
+    key: tuple[Any, tuple[str, ...]],
     body: dict[str, Any],
 ) -> DataRecord | None:
     """The completed record of ``body`` under the idempotency key of before 0.4.0, when its key held an integral
     float and that record is there and unexpired; ``None`` otherwise.
 
-    :param key: the key expression and the ``normalize`` steps, as the consumer keys the payload.
+    :param key: what the key expression found in ``body`` and the ``normalize`` steps, as the consumer keys it.
     :raises IdempotencyAlreadyInProgressError: that record is still in progress.
     :raises IdempotencyValidationError: that record was stored with another payload (neither hash matches).
     """
-    path, steps = key
-    old = identity.normalize_key(path.search(body), steps, canonical=False)
+    found, steps = key
+    old = identity.normalize_key(found, steps, canonical=False)
     if not identity.has_integral_float(old) or BasePersistenceLayer.is_missing_idempotency_key(old):
         return None
     store.configure(config, key_prefix=key_prefix)  # what the idempotent function does before its first call
