@@ -73,16 +73,21 @@ demo: setup
 # (the demo's keys, with payments per second and peak memory in its "run" block); the run's logs in .local-aws/soak.
 # Then, whatever the demo's exit code, benchmarks/soak_page.py adds the run to benchmarks/soak-runs.json (committed;
 # SOAK_NOTE="..." says what changed) and re-renders the soak table of docs/demo.md from it; the wall clock counts
-# from make's start (SOAK_STARTED), set-up included. The recipe exits with the demo's code (1 if only the page failed).
+# from make's start (SOAK_STARTED), set-up included. SOAK_LOAD=N (default 0) runs the demo beside N busy spinners at
+# nice 0 (benchmarks/spinners.py: pure CPU, stopped when the demo ends, on Ctrl-C too) to reproduce a loaded machine
+# cheaply; the run records N. The recipe exits with the demo's code (1 if only the page failed; 2 for a SOAK_LOAD that
+# is not a non-negative integer).
 SOAK_PAYMENTS := .local-aws/soak-payments.jsonl
+SOAK_LOAD ?= 0
 SOAK_STARTED := $(shell date +%s)
 soak: setup
 	$(PY) -m effectively_once_local sample --count 10000 --accounts 200 --out $(SOAK_PAYMENTS)
-	$(PY) -m effectively_once_local demo --payments $(SOAK_PAYMENTS) --concurrency 4 --resend 0.3 \
+	$(PY) benchmarks/spinners.py --count=$(SOAK_LOAD) -- \
+		$(PY) -m effectively_once_local demo --payments $(SOAK_PAYMENTS) --concurrency 4 --resend 0.3 \
 		--crash-after-charge 0.1 --function-timeout 2 --drain-timeout 3000 \
 		--run-dir .local-aws/soak --report reports/soak-report.json $(SOAK_ARGS); code=$$?; \
 	$(PY) benchmarks/soak_page.py --report reports/soak-report.json --run-dir .local-aws/soak \
-		--started $(SOAK_STARTED) --note "$${SOAK_NOTE:-}" || [ $$code -ne 0 ] || code=1; \
+		--started $(SOAK_STARTED) --load=$(SOAK_LOAD) --note "$${SOAK_NOTE:-}" || [ $$code -ne 0 ] || code=1; \
 	exit $$code
 
 # A screenshot of the last demo's HTML page (reports/demo-report.png) in headless Chromium: Debian's package, installed

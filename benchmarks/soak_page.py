@@ -1,13 +1,15 @@
 """``make soak``: record the run in ``benchmarks/soak-runs.json`` and re-render the soak table of ``docs/demo.md``.
 
-``python benchmarks/soak_page.py --report reports/soak-report.json --run-dir .local-aws/soak --started EPOCH`` reads
-the soak's report (the demo's keys: ``total``, ``run``, ``redrive``, ``verdict``) and its run folder's function logs,
-turns them into one run (:func:`run_row`) and adds it to the committed data file, earlier runs kept (a run that
+``python benchmarks/soak_page.py --report reports/soak-report.json --run-dir .local-aws/soak --started EPOCH
+--load N`` reads the soak's report (the demo's keys: ``total``, ``run``, ``redrive``, ``verdict``) and its run
+folder's function logs, turns them into one run (:func:`run_row`; ``--load``: the busy spinners that ran beside the
+demo, ``make soak``'s ``SOAK_LOAD``, default 0) and adds it to the committed data file, earlier runs kept (a run that
 finished at the same time, the same report fed again, is replaced), then renders the generated section of the page
 from the data file: one column per run, in the order they were recorded. Without ``--report`` it only re-renders
 the section; ``--check`` exits 1 when the page differs from that render (``tests/unit/test_soak_page.py`` checks the
 committed page). The Makefile's ``soak`` recipe calls it after the demo, whatever the demo's exit code: a run that
-wrote no report (``--report``'s file older than ``--started``) is not recorded, and the script exits 1.
+wrote no report (``--report``'s file older than ``--started``) is not recorded, and the script exits 1; a ``--load``
+that is not a non-negative integer exits 2.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ ROOT = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
 
 import sections  # noqa: E402
+from spinners import spinner_count  # noqa: E402
 
 DATA = BENCHMARKS / "soak-runs.json"
 PAGE = ROOT / "docs" / "demo.md"
@@ -101,6 +104,7 @@ def run_row(
     records_deferred: int | None = None,
     wall_seconds: int | None = None,
     memory_gib: int | None = None,
+    soak_load: int | None = None,
 ) -> dict[str, Any]:
     """One run of the data file, from a soak report. Keys: ``finished_at`` (ISO 8601 UTC, seconds; a day for runs
     recorded by hand), ``commit``, ``note`` (what changed, free text), ``cores`` and ``memory_gib`` (the machine),
@@ -110,7 +114,9 @@ def run_row(
     backlog's provider calls for payments already charged, summed over the queues; ``None`` without a backlog);
     from ``run``: ``load_average`` (``mean``, ``min``, ``max`` of the 1-minute load average), ``payments_per_second``
     and ``processing_seconds``; ``records_deferred`` (:func:`records_deferred`) and ``wall_seconds`` (the whole
-    ``make soak``). A figure the report lacks is ``None``."""
+    ``make soak``); ``soak_load``: the busy spinners beside the demo (``make soak SOAK_LOAD=N``,
+    ``benchmarks/spinners.py``; ``None`` for the runs recorded before it was). A figure the report lacks is
+    ``None``."""
     total = report.get("total", {})
     run = report.get("run", {})
     load = run.get("load_average") or {}
@@ -122,6 +128,7 @@ def run_row(
         "note": note,
         "cores": load.get("cores", os.cpu_count()),
         "memory_gib": memory_gib,
+        "soak_load": soak_load,
         "exit_code": report.get("verdict", {}).get("exit_code"),
         **{
             key: total.get(key)
@@ -186,6 +193,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
     ("what changed", lambda r: r.get("note") or ""),
     ("finished (UTC)", lambda r: r["finished_at"].replace("T", " ")[:16]),
     ("machine: cores, memory", lambda r: f"{_n(r.get('cores'))} cores, {_n(r.get('memory_gib'))} GiB"),
+    ("busy spinners beside the run (`SOAK_LOAD`)", lambda r: _n(r.get("soak_load"))),
     ("load average, mean (min to max)", _load),
     ("deliveries", lambda r: _n(r.get("deliveries"))),
     (
@@ -246,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", type=Path, default=RUN_DIR, help="the soak's run folder (its function logs)")
     parser.add_argument("--started", type=float, help="epoch seconds `make soak` started: the wall clock's start")
     parser.add_argument("--note", default="", help="what changed since the last run (free text)")
+    parser.add_argument(
+        "--load", type=spinner_count, default=0, help="the busy spinners beside the run (SOAK_LOAD; default: 0)"
+    )
     parser.add_argument("--commit", help="the commit to name (default: the checked-out one)")
     parser.add_argument("--data", type=Path, default=DATA, help="the data file (default: %(default)s)")
     parser.add_argument("--page", type=Path, default=PAGE, help="the page (default: %(default)s)")
@@ -265,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             records_deferred=records_deferred(args.run_dir),
             wall_seconds=None if args.started is None else round(time.time() - args.started),
             memory_gib=memory_gib(),
+            soak_load=args.load,
         )
         data = add_run(data, row)
         args.data.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

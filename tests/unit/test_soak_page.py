@@ -17,6 +17,7 @@ from .helpers import load_benchmark
 soak_page = load_benchmark("soak_page")
 DATA: dict[str, Any] = json.loads(soak_page.DATA.read_text(encoding="utf-8"))
 DEFERRED = (3, 4)
+SPINNERS = "busy spinners beside the run (`SOAK_LOAD`)"
 
 
 def _report() -> dict[str, Any]:
@@ -93,13 +94,14 @@ def test_a_soak_report_becomes_the_last_run_and_the_last_column(copies: dict[str
     report = _report()
     total, kills = report["total"], report["total"]["kills"]
 
-    assert _feed(copies, time.time() - 125, "--note", "a test run") == 0
+    assert _feed(copies, time.time() - 125, "--note", "a test run", "--load", "3") == 0
 
     runs = json.loads(copies["data"].read_text(encoding="utf-8"))["runs"]
     assert runs[:-1] == DATA["runs"]
     new = runs[-1]
     assert (new["commit"], new["note"], new["exit_code"]) == ("abc1234", "a test run", report["verdict"]["exit_code"])
     assert new["records_deferred"] == sum(DEFERRED)
+    assert new["soak_load"] == 3
     assert new["kills"] == kills and new["deliveries"] == total["deliveries"]
     assert new["redrive_charged_provider_calls"] == sum(
         row["charged_new_provider_calls"] for row in report["redrive"].values()
@@ -108,6 +110,7 @@ def test_a_soak_report_becomes_the_last_run_and_the_last_column(copies: dict[str
     page = copies["page"].read_text(encoding="utf-8")
     assert f"| run {len(runs)} (abc1234) |" in page
     assert _row(page, "what changed")[-1] == "a test run"
+    assert _row(page, SPINNERS) == ["n/a"] * len(DATA["runs"]) + ["3"]  # the runs before SOAK_LOAD: n/a
     assert _row(page, "deliveries")[-1] == f"{total['deliveries']:,}"
     assert _row(page, "kills: real deadline")[-1] == str(kills["deadline"])
     chaos = _row(page, "kills: after the charge / after completion / stalls (the chaos)")[-1]
@@ -149,3 +152,24 @@ def test_check_fails_when_the_page_differs_from_its_render(copies: dict[str, Pat
     copies["page"].write_text(page.replace("| deliveries |", "| deliveries (edited) |"), encoding="utf-8")
 
     assert soak_page.main(args) == 1
+
+
+def test_a_run_without_load_records_0_spinners(copies: dict[str, Path]) -> None:
+    assert _feed(copies, time.time() - 10) == 0  # `make soak` without SOAK_LOAD passes --load=0; by hand, no --load
+
+    assert json.loads(copies["data"].read_text(encoding="utf-8"))["runs"][-1]["soak_load"] == 0
+    assert _row(copies["page"].read_text(encoding="utf-8"), SPINNERS)[-1] == "0"
+
+
+@pytest.mark.parametrize("value", ["two", "-1", ""])
+def test_a_load_that_is_not_a_non_negative_integer_exits_2_and_records_nothing(
+    copies: dict[str, Path], value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = copies["data"].read_text(encoding="utf-8")
+
+    with pytest.raises(SystemExit) as exited:
+        _feed(copies, time.time() - 10, f"--load={value}")
+
+    assert exited.value.code == 2
+    assert f"SOAK_LOAD must be a non-negative integer (spinners), got {value!r}" in capsys.readouterr().err
+    assert copies["data"].read_text(encoding="utf-8") == data
