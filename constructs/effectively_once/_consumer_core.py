@@ -34,14 +34,16 @@ prefix it shares with the function's other constructs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Duration, Token
+from aws_cdk import Duration, Fn, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from effectively_once_runtime import names
@@ -162,3 +164,16 @@ def _below(current: Any, expiry: Duration) -> bool:
     """Whether ``expiry`` is below the literal expiry ``current`` already on the function."""
     needed = seconds(expiry)
     return isinstance(current, str) and current.isdigit() and needed is not None and needed < int(current)
+
+
+def source_queues_value(queue: sqs.IQueue, max_receive_count: int | None, visibility_timeout: Duration | None) -> str:
+    """``SOURCE_QUEUES`` for one queue: ``{"<queue ARN>": {"maxReceiveCount": N, "visibilityTimeout": S}}`` as a
+    string (an ``Fn::Join`` around the ARN's token), a fact left out when unknown (``None``, or a deploy-time
+    visibility timeout)."""
+    facts: dict[str, int] = {}
+    if max_receive_count is not None:
+        facts["maxReceiveCount"] = max_receive_count
+    timeout = seconds(visibility_timeout)
+    if timeout is not None:
+        facts["visibilityTimeout"] = int(timeout)
+    return Fn.join("", ['{"', queue.queue_arn, '":', json.dumps(facts, separators=(",", ":")), "}"])

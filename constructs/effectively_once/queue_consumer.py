@@ -31,7 +31,7 @@ from ._consumer_checks import (
     check_reserved_concurrency,
     visibility_timeout_needed,
 )
-from ._consumer_core import ConsumerCore, check_table
+from ._consumer_core import ConsumerCore, check_table, source_queues_value
 from ._deprecated_props import REMOVED_IN
 from ._existing_queue_checks import resolve, warn_unknown
 from ._function_checks import check_function_timeout, check_one_consumer, check_placement, check_unqualified
@@ -59,6 +59,7 @@ ENV_KEY_PREFIX = names.ENV_KEY_PREFIX
 ENV_METRICS_NAMESPACE = names.ENV_METRICS_NAMESPACE
 ENV_SERVICE_NAME = names.ENV_SERVICE_NAME
 ENV_DEAD_LETTER_QUEUE_URL = names.ENV_DEAD_LETTER_QUEUE_URL
+ENV_SOURCE_QUEUES = names.ENV_SOURCE_QUEUES
 
 #: What the runtime needs to send a permanent failure to the DLQ: SendMessage on the queue and, for a queue
 #: encrypted with a customer-managed key, kms:GenerateDataKey and kms:Decrypt on that key (Amazon SQS Developer
@@ -303,6 +304,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         self.idempotency_expiry = _idempotency_expiry(source, idempotency_expiry)
         self._advise(source, max_batching_window, idempotency_expiry, max_concurrency, provisioned_poller_config)
         self._set_environment(dead_letter_target, key_prefix, metrics_namespace, service_name)
+        self._set_source_queue(source)
         self._wire_alarms(alarms, thresholds, alarm_action, metrics_namespace, service_name)
         self.log_group = log_group if log_group is not None else _own_log_group(function)
         self._wire_queries(self.log_group)
@@ -432,6 +434,16 @@ class IdempotentQueueConsumer(ConsumerCore):
         function = self._set_runtime_environment(key_prefix, metrics_namespace, service_name, keep_longer_expiry=False)
         if function is not None and dead_letter_target is not None:
             function.add_environment(ENV_DEAD_LETTER_QUEUE_URL, dead_letter_target.queue_url)
+
+    def _set_source_queue(self, source: ProcessingQueue | ExistingQueue) -> None:
+        """``SOURCE_QUEUES``: the queue's ARN with what is known of it, ``maxReceiveCount`` (with a dead-letter
+        queue) and ``visibilityTimeout`` (seconds, when a number at synth), each left out when unknown; the runtime's
+        per-record backoff and receive budget read it. An imported function's environment is the caller's."""
+        if not isinstance(self.function, lambda_.Function):
+            return
+        self.function.add_environment(
+            ENV_SOURCE_QUEUES, source_queues_value(self.queue, source.max_receive_count, self.visibility_timeout)
+        )
 
     def _wire_alarms(
         self,

@@ -202,7 +202,12 @@ class Consumer:
             service=service,
         )
         self._execution = RecordExecution(rules, self.logger, self.metrics, lambda: self.state)
-        self._batch = SqsBatch(self._execution, envelope=self.envelope, dead_letter=lambda: self.state.dead_letter)
+        self._batch = SqsBatch(
+            self._execution,
+            envelope=self.envelope,
+            dead_letter=lambda: self.state.dead_letter,
+            backoff=lambda: self.state.backoff,
+        )
         dispatch = Dispatch(
             self._execution,
             self._batch,

@@ -54,19 +54,22 @@ class Deadline:
 
     :ivar context: the Lambda context (``None`` without one: then every method says "no limit").
     :ivar margin_ms: the margin, in milliseconds, fixed at the invocation's start.
+    :ivar start_ms: the remaining time at the invocation's start, in milliseconds (it stands for the function
+        timeout); ``None`` without a Lambda context.
     """
 
     context: Any
     margin_ms: float
+    start_ms: int | None = None
 
     @classmethod
     def start(cls, context: Any, deadline_margin: float | None = None) -> Deadline:
         """The deadline of an invocation starting now: the margin is ``deadline_margin`` seconds, or by default the
         larger of 1 s and 10 % of the remaining time now."""
+        start = remaining_ms(context)
         if deadline_margin is not None:
-            return cls(context, deadline_margin * 1000)
-        at_start = remaining_ms(context) or 0
-        return cls(context, max(MIN_DEADLINE_MARGIN_SECONDS * 1000, DEADLINE_MARGIN_SHARE * at_start))
+            return cls(context, deadline_margin * 1000, start)
+        return cls(context, max(MIN_DEADLINE_MARGIN_SECONDS * 1000, DEADLINE_MARGIN_SHARE * (start or 0)), start)
 
     def remaining_ms(self) -> int | None:
         """The invocation's remaining time now, in milliseconds; ``None`` without a Lambda context."""

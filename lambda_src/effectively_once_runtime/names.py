@@ -31,6 +31,11 @@ ENV_ON_FAILURE_QUEUE_URL = "ON_FAILURE_QUEUE_URL"
 #: invokes it asynchronously: a synchronous caller would get a success for a refusal). Unset, empty or ``false``:
 #: a direct invocation's failure is raised to its caller.
 ENV_ON_FAILURE_DIRECT = "ON_FAILURE_DIRECT"
+#: The queues the function consumes, as JSON keyed by queue ARN (the records' ``eventSourceARN``):
+#: ``{"<queue ARN>": {"maxReceiveCount": 5, "visibilityTimeout": 30}}``, each fact left out when unknown. Set by
+#: ``IdempotentQueueConsumer`` (an ``ExistingQueue``'s given facts included); the runtime's per-record backoff
+#: (``backoff.py``) and receive budget read it. Unset or empty: no queue is known.
+ENV_SOURCE_QUEUES = "SOURCE_QUEUES"
 
 # --- defaults --------------------------------------------------------------------------------------------------------
 #: Seconds a completed record answers duplicates when ``IDEMPOTENCY_EXPIRY_SECONDS`` is unset (Powertools' default).
@@ -60,6 +65,8 @@ METRIC_RECORDS_DEFERRED = "RecordsDeferred"
 #: Records whose record function returned but whose idempotency record could not be completed, after retries: the
 #: record fails and comes back; the effect's own key stops a second effect.
 METRIC_COMPLETION_FAILURES = "CompletionFailures"
+#: Records returned to their queue with a shorter visibility timeout than the queue's (per-record backoff).
+METRIC_RECORDS_BACKED_OFF = "RecordsBackedOff"
 #: Every metric the runtime emits, in dashboard order.
 EMF_METRICS = (
     METRIC_EFFECTS_EXECUTED,
@@ -164,6 +171,13 @@ MSG_RECORD_FAILED = "record failed"
 #: One INFO line per SQS batch some of whose records were deferred (fields ``deferred``, ``remaining_ms``,
 #: ``needed_ms``).
 MSG_RECORDS_DEFERRED = "records deferred"
+#: INFO, one per batch whose returned records got a backoff: ``backed_off`` (how many) and ``delay_seconds`` (the
+#: shortest and the longest delay, ``[min, max]``).
+MSG_RECORDS_BACKED_OFF = "records backed off"
+#: WARNING: a backoff call failed (``reason``); the records it named keep the queue's visibility timeout.
+MSG_BACKOFF_FAILED = "backoff failed"
+FIELD_BACKED_OFF = "backed_off"
+FIELD_DELAY_SECONDS = "delay_seconds"
 #: The record function returned but the idempotency record could not be completed after retries (fields
 #: ``error_type``, ``reason``, ``attempts``): the record fails, and its effect's own key must stop a second effect.
 MSG_COMPLETION_FAILED = "completion failed"

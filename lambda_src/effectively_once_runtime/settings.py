@@ -26,15 +26,20 @@ variable                        required meaning
                                          Lambda retries it.
 ``ON_FAILURE_DIRECT``           no       ``true``: a refused direct invocation is recorded there too (every caller
                                          invokes asynchronously). Default ``false``: raised to the caller.
+``SOURCE_QUEUES``               no       The queues the function consumes, JSON keyed by queue ARN:
+                                         ``{"<ARN>": {"maxReceiveCount": 5, "visibilityTimeout": 30}}`` (counts
+                                         and seconds, each left out when unknown; ``QueueFacts``). The per-record
+                                         backoff (``backoff.py``) acts on these queues only. Unset or empty: none.
 =============================== ======== ============================================================================
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import names
 
@@ -81,6 +86,51 @@ def parse_key_prefix(name: str, raw: str) -> str:
 
 
 @dataclass(frozen=True)
+class QueueFacts:
+    """What the constructs know of one source queue (``SOURCE_QUEUES``).
+
+    :ivar max_receive_count: receives before SQS moves a message to the DLQ (its redrive policy), or ``None``.
+    :ivar visibility_timeout_seconds: the queue's visibility timeout in seconds, or ``None``.
+    """
+
+    max_receive_count: int | None = None
+    visibility_timeout_seconds: int | None = None
+
+
+_FACTS = {"maxReceiveCount": (1, 1000), "visibilityTimeout": (0, 43200)}
+
+
+def parse_source_queues(raw: str | None) -> dict[str, QueueFacts]:
+    """``SOURCE_QUEUES`` as ``{queue ARN: QueueFacts}``; ``{}`` when unset or empty.
+
+    :raises ValueError: not a JSON object of ``arn:...:sqs:...`` keys whose values are objects holding only
+        ``maxReceiveCount`` (an integer in 1..1000) and ``visibilityTimeout`` (an integer of seconds in 0..43200).
+    """
+    if not raw:
+        return {}
+    rule = (
+        f"{names.ENV_SOURCE_QUEUES} must be a JSON object keyed by queue ARN, each value an object of "
+        '"maxReceiveCount" (1..1000) and "visibilityTimeout" (seconds, 0..43200)'
+    )
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{rule}, but {raw!r} was given")
+    queues: dict[str, QueueFacts] = {}
+    for arn, facts in doc.items():
+        if not arn.startswith("arn:") or ":sqs:" not in arn or not isinstance(facts, dict):
+            raise ValueError(f"{rule}, but {raw!r} was given")
+        for name, value in facts.items():
+            low, high = _FACTS.get(name, (1, 0))
+            if type(value) is not int or not low <= value <= high:
+                raise ValueError(f"{rule}, but {arn!r} has {name!r}: {value!r}")
+        queues[arn] = QueueFacts(facts.get("maxReceiveCount"), facts.get("visibilityTimeout"))
+    return queues
+
+
+@dataclass(frozen=True)
 class RuntimeSettings:
     """What the runtime reads from the environment (see the module docstring)."""
 
@@ -90,6 +140,7 @@ class RuntimeSettings:
     dead_letter_queue_url: str | None = None
     on_failure_queue_url: str | None = None
     on_failure_direct: bool = False
+    source_queues: Mapping[str, QueueFacts] = field(default_factory=dict)
 
     @property
     def table_region(self) -> str | None:
@@ -124,6 +175,7 @@ class RuntimeSettings:
             dead_letter_queue_url=env.get(names.ENV_DEAD_LETTER_QUEUE_URL) or None,
             on_failure_queue_url=env.get(names.ENV_ON_FAILURE_QUEUE_URL) or None,
             on_failure_direct=_flag(names.ENV_ON_FAILURE_DIRECT, env.get(names.ENV_ON_FAILURE_DIRECT)),
+            source_queues=parse_source_queues(env.get(names.ENV_SOURCE_QUEUES)),
         )
 
 

@@ -35,6 +35,7 @@ one log line for every record that does not succeed.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -51,6 +52,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from . import events, names
+from .backoff import Backoff, Returned, is_in_progress
 from .dead_letter import DeadLetterQueue
 from .deadline import (
     CLOSING_WORK_MS,
@@ -118,6 +120,7 @@ class _Batch:
     needed_at_stop: float | None = None
     deferred: set[str] = field(default_factory=set)
     logged: set[str] = field(default_factory=set)
+    in_progress: set[str] = field(default_factory=set)
     blockers: dict[str, str] = field(default_factory=dict)
 
 
@@ -127,6 +130,8 @@ class SqsBatch:
     :param execution: the consumer's record execution (its ``deadline`` is the current invocation's).
     :param envelope: what the key and the record function see of a record's body (``events.payload``).
     :param dead_letter: the dead-letter queue of the execution environment's state, or ``None`` without one.
+    :param backoff: the per-record backoff of the execution environment's state (``backoff.py``), or ``None``
+        without one (the returned records keep their queue's visibility timeout).
     """
 
     def __init__(
@@ -135,10 +140,12 @@ class SqsBatch:
         *,
         envelope: str | None = None,
         dead_letter: Callable[[], DeadLetterQueue | None] = lambda: None,
+        backoff: Callable[[], Backoff | None] = lambda: None,
     ) -> None:
         self.execution = execution
         self.envelope = envelope
         self._dead_letter_queue = dead_letter
+        self._backoff = backoff
         self.recent = RecentRecords()
         self._batch: _Batch | None = None
 
@@ -168,6 +175,7 @@ class SqsBatch:
             )
             failed = [f["itemIdentifier"] for f in response.get("batchItemFailures") or []]  # type: ignore[attr-defined]
             self._report(batch, len(failed), self._account(batch, records, failed))
+            self._back_off(batch, records, set(failed))
             return response
         finally:
             self._batch = None
@@ -187,6 +195,27 @@ class SqsBatch:
                     names.FIELD_NEEDED_MS: None if batch.needed_at_stop is None else round(batch.needed_at_stop),
                 },
             )
+
+    def _back_off(self, batch: _Batch, records: list[dict[str, Any]], failed: set[str]) -> None:
+        """Give each returned record its own delay (``backoff.py``), when the state has a backoff."""
+        backoff = self._backoff() if failed else None
+        if backoff is None:
+            return
+        returned = [
+            Returned(
+                message_id=str(raw.get("messageId")),
+                receipt_handle=str(raw.get("receiptHandle")),
+                queue_arn=str(raw.get("eventSourceARN") or ""),
+                receive_count=_receive_count(raw),
+                group=(raw.get("attributes") or {}).get("MessageGroupId") if is_fifo_record(raw) else None,
+                in_progress=raw.get("messageId") in batch.in_progress,
+            )
+            for raw in records
+            if raw.get("messageId") in failed
+        ]
+        start = batch.deadline.start_ms
+        floor = math.ceil(start / 1000) if start is not None else 0
+        backoff.apply(returned, floor, batch.deadline.remaining_ms())
 
     def _should_defer(self, batch: _Batch) -> bool:
         if batch.deferring:
@@ -216,6 +245,8 @@ class SqsBatch:
             return self.process_record(record, lambda_context)
         except Exception as error:
             batch.logged.add(record.message_id)
+            if is_in_progress(error):
+                batch.in_progress.add(record.message_id)
             if group:
                 batch.blockers.setdefault(group, record.message_id)
             self.execution.log_failure(error)

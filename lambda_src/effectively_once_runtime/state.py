@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from botocore.config import Config
 
+from .backoff import Backoff, sqs_clients
 from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
 from .legacy_hashes import accept_legacy_validation
@@ -43,7 +44,8 @@ class ConsumerState:
     idempotency config, the idempotent record function, the dead-letter queue (``None`` without
     ``DEAD_LETTER_QUEUE_URL``; its SQS client is built on its first send), the marker table of un-keyed effects
     (the idempotency table, with the layer's client and key layout when it is Powertools' DynamoDB layer) and the
-    on-failure queue (``None`` without ``ON_FAILURE_QUEUE_URL``)."""
+    on-failure queue (``None`` without ``ON_FAILURE_QUEUE_URL``) and the per-record backoff (``None`` without
+    ``SOURCE_QUEUES``)."""
 
     settings: RuntimeSettings
     persistence_store: BasePersistenceLayer
@@ -52,6 +54,7 @@ class ConsumerState:
     dead_letter: DeadLetterQueue | None = None
     markers: MarkerTable | None = None
     on_failure: OnFailureQueue | None = None
+    backoff: Backoff | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,11 @@ def build_state(
     markers = marker_table(settings, persistence_store)
     on_failure_url = settings.on_failure_queue_url
     on_failure = OnFailureQueue(on_failure_url, direct=settings.on_failure_direct) if on_failure_url else None
-    return ConsumerState(settings, persistence_store, config, process, dead_letter, markers, on_failure)
+    logger = getattr(owner, "logger", None) or Logger()
+    backoff = None
+    if settings.source_queues:
+        backoff = Backoff(settings.source_queues, sqs_clients(), logger, getattr(owner, "metrics", None))
+    return ConsumerState(settings, persistence_store, config, process, dead_letter, markers, on_failure, backoff)
 
 
 def marker_table(settings: RuntimeSettings, store: BasePersistenceLayer) -> MarkerTable:

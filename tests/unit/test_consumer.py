@@ -202,7 +202,16 @@ def test_environment_carries_table_and_expiry(synth: dict) -> None:
         "IDEMPOTENCY_EXPIRY_SECONDS": str(4 * 24 * 3600),
         # where the runtime sends a permanent failure on first sight: the queue's own DLQ
         "DEAD_LETTER_QUEUE_URL": stack.resolve(synth["wired"]["standard"].dead_letter_queue.queue_url),
+        # issue 31: the queue's receive budget and visibility timeout, keyed by its ARN (the records' eventSourceARN)
+        "SOURCE_QUEUES": _source_queues(stack, synth["wired"]["standard"], 5),
     }
+
+
+def _source_queues(stack: Stack, consumer: IdempotentQueueConsumer, max_receive_count: int) -> dict:
+    """``SOURCE_QUEUES`` as the template holds it: the JSON object joined around the queue's ARN."""
+    timeout = int(consumer.visibility_timeout.to_seconds())
+    facts = f'":{{"maxReceiveCount":{max_receive_count},"visibilityTimeout":{timeout}}}}}'
+    return {"Fn::Join": ["", ['{"', stack.resolve(consumer.queue.queue_arn), facts]]}
 
 
 def test_dead_letter_on_first_sight_off_sets_no_dead_letter_queue_url(synth: dict) -> None:

@@ -528,3 +528,38 @@ def test_queue_imported_by_a_token_arn_is_fifo_when_imported_with_fifo() -> None
             stack=stack,
             batch_size=11,
         )
+
+
+# --- issue 31: what the runtime's backoff and receive budget read ------------------------------------------------
+def _source_queues(synth: dict, name: str) -> tuple[Any, dict]:
+    """``SOURCE_QUEUES`` of a consumer's function: (the ARN part as the template holds it, the facts)."""
+    joined = _environment(synth, name)["SOURCE_QUEUES"]
+    if isinstance(joined, str):  # every part literal: CDK joined it at synth
+        ((arn, facts),) = json.loads(joined).items()
+        return arn, facts
+    opening, arn, rest = joined["Fn::Join"][1]
+    assert opening == '{"' and rest.startswith('":')
+    return arn, json.loads(rest[2:-1])
+
+
+@pytest.mark.parametrize(
+    ("name", "arn", "facts"),
+    [
+        ("imported", ARN + "orders", {"maxReceiveCount": 5, "visibilityTimeout": 180}),
+        # an imported queue of which nothing is known: the runtime keeps SQS's own timing for its records
+        ("bare_fifo", ARN + "orders.fifo", {}),
+        ("plain_fifo", None, {"maxReceiveCount": 3, "visibilityTimeout": 30}),
+    ],
+)
+def test_source_queues_names_the_queue_with_what_is_known(synth: dict, name: str, arn: Any, facts: dict) -> None:
+    found_arn, found_facts = _source_queues(synth, name)
+    assert found_facts == facts
+    stack = synth["stack"] if "stack" in synth else synth["wired"][name].stack
+    assert found_arn == (arn if arn is not None else stack.resolve(synth["wired"][name].queue.queue_arn))
+
+
+def test_every_consumer_function_of_the_stack_names_its_source_queue(synth: dict) -> None:
+    functions = synth["template"].find_resources("AWS::Lambda::Function")
+    environments = [f["Properties"].get("Environment", {}).get("Variables", {}) for f in functions.values()]
+    consumers = [env for env in environments if "IDEMPOTENCY_TABLE_NAME" in env]
+    assert consumers and all("SOURCE_QUEUES" in env for env in consumers)

@@ -10,17 +10,24 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Annotations, Match
 
-from effectively_once import IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue, limits
+from effectively_once import ExistingQueue, IdempotencyTable, IdempotentQueueConsumer, ProcessingQueue, limits
 
 from .helpers import inline_function, new_stack
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/idempotency"
-#: The consumer's literal variables when its table is imported by ARN and no DLQ variable is set (4-day retention).
-LITERAL_VARIABLES = {"IDEMPOTENCY_TABLE_NAME": TABLE_ARN, "IDEMPOTENCY_EXPIRY_SECONDS": "345600"}
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:source"
+#: The consumer's literal variables when its table and queue are imported by ARN and no DLQ variable is set (4-day
+#: retention, a 30 s visibility timeout, 5 receives).
+LITERAL_VARIABLES = {
+    "IDEMPOTENCY_TABLE_NAME": TABLE_ARN,
+    "IDEMPOTENCY_EXPIRY_SECONDS": "345600",
+    "SOURCE_QUEUES": json.dumps({QUEUE_ARN: {"maxReceiveCount": 5, "visibilityTimeout": 30}}, separators=(",", ":")),
+}
 SOURCE = (
     "(source: AWS Lambda Developer Guide, Working with Lambda environment variables and Lambda quotas (4 KB for all "
     "environment variables of a function, measured as their JSON object))"
@@ -39,10 +46,19 @@ def _padding(total: int, others: dict[str, str]) -> str:
 def _literal_consumer(stack: Stack, id: str, total: int) -> lambda_.Function:
     """A consumer whose function's variables are all literal and measure exactly ``total`` bytes."""
     function = inline_function(stack, f"{id}Function", environment={"PADDING": _padding(total, LITERAL_VARIABLES)})
+    queue = ExistingQueue(
+        queue=sqs.Queue.from_queue_attributes(
+            stack, f"{id}Queue", queue_arn=QUEUE_ARN, key_arn="arn:aws:kms:us-east-1:123456789012:key/source"
+        ),
+        visibility_timeout=Duration.seconds(30),
+        dead_letter_queue=sqs.Queue.from_queue_arn(stack, f"{id}Dlq", QUEUE_ARN + "-dlq"),
+        max_receive_count=5,
+        retention_period=Duration.days(4),
+    )
     IdempotentQueueConsumer(
         stack,
         id,
-        queue=ProcessingQueue(stack, f"{id}Queue"),
+        queue=queue,
         function=function,
         table=IdempotencyTable.from_table_arn(stack, f"{id}Table", TABLE_ARN),
         dead_letter_on_first_sight=False,
@@ -62,8 +78,14 @@ def _token_consumer(stack: Stack, id: str, padding: str) -> None:
     )
 
 
-#: With a new table and queue, the literal part: PADDING, the expiry, and the two token variables' keys and quotes.
-TOKEN_LITERALS = {**LITERAL_VARIABLES, "IDEMPOTENCY_TABLE_NAME": "", "DEAD_LETTER_QUEUE_URL": ""}
+#: With a new table and queue, the literal part: PADDING, the expiry, the two token variables' keys and quotes, and
+#: the source queue's facts around its ARN.
+TOKEN_LITERALS = {
+    **LITERAL_VARIABLES,
+    "IDEMPOTENCY_TABLE_NAME": "",
+    "DEAD_LETTER_QUEUE_URL": "",
+    "SOURCE_QUEUES": '{"":{"maxReceiveCount":5,"visibilityTimeout":60}}',
+}
 NEAR_LIMIT = _padding(4000, TOKEN_LITERALS)
 
 
@@ -101,11 +123,12 @@ def test_warns_environment_over_4096_bytes_only_with_deploy_time_values_at_their
     annotations.has_warning(
         "/Env/NearLimit",
         "environment of function Env/NearLimitFunction should be at most 4096 bytes as Lambda measures it (its "
-        "variables as one compact JSON object: keys, values, quotes, colons and commas, in UTF-8; here 4 variables, "
+        "variables as one compact JSON object: keys, values, quotes, colons and commas, in UTF-8; here 5 variables, "
         f"the largest PADDING ({len(NEAR_LIMIT)} bytes), IDEMPOTENCY_EXPIRY_SECONDS (6 bytes)), with each deploy-time "
         "value at its upper bound (DEAD_LETTER_QUEUE_URL: an SQS queue URL, up to 138 bytes; IDEMPOTENCY_TABLE_NAME: "
-        "a DynamoDB table ARN, up to 314 bytes): CreateFunction refuses it if the deployed values are that long, but "
-        f"up to 4452 bytes (4000 without its deploy-time values) was given {SOURCE} "
+        "a DynamoDB table ARN, up to 314 bytes; SOURCE_QUEUES: an SQS queue ARN, up to 128 bytes): CreateFunction "
+        "refuses it if the deployed values are that long, but up to 4580 bytes (4000 without its deploy-time values) "
+        f"was given {SOURCE} "
         "[ack: effectively-once:functionEnvironmentMayExceedLimit]",
     )
 
@@ -117,10 +140,10 @@ def test_fails_environment_over_4096_bytes() -> None:
 
     assert (
         "[Test/Consumer] environment of function Test/ConsumerFunction must be at most 4096 bytes as Lambda measures "
-        "it (its variables as one compact JSON object: keys, values, quotes, colons and commas, in UTF-8; here 3 "
-        f"variables, the largest PADDING ({padding} bytes), IDEMPOTENCY_TABLE_NAME (57 bytes), "
-        "IDEMPOTENCY_EXPIRY_SECONDS (6 bytes)): CreateFunction refuses it; move large values out (an SSM parameter or "
-        f"a secret read at cold start), but 4097 bytes was given {SOURCE}"
+        "it (its variables as one compact JSON object: keys, values, quotes, colons and commas, in UTF-8; here 4 "
+        f"variables, the largest PADDING ({padding} bytes), SOURCE_QUEUES ({len(LITERAL_VARIABLES['SOURCE_QUEUES'])} "
+        "bytes), IDEMPOTENCY_TABLE_NAME (57 bytes)): CreateFunction refuses it; move large values out (an SSM "
+        f"parameter or a secret read at cold start), but 4097 bytes was given {SOURCE}"
     ) in _synth_error(stack.node.root)  # type: ignore[arg-type]
 
 

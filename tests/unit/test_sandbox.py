@@ -113,6 +113,18 @@ def test_environment_fulfils_the_handler_contract(sandbox: tuple, kind: str) -> 
             if kind == "Standard"
             else {}
         ),
+        # issue 31: the queue's receive budget and visibility timeout, keyed by its ARN (the records' eventSourceARN)
+        "SOURCE_QUEUES": {
+            "Fn::Join": [
+                "",
+                [
+                    '{"',
+                    resolve(processor.queue.queue.queue_arn),
+                    '":{"maxReceiveCount":5,"visibilityTimeout":'
+                    f"{int(processor.consumer.visibility_timeout.to_seconds())}}}}}",
+                ],
+            ]
+        },
     }
 
 
