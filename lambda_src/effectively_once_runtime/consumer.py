@@ -207,6 +207,7 @@ class Consumer:
             envelope=self.envelope,
             dead_letter=lambda: self.state.dead_letter,
             backoff=lambda: self.state.backoff,
+            queues=lambda: self.state.settings.source_queues,
         )
         dispatch = Dispatch(
             self._execution,

@@ -24,6 +24,13 @@ one log line for every record that does not succeed.
   highest first; a FIFO batch keeps each message group's order and puts the groups with the highest receive count
   first (SQS orders messages within a group only). The first record always starts, so a record that was deferred or
   returned by a killed batch is not deferred again behind fresher ones until ``maxReceiveCount`` moves it.
+- **The receive budget.** A record on its queue's last receive (``is_last_receive``: its receive count has reached
+  the ``maxReceiveCount`` that ``SOURCE_QUEUES`` gives for its ``eventSourceARN``) is never deferred for time: it
+  goes first, and runs even when the deadline check says no, since a deferral would move it to the DLQ. On FIFO it
+  never runs ahead of its own group: its group goes first, and the records of the group before it run too
+  (``protected``). With the count unknown (the queue not in ``SOURCE_QUEUES``, or no ``maxReceiveCount`` known) a
+  record is ordered and deferred as any other.
+- **Backoff.** Every returned record of a queue in ``SOURCE_QUEUES`` gets its own delay (``backoff.py``).
 - **Permanent failures** (``dead_letter.is_permanent``) are sent to the dead-letter queue with their reason and
   reported done, so a FIFO group goes on behind them; when the queue is not set or the send fails, the record is a
   batch item failure (``dead letter failed``): nothing is lost.
@@ -38,7 +45,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +71,7 @@ from .deadline import (
     remaining_ms,
 )
 from .execution import RecordExecution
+from .settings import QueueFacts
 
 # Re-exported from ``deadline.py``, their one home, for the code that imported them from here.
 __all__ = [
@@ -96,17 +104,55 @@ def is_fifo_record(record: dict[str, Any]) -> bool:
     return bool((record.get("attributes") or {}).get("SequenceNumber"))
 
 
-def prioritised(records: list[dict[str, Any]], *, fifo: bool) -> list[dict[str, Any]]:
-    """``records`` with the ones nearer the DLQ first (see the module docstring), a stable sort: records of equal rank
-    keep their order, and on FIFO every record of a message group has its group's rank (the group's highest receive
-    count), so each group keeps its order."""
+def is_last_receive(record: dict[str, Any], queues: Mapping[str, QueueFacts]) -> bool:
+    """Whether ``record`` is on its queue's last receive: its ``ApproximateReceiveCount`` has reached the
+    ``maxReceiveCount`` that ``SOURCE_QUEUES`` gives for its ``eventSourceARN`` (the next receive moves it to the DLQ).
+    ``False`` when that count is unknown (no ``SOURCE_QUEUES`` entry, or none for the queue, or no redrive policy):
+    such a record is ordered and deferred as any other."""
+    facts = queues.get(str(record.get("eventSourceARN") or ""))
+    limit = None if facts is None else facts.max_receive_count
+    return limit is not None and _receive_count(record) >= limit
+
+
+def prioritised(
+    records: list[dict[str, Any]], *, fifo: bool, queues: Mapping[str, QueueFacts] | None = None
+) -> list[dict[str, Any]]:
+    """``records`` with the ones nearer the DLQ first (see the module docstring), a stable sort: records on their last
+    receive (:func:`is_last_receive`, with ``queues``) first, then by receive count, highest first; records of equal
+    rank keep their order, and on FIFO every record of a message group has its group's rank (its best record's), so
+    each group keeps its order."""
+    known = queues or {}
+
+    def rank(record: dict[str, Any]) -> tuple[bool, int]:
+        return is_last_receive(record, known), _receive_count(record)
+
     if not fifo:
-        return sorted(records, key=lambda record: -_receive_count(record))
-    rank: dict[Any, int] = {}
+        return sorted(records, key=rank, reverse=True)
+    ranks: dict[Any, tuple[bool, int]] = {}
     for record in records:
         group = (record.get("attributes") or {}).get("MessageGroupId")
-        rank[group] = max(rank.get(group, 0), _receive_count(record))
-    return sorted(records, key=lambda record: -rank[(record.get("attributes") or {}).get("MessageGroupId")])
+        ranks[group] = max(ranks.get(group, (False, 0)), rank(record))
+    return sorted(
+        records, key=lambda record: ranks[(record.get("attributes") or {}).get("MessageGroupId")], reverse=True
+    )
+
+
+def protected(records: list[dict[str, Any]], queues: Mapping[str, QueueFacts]) -> set[str]:
+    """The message ids never deferred for time: each record on its last receive and, on FIFO, every record of its
+    group before it in ``records`` (it cannot run ahead of them)."""
+    ids: set[str] = set()
+    for index, record in enumerate(records):
+        if not is_last_receive(record, queues):
+            continue
+        ids.add(str(record.get("messageId")))
+        group = (record.get("attributes") or {}).get("MessageGroupId") if is_fifo_record(record) else None
+        if group is not None:
+            ids.update(
+                str(earlier.get("messageId"))
+                for earlier in records[:index]
+                if (earlier.get("attributes") or {}).get("MessageGroupId") == group
+            )
+    return ids
 
 
 @dataclass
@@ -121,6 +167,7 @@ class _Batch:
     deferred: set[str] = field(default_factory=set)
     logged: set[str] = field(default_factory=set)
     in_progress: set[str] = field(default_factory=set)
+    protected: set[str] = field(default_factory=set)
     blockers: dict[str, str] = field(default_factory=dict)
 
 
@@ -132,6 +179,8 @@ class SqsBatch:
     :param dead_letter: the dead-letter queue of the execution environment's state, or ``None`` without one.
     :param backoff: the per-record backoff of the execution environment's state (``backoff.py``), or ``None``
         without one (the returned records keep their queue's visibility timeout).
+    :param queues: the known source queues (``SOURCE_QUEUES``): their ``maxReceiveCount`` is the receive budget.
+        :default: none known.
     """
 
     def __init__(
@@ -141,11 +190,13 @@ class SqsBatch:
         envelope: str | None = None,
         dead_letter: Callable[[], DeadLetterQueue | None] = lambda: None,
         backoff: Callable[[], Backoff | None] = lambda: None,
+        queues: Callable[[], Mapping[str, QueueFacts]] = dict,
     ) -> None:
         self.execution = execution
         self.envelope = envelope
         self._dead_letter_queue = dead_letter
         self._backoff = backoff
+        self._queues = queues
         self.recent = RecentRecords()
         self._batch: _Batch | None = None
 
@@ -162,8 +213,9 @@ class SqsBatch:
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """One batch: ``{"batchItemFailures": [{"itemIdentifier": <messageId>}, ...]}``."""
         fifo = any(is_fifo_record(record) for record in event["Records"])
-        records = prioritised(event["Records"], fifo=fifo)
-        self._batch = batch = _Batch(deadline=self.execution.deadline)
+        queues = self._queues()
+        records = prioritised(event["Records"], fifo=fifo, queues=queues)
+        self._batch = batch = _Batch(deadline=self.execution.deadline, protected=protected(records, queues))
         try:
             response = dict(
                 process_partial_response(
@@ -217,7 +269,9 @@ class SqsBatch:
         floor = math.ceil(start / 1000) if start is not None else 0
         backoff.apply(returned, floor, batch.deadline.remaining_ms())
 
-    def _should_defer(self, batch: _Batch) -> bool:
+    def _should_defer(self, batch: _Batch, message_id: str) -> bool:
+        if message_id in batch.protected:
+            return False  # on its last receive (or before one in its FIFO group): deferring it would dead-letter it
         if batch.deferring:
             return True
         if batch.started == 0:
@@ -234,7 +288,7 @@ class SqsBatch:
         batch = self._batch
         assert batch is not None
         group = record.attributes.message_group_id
-        if self._should_defer(batch):
+        if self._should_defer(batch, record.message_id):
             batch.deferred.add(record.message_id)
             if group:
                 batch.blockers.setdefault(group, record.message_id)
