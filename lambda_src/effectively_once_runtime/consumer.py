@@ -122,6 +122,12 @@ class Consumer:
         keys its provider sees: the provider must answer both forms for keys written before the switch.
         :default: ``None``: ``"business"`` with a ``DeprecationWarning`` (the default becomes ``"scoped"`` in
         0.4.0; docs/deprecations.md).
+    :param check: called with each payload (the ``dict`` the record function gets) before anything else runs, with no
+        I/O: raise ``PermanentError`` (or an exception declared ``permanent=``) for input that can never succeed, e.g.
+        the domain's own parser (``check=parse_payment``). On SQS every record of a batch is checked before the
+        first record runs, so bad input is dead-lettered on first sight whatever happens to the rest of the batch
+        (``sqs_batch.py``); every other path checks it before the idempotency record is written. Any other exception
+        it raises is transient. :default: ``None``: only the runtime's own checks (strict JSON object, a key).
     :param deadline_margin: the least time, in seconds, an SQS batch must have left to start its next record; it
         needs more when its recent records were slower (``sqs_batch.py``). :default: ``None``: the larger of 1 s and
         10 % of the timeout.
@@ -149,7 +155,7 @@ class Consumer:
         JMESPath or names an unknown function; ``envelope`` or ``effect_key`` is not one of its values;
         ``deadline_margin`` is negative; ``normalize`` names a step that is not one of ``identity.NORMALIZATIONS``.
     :raises TypeError: ``permanent`` holds something that is not an exception type; ``normalize`` is not a string
-        or a sequence of strings.
+        or a sequence of strings; ``check`` is not callable.
     """
 
     def __init__(
@@ -161,6 +167,7 @@ class Consumer:
         envelope: str | None = None,
         permanent: tuple[type[BaseException], ...] = (),
         effect_key: str | None = None,
+        check: Callable[[dict[str, Any]], Any] | None = None,
         deadline_margin: float | None = None,
         raise_on_no_idempotency_key: bool = True,
         normalize: str | Sequence[str] = (),
@@ -190,7 +197,19 @@ class Consumer:
         self._functions = NormalizingFunctions(self.normalize)
         self._state: ConsumerState | None = None
         self._effect_names: set[str] = set()
-        rules = KeyRules(key, key_path, validate_path, self.normalize, self.effect_key, self.permanent)
+        if check is not None and not callable(check):
+            raise TypeError(f"check must be a function of the payload, but {check!r} was given")
+        self.check = check
+        rules = KeyRules(
+            key,
+            key_path,
+            validate_path,
+            self.normalize,
+            self.effect_key,
+            self.permanent,
+            check,
+            raise_on_no_idempotency_key,
+        )
         self._build_rooms(service, namespace, rules)
 
     def _build_rooms(self, service: str | None, namespace: str | None, rules: KeyRules) -> None:

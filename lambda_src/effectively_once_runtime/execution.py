@@ -29,6 +29,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
+from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
 from . import effect_keys, effect_results, events, identity, names
@@ -81,6 +82,10 @@ class KeyRules:
     normalize: tuple[str, ...]
     effect_key: str
     permanent: tuple[type[BaseException], ...]
+    #: ``Consumer(check=...)``: the payload's own check, no I/O (``None``: none).
+    check: Callable[[dict[str, Any]], Any] | None = None
+    #: ``Consumer(raise_on_no_idempotency_key=...)``: a payload without a key is bad input.
+    raise_on_no_key: bool = True
 
 
 class RecordExecution:
@@ -181,6 +186,34 @@ class RecordExecution:
             return self.process(delivered.payloads[0])
         return self._process_each(delivered.payloads)
 
+    def screen(self, kind: str, item: Any, envelope: str | None) -> BaseException | None:
+        """What makes a delivery bad input before anything runs, found without I/O and without logging: the error
+        when it cannot be unwrapped (``events.payloads``), or when none of its payloads can run: not an object, no
+        key (with ``raise_on_no_idempotency_key``), or the consumer's ``check`` raised a permanent error on it.
+        ``None`` when some payload may run, or when the check failed otherwise (the full path decides)."""
+        try:
+            delivered = events.payloads(kind, item, envelope)
+        except InvalidRecord as error:
+            return error
+        if delivered.test_event is not None or not delivered.payloads:
+            return None
+        errors = [self._screen_payload(payload) for payload in delivered.payloads]
+        return errors[0] if all(error is not None for error in errors) else None
+
+    def _screen_payload(self, payload: Any) -> BaseException | None:
+        rules = self.rules
+        if not isinstance(payload, dict):
+            return InvalidRecord(f"body must be a JSON object, got {type(payload).__name__}")
+        try:
+            found = rules.key_path.search(payload)
+            if rules.raise_on_no_key and BasePersistenceLayer.is_missing_idempotency_key(found):
+                return InvalidRecord(f"no idempotency key: {rules.key!r} found nothing in the body")
+            if rules.check is not None:
+                rules.check(payload)
+        except Exception as error:  # noqa: BLE001 - only a permanent error screens a record out
+            return error if self.is_permanent(error) else None
+        return None
+
     def _process_each(self, payloads: list[dict[str, Any]]) -> list[Any]:
         """Every payload processed; the first transient failure (else the first permanent one) raised at the end."""
         results: list[Any] = []
@@ -221,6 +254,11 @@ class RecordExecution:
 
     def _process(self, state: ConsumerState, body: Any) -> Any:
         key, found = self._key(body)
+        if self.rules.check is not None:
+            # Before any write, so bad input never takes an in-progress record; a missing key is named as such.
+            if self.rules.raise_on_no_key and BasePersistenceLayer.is_missing_idempotency_key(found):
+                raise InvalidRecord(f"no idempotency key: {self.rules.key!r} found nothing in the body")
+            self.rules.check(body)
         self.logger.set_correlation_id(key)
         self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key})
         legacy = legacy_key_record(

@@ -31,9 +31,15 @@ one log line for every record that does not succeed.
   (``protected``). With the count unknown (the queue not in ``SOURCE_QUEUES``, or no ``maxReceiveCount`` known) a
   record is ordered and deferred as any other.
 - **Backoff.** Every returned record of a queue in ``SOURCE_QUEUES`` gets its own delay (``backoff.py``).
+- **Bad input first.** Before the first record runs, every record is screened without I/O
+  (``RecordExecution.screen``: strict JSON object, a key, the consumer's ``check``); bad input goes through the
+  permanent path below at once, so a short batch, a failure or a kill later in the batch never costs it another
+  receive. A FIFO record screened out and dead-lettered is done even when Powertools skips its group behind a
+  failure: it left its group on first sight.
 - **Permanent failures** (``dead_letter.is_permanent``) are sent to the dead-letter queue with their reason and
-  reported done, so a FIFO group goes on behind them; when the queue is not set or the send fails, the record is a
-  batch item failure (``dead letter failed``): nothing is lost.
+  reported done, so a FIFO group goes on behind them; the original is deleted right after its copy is sent (a kill
+  later in the batch cannot hand it out again). When the queue is not set or the send fails, the record is a batch
+  item failure (``dead letter failed``): nothing is lost.
 - **Failures.** Every other record in ``batchItemFailures`` gets one WARNING line ``record failed`` (``message_id``,
   ``idempotency_key``, ``error_type``, ``reason``); a FIFO record that Powertools skipped behind a failure of its
   group names that group and the message that failed (``message_group_id``, ``blocked_by_message_id``).
@@ -59,7 +65,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from . import events, names
-from .backoff import Backoff, Returned, is_in_progress
+from .backoff import Backoff, Returned, is_in_progress, queue_url
 from .dead_letter import DeadLetterQueue
 from .deadline import (
     CLOSING_WORK_MS,
@@ -168,6 +174,8 @@ class _Batch:
     logged: set[str] = field(default_factory=set)
     in_progress: set[str] = field(default_factory=set)
     protected: set[str] = field(default_factory=set)
+    #: Bad input found before the first record ran: ``None`` when dead-lettered (done), else the error it failed on.
+    screened: dict[str, BaseException | None] = field(default_factory=dict)
     blockers: dict[str, str] = field(default_factory=dict)
 
 
@@ -217,6 +225,7 @@ class SqsBatch:
         records = prioritised(event["Records"], fifo=fifo, queues=queues)
         self._batch = batch = _Batch(deadline=self.execution.deadline, protected=protected(records, queues))
         try:
+            self._screen(batch, records, context)
             response = dict(
                 process_partial_response(
                     event={**event, "Records": records},
@@ -225,7 +234,14 @@ class SqsBatch:
                     context=context,
                 )
             )
-            failed = [f["itemIdentifier"] for f in response.get("batchItemFailures") or []]  # type: ignore[attr-defined]
+            # A FIFO record skipped behind its group's failure may be bad input already dead-lettered: it is done.
+            items = [
+                item
+                for item in response.get("batchItemFailures") or []  # type: ignore[attr-defined]
+                if not (item["itemIdentifier"] in batch.screened and batch.screened[item["itemIdentifier"]] is None)
+            ]
+            response["batchItemFailures"] = items
+            failed = [item["itemIdentifier"] for item in items]
             self._report(batch, len(failed), self._account(batch, records, failed))
             self._back_off(batch, records, set(failed))
             return response
@@ -269,6 +285,21 @@ class SqsBatch:
         floor = math.ceil(start / 1000) if start is not None else 0
         backoff.apply(returned, floor, batch.deadline.remaining_ms())
 
+    def _screen(self, batch: _Batch, records: list[dict[str, Any]], context: Any) -> None:
+        """Bad input first (``RecordExecution.screen``: no I/O), before any record runs: each is dead-lettered at
+        once, so no deferral, failure or kill later in the batch can return it for another receive."""
+        for raw in records:
+            if self.execution.screen(events.SQS, raw, self.envelope) is None:
+                continue
+            record = SQSRecord(raw)
+            try:
+                self.process_record(record, context)
+                batch.screened[record.message_id] = None  # dead-lettered (or, after all, processed): done
+            except Exception as error:
+                batch.screened[record.message_id] = error
+                batch.logged.add(record.message_id)
+                self.execution.log_failure(error)
+
     def _should_defer(self, batch: _Batch, message_id: str) -> bool:
         if message_id in batch.protected:
             return False  # on its last receive (or before one in its FIFO group): deferring it would dead-letter it
@@ -288,6 +319,13 @@ class SqsBatch:
         batch = self._batch
         assert batch is not None
         group = record.attributes.message_group_id
+        if record.message_id in batch.screened:
+            error = batch.screened[record.message_id]
+            if error is None:
+                return None  # bad input, dead-lettered before the first record ran
+            if group:
+                batch.blockers.setdefault(group, record.message_id)
+            raise error
         if self._should_defer(batch, record.message_id):
             batch.deferred.add(record.message_id)
             if group:
@@ -338,11 +376,30 @@ class SqsBatch:
         if dead_letter is None:
             return False
         function_name = getattr(lambda_context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
-        return self.execution.send_refusal(
+        sent = self.execution.send_refusal(
             lambda: dead_letter.send(record, error, function_name),
             error,
             (names.MSG_RECORD_DEAD_LETTERED, names.FIELD_DEAD_LETTER_MESSAGE_ID, names.MSG_DEAD_LETTER_FAILED),
         )
+        if sent:
+            self._delete_original(record, dead_letter)
+        return sent
+
+    def _delete_original(self, record: SQSRecord, dead_letter: DeadLetterQueue) -> None:
+        """Delete the original of a record whose copy is in the DLQ, at once: a kill or a timeout later in the batch
+        then cannot hand it out again (another receive, and on a standard queue a second copy). With the DLQ's
+        client: SQS keeps a queue and its DLQ in one account and Region. The event source mapping's own delete at
+        the batch's end finds it gone, which is harmless. A failure is logged at DEBUG and left to that delete."""
+        located = queue_url(str(record.raw_event.get("eventSourceARN") or ""))
+        if located is None:
+            return
+        try:
+            dead_letter.client.delete_message(QueueUrl=located[1], ReceiptHandle=record.receipt_handle)
+        except Exception as error:  # noqa: BLE001 - the event source mapping deletes it at the batch's end
+            self.execution.logger.debug(
+                "original not deleted after its dead-letter copy",
+                extra={names.FIELD_REASON: f"{type(error).__name__}: {error}"[:300]},
+            )
 
     # --- the batch's end --------------------------------------------------------------------------------------------
 

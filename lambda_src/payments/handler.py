@@ -42,6 +42,9 @@ consumer = Consumer(
     persistence_layer=PaymentPersistenceLayer,
     # The provider refusing its key reused with another payment can never succeed: the DLQ on first sight.
     permanent=(_gateway.ProviderKeyMismatch,),
+    # A payment that cannot be parsed (InvalidPayment: a negative amount, a missing field) is refused before any
+    # record of its batch runs, so nothing later in the batch can send it back for another receive.
+    check=parse_payment,
     # The provider sees "effectively-once/payments#charge#<payment id>"; the ledger stores it under the bare payment
     # id, as charges made before the switch were (gateway.LedgerGateway).
     effect_key="scoped",
