@@ -168,10 +168,10 @@ def _below(current: Any, expiry: Duration) -> bool:
 
 def source_queues_value(queue: sqs.IQueue, max_receive_count: int | None, visibility_timeout: Duration | None) -> str:
     """``SOURCE_QUEUES`` for one queue: ``{"<queue ARN>": {"maxReceiveCount": N, "visibilityTimeout": S}}`` as a
-    string (an ``Fn::Join`` around the ARN's token), a fact left out when unknown (``None``, or a deploy-time
-    visibility timeout)."""
+    string (an ``Fn::Join`` around the ARN's token), a fact left out when unknown: ``None``, or a deploy-time value
+    (a parameter's number token would be written as its placeholder, which the runtime refuses)."""
     facts: dict[str, int] = {}
-    if max_receive_count is not None:
+    if max_receive_count is not None and not is_unresolved(max_receive_count):
         facts["maxReceiveCount"] = max_receive_count
     timeout = seconds(visibility_timeout)
     if timeout is not None:

@@ -119,8 +119,9 @@ class AlarmThresholds:
     :param throttles: Lambda ``Throttles`` (sum). :default: ``0``: any throttle.
     :param failed_records: the handler's EMF ``FailedRecords`` (sum per minute: records the SQS invocations
         reported in ``batchItemFailures``), above it for 5 one-minute periods in a row: a systemic outage.
-        :default: ``10``: one poison message (at most one batch of 10 per receive, receives a visibility timeout
-        apart, ``max_receive_count`` of them) cannot hold it for 5 minutes (docs/observability.md, "Alarms").
+        :default: ``10``: one poison message (at most one batch of 10 per receive, ``max_receive_count`` receives,
+        however close the runtime's backoff brings them) cannot hold it for 5 minutes (docs/observability.md,
+        "Alarms").
     """
 
     dlq_depth: int = 0

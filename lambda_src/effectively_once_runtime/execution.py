@@ -170,8 +170,7 @@ class RecordExecution:
         S3 records: each is processed on its own key, and a failure is raised once all were tried (a transient one
         first, so the delivery comes back and the records already done are answered as duplicates). Its result is
         then the list of the records' results. An ``s3:TestEvent`` is acknowledged with one INFO line: ``None``."""
-        self.logger.set_correlation_id(None)
-        self.logger.append_keys(**{**dict.fromkeys(RECORD_KEYS), **log_keys})
+        self._start_delivery(log_keys)
         try:
             delivered = events.payloads(kind, item, envelope)
         except InvalidRecord as error:
@@ -185,6 +184,17 @@ class RecordExecution:
         if len(delivered.payloads) == 1:
             return self.process(delivered.payloads[0])
         return self._process_each(delivered.payloads)
+
+    def _start_delivery(self, log_keys: dict[str, Any]) -> None:
+        """A delivery's log keys (``message_id``, ``receive_count``), the last one's cleared."""
+        self.logger.set_correlation_id(None)
+        self.logger.append_keys(**{**dict.fromkeys(RECORD_KEYS), **log_keys})
+
+    def refuse(self, error: BaseException, **log_keys: Any) -> None:
+        """A delivery ``screen`` found bad, refused before anything ran: its log keys set and its ``invalid record``
+        line written (the caller then dead-letters it)."""
+        self._start_delivery(log_keys)
+        self.invalid(str(error) if isinstance(error, PermanentError) else f"{type(error).__name__}: {error}")
 
     def screen(self, kind: str, item: Any, envelope: str | None) -> BaseException | None:
         """What makes a delivery bad input before anything runs, found without I/O and without logging: the error
@@ -208,6 +218,8 @@ class RecordExecution:
             found = rules.key_path.search(payload)
             if rules.raise_on_no_key and BasePersistenceLayer.is_missing_idempotency_key(found):
                 return InvalidRecord(f"no idempotency key: {rules.key!r} found nothing in the body")
+            if rules.validate_path is not None:
+                rules.validate_path.search(payload)
             if rules.check is not None:
                 rules.check(payload)
         except Exception as error:  # noqa: BLE001 - only a permanent error screens a record out

@@ -65,7 +65,8 @@ METRIC_RECORDS_DEFERRED = "RecordsDeferred"
 #: Records whose record function returned but whose idempotency record could not be completed, after retries: the
 #: record fails and comes back; the effect's own key stops a second effect.
 METRIC_COMPLETION_FAILURES = "CompletionFailures"
-#: Records returned to their queue with a shorter visibility timeout than the queue's (per-record backoff).
+#: Records returned to their queue with a shorter visibility timeout than the queue's (per-record backoff). Not in
+#: ``EMF_METRICS`` (the dashboard's list).
 METRIC_RECORDS_BACKED_OFF = "RecordsBackedOff"
 #: Every metric the runtime emits, in dashboard order.
 EMF_METRICS = (
@@ -176,7 +177,12 @@ MSG_RECORDS_DEFERRED = "records deferred"
 MSG_RECORDS_BACKED_OFF = "records backed off"
 #: WARNING: a backoff call failed (``reason``); the records it named keep the queue's visibility timeout.
 MSG_BACKOFF_FAILED = "backoff failed"
+#: WARNING: the original of a record whose copy is in the DLQ could not be deleted at once (``reason``); the event
+#: source mapping deletes it at the batch's end.
+MSG_ORIGINAL_NOT_DELETED = "original not deleted"
 FIELD_BACKED_OFF = "backed_off"
+#: The message ids a ``backoff failed`` line is about (a list).
+FIELD_MESSAGE_IDS = "message_ids"
 FIELD_DELAY_SECONDS = "delay_seconds"
 #: The record function returned but the idempotency record could not be completed after retries (fields
 #: ``error_type``, ``reason``, ``attempts``): the record fails, and its effect's own key must stop a second effect.

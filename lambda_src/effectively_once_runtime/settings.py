@@ -103,8 +103,9 @@ _FACTS = {"maxReceiveCount": (1, 1000), "visibilityTimeout": (0, 43200)}
 def parse_source_queues(raw: str | None) -> dict[str, QueueFacts]:
     """``SOURCE_QUEUES`` as ``{queue ARN: QueueFacts}``; ``{}`` when unset or empty.
 
-    :raises ValueError: not a JSON object of ``arn:...:sqs:...`` keys whose values are objects holding only
-        ``maxReceiveCount`` (an integer in 1..1000) and ``visibilityTimeout`` (an integer of seconds in 0..43200).
+    :raises ValueError: not a JSON object of ``arn:...:sqs:...`` keys whose values are objects, or a
+        ``maxReceiveCount`` that is not an integer in 1..1000, or a ``visibilityTimeout`` that is not an integer of
+        seconds in 0..43200. Other keys of a queue's object are left out (facts a later construct may add).
     """
     if not raw:
         return {}
@@ -123,7 +124,9 @@ def parse_source_queues(raw: str | None) -> dict[str, QueueFacts]:
         if not arn.startswith("arn:") or ":sqs:" not in arn or not isinstance(facts, dict):
             raise ValueError(f"{rule}, but {raw!r} was given")
         for name, value in facts.items():
-            low, high = _FACTS.get(name, (1, 0))
+            if name not in _FACTS:
+                continue  # a fact a later construct adds: this runtime does not read it
+            low, high = _FACTS[name]
             if type(value) is not int or not low <= value <= high:
                 raise ValueError(f"{rule}, but {arn!r} has {name!r}: {value!r}")
         queues[arn] = QueueFacts(facts.get("maxReceiveCount"), facts.get("visibilityTimeout"))

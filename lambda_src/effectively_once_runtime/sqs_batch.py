@@ -16,10 +16,12 @@ one log line for every record that does not succeed.
   timeout): ``deadline.py`` holds the rule. The window, not the slowest record ever seen, so that one outlier (a pause
   on a loaded host) does not make every later batch stop after its first record. A record that does not fit is not
   started: it and every record after it (on FIFO too, whatever its group) are returned as batch item failures,
-  so SQS delivers them again after the visibility timeout. That costs a receive each (``ApproximateReceiveCount``
-  goes up, towards ``maxReceiveCount``), but a record cut by the timeout costs the same receive *and* loses the
-  deletes of every record already done in the batch. Deferred records are counted in ``RecordsDeferred`` with one
-  INFO line per batch (``records deferred``), never in ``FailedRecords`` (its alarm would fire on them).
+  except the records on their last receive (the receive budget, below), so SQS delivers them again after their
+  backoff (below; the queue's visibility timeout for a queue not in ``SOURCE_QUEUES``). That costs a receive each
+  (``ApproximateReceiveCount`` goes up, towards ``maxReceiveCount``), but a record cut by the timeout costs the same
+  receive *and* loses the deletes of every record already done in the batch. Deferred records are counted in
+  ``RecordsDeferred`` with one INFO line per batch (``records deferred``), never in ``FailedRecords`` (its alarm
+  would fire on them).
 - **Order.** Records nearer the dead-letter queue go first: a standard batch is ordered by ``ApproximateReceiveCount``,
   highest first; a FIFO batch keeps each message group's order and puts the groups with the highest receive count
   first (SQS orders messages within a group only). The first record always starts, so a record that was deferred or
@@ -65,7 +67,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from . import events, names
-from .backoff import Backoff, Returned, is_in_progress, queue_url
+from .backoff import Backoff, Returned, Timing, is_in_progress, queue_url
 from .dead_letter import DeadLetterQueue
 from .deadline import (
     CLOSING_WORK_MS,
@@ -176,6 +178,9 @@ class _Batch:
     protected: set[str] = field(default_factory=set)
     #: Bad input found before the first record ran: ``None`` when dead-lettered (done), else the error it failed on.
     screened: dict[str, BaseException | None] = field(default_factory=dict)
+    #: The records done so far (their raw records), and those of them already deleted by the runtime.
+    done: list[dict[str, Any]] = field(default_factory=list)
+    settled: set[str] = field(default_factory=set)
     blockers: dict[str, str] = field(default_factory=dict)
 
 
@@ -265,44 +270,72 @@ class SqsBatch:
             )
 
     def _back_off(self, batch: _Batch, records: list[dict[str, Any]], failed: set[str]) -> None:
-        """Give each returned record its own delay (``backoff.py``), when the state has a backoff."""
+        """Give each returned record its own delay (``backoff.py``), when the state has a backoff; never raises (the
+        records stay in ``batchItemFailures`` whatever happens)."""
         backoff = self._backoff() if failed else None
         if backoff is None:
             return
         returned = [
-            Returned(
-                message_id=str(raw.get("messageId")),
-                receipt_handle=str(raw.get("receiptHandle")),
-                queue_arn=str(raw.get("eventSourceARN") or ""),
-                receive_count=_receive_count(raw),
-                group=(raw.get("attributes") or {}).get("MessageGroupId") if is_fifo_record(raw) else None,
+            _returned(
+                raw,
                 in_progress=raw.get("messageId") in batch.in_progress,
+                attempted=raw.get("messageId") in batch.logged,
             )
             for raw in records
             if raw.get("messageId") in failed
         ]
-        start = batch.deadline.start_ms
-        floor = math.ceil(start / 1000) if start is not None else 0
-        backoff.apply(returned, floor, batch.deadline.remaining_ms())
+        try:
+            backoff.apply(returned, _timing(batch.deadline), batch.deadline.remaining_ms)
+        except Exception as error:  # noqa: BLE001 - a backoff is never worth a batch
+            self.execution.logger.warning(
+                names.MSG_BACKOFF_FAILED,
+                extra={names.FIELD_MESSAGE_IDS: sorted(failed), names.FIELD_REASON: f"{type(error).__name__}: {error}"},
+            )
+
+    def _settle(self, batch: _Batch) -> None:
+        """Before a record on its last receive runs without the time: delete the records done so far, so that a
+        timeout returns only what was not done (``Backoff.delete``)."""
+        backoff = self._backoff()
+        pending = [raw for raw in batch.done if raw.get("messageId") not in batch.settled]
+        if backoff is None or not pending:
+            return
+        try:
+            batch.settled.update(backoff.delete([_returned(raw) for raw in pending], batch.deadline.remaining_ms))
+        except Exception as error:  # noqa: BLE001 - the event source mapping deletes them at the batch's end
+            self.execution.logger.warning(
+                names.MSG_BACKOFF_FAILED, extra={names.FIELD_REASON: f"delete: {type(error).__name__}: {error}"}
+            )
 
     def _screen(self, batch: _Batch, records: list[dict[str, Any]], context: Any) -> None:
         """Bad input first (``RecordExecution.screen``: no I/O), before any record runs: each is dead-lettered at
-        once, so no deferral, failure or kill later in the batch can return it for another receive."""
+        once (never through the record function), so no deferral, failure or kill later in the batch can return it
+        for another receive. The first always goes; each further one only when the deadline check of a record says
+        there is time (the rest are found on their turn)."""
         for raw in records:
-            if self.execution.screen(events.SQS, raw, self.envelope) is None:
-                continue
-            record = SQSRecord(raw)
             try:
-                self.process_record(record, context)
-                batch.screened[record.message_id] = None  # dead-lettered (or, after all, processed): done
-            except Exception as error:
-                batch.screened[record.message_id] = error
-                batch.logged.add(record.message_id)
-                self.execution.log_failure(error)
+                error = self.execution.screen(events.SQS, raw, self.envelope)
+            except Exception:  # noqa: BLE001 - not screened: the record's own turn decides
+                error = None
+            if error is None:
+                continue
+            if batch.screened and batch.deadline.shortfall(self.recent) is not None:
+                return  # the first always goes, as the first record always starts
+            record = SQSRecord(raw)
+            self.execution.refuse(error, **_log_keys(record))
+            if self._dead_letter(record, error, context):
+                batch.screened[record.message_id] = None
+                continue
+            batch.screened[record.message_id] = error
+            batch.logged.add(record.message_id)
+            self.execution.log_failure(error)
 
     def _should_defer(self, batch: _Batch, message_id: str) -> bool:
         if message_id in batch.protected:
-            return False  # on its last receive (or before one in its FIFO group): deferring it would dead-letter it
+            # On its last receive (or before one in its FIFO group): deferring it would dead-letter it. Without the
+            # time, the records done so far are deleted first, so a timeout costs only this record and the rest.
+            if batch.started and batch.deadline.shortfall(self.recent) is not None:
+                self._settle(batch)
+            return False
         if batch.deferring:
             return True
         if batch.started == 0:
@@ -334,7 +367,9 @@ class SqsBatch:
         batch.started += 1
         started = time.monotonic()
         try:
-            return self.process_record(record, lambda_context)
+            result = self.process_record(record, lambda_context)
+            batch.done.append(record.raw_event)
+            return result
         except Exception as error:
             batch.logged.add(record.message_id)
             if is_in_progress(error):
@@ -355,22 +390,14 @@ class SqsBatch:
         :raises Exception: a transient failure, or a permanent one that could not be dead-lettered.
         """
         try:
-            return self.execution.process_delivery(
-                events.SQS,
-                record.raw_event,
-                self.envelope,
-                **{
-                    names.FIELD_MESSAGE_ID: record.message_id,
-                    names.FIELD_RECEIVE_COUNT: int(record.attributes.approximate_receive_count),
-                },
-            )
+            return self.execution.process_delivery(events.SQS, record.raw_event, self.envelope, **_log_keys(record))
         except Exception as error:
             if not self.execution.is_permanent(error) or not self._dead_letter(record, error, lambda_context):
                 raise
             # Done: the batch processor counts it a success, so a FIFO group goes on behind it.
             return None
 
-    def _dead_letter(self, record: SQSRecord, error: Exception, lambda_context: Any) -> bool:
+    def _dead_letter(self, record: SQSRecord, error: BaseException, lambda_context: Any) -> bool:
         """Send ``record`` to the dead-letter queue; whether it was sent (a failure is logged, never raised)."""
         dead_letter = self._dead_letter_queue()
         if dead_letter is None:
@@ -389,16 +416,20 @@ class SqsBatch:
         """Delete the original of a record whose copy is in the DLQ, at once: a kill or a timeout later in the batch
         then cannot hand it out again (another receive, and on a standard queue a second copy). With the DLQ's
         client: SQS keeps a queue and its DLQ in one account and Region. The event source mapping's own delete at
-        the batch's end finds it gone, which is harmless. A failure is logged at DEBUG and left to that delete."""
+        the batch's end finds it gone, which is harmless. A failure is logged (``original not deleted``, WARNING)
+        and left to that delete: a kill before it hands the original out again, and it is dead-lettered again."""
         located = queue_url(str(record.raw_event.get("eventSourceARN") or ""))
         if located is None:
             return
         try:
             dead_letter.client.delete_message(QueueUrl=located[1], ReceiptHandle=record.receipt_handle)
         except Exception as error:  # noqa: BLE001 - the event source mapping deletes it at the batch's end
-            self.execution.logger.debug(
-                "original not deleted after its dead-letter copy",
-                extra={names.FIELD_REASON: f"{type(error).__name__}: {error}"[:300]},
+            self.execution.logger.warning(
+                names.MSG_ORIGINAL_NOT_DELETED,
+                extra={
+                    names.FIELD_MESSAGE_ID: record.message_id,
+                    names.FIELD_REASON: f"{type(error).__name__}: {error}"[:300],
+                },
             )
 
     # --- the batch's end --------------------------------------------------------------------------------------------
@@ -450,3 +481,32 @@ def _processor(fifo: bool) -> BatchProcessor:
     # the attribute when the batch ends, so setting it here is honoured.
     processor.raise_on_entire_batch_failure = False
     return processor
+
+
+def _log_keys(record: SQSRecord) -> dict[str, Any]:
+    """The log keys of a record's lines: its message id and receive count."""
+    return {
+        names.FIELD_MESSAGE_ID: record.message_id,
+        names.FIELD_RECEIVE_COUNT: int(record.attributes.approximate_receive_count),
+    }
+
+
+def _returned(raw: dict[str, Any], *, in_progress: bool = False, attempted: bool = False) -> Returned:
+    """``raw`` (a record of the event) as ``backoff.Returned``."""
+    return Returned(
+        message_id=str(raw.get("messageId")),
+        receipt_handle=str(raw.get("receiptHandle")),
+        queue_arn=str(raw.get("eventSourceARN") or ""),
+        receive_count=_receive_count(raw),
+        group=(raw.get("attributes") or {}).get("MessageGroupId") if is_fifo_record(raw) else None,
+        in_progress=in_progress,
+        attempted=attempted,
+    )
+
+
+def _timing(deadline: Deadline) -> Timing:
+    """The backoff's view of the invocation: time since its start, and the function timeout in whole seconds."""
+    start, left = deadline.start_ms, deadline.remaining_ms()
+    if start is None or left is None:
+        return Timing()
+    return Timing(elapsed_seconds=max(0, start - left) / 1000, function_timeout_seconds=math.ceil(start / 1000))

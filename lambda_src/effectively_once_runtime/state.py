@@ -130,6 +130,7 @@ def build_state(
     backoff = None
     if settings.source_queues:
         backoff = Backoff(settings.source_queues, sqs_clients(), logger, getattr(owner, "metrics", None))
+        backoff.warm()  # its clients now (the init phase with Consumer.warm), not on a batch's time
     return ConsumerState(settings, persistence_store, config, process, dead_letter, markers, on_failure, backoff)
 
 

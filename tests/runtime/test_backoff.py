@@ -22,6 +22,7 @@ from effectively_once_runtime.backoff import (
     MAX_BACKOFF_SECONDS,
     Backoff,
     Returned,
+    Timing,
     cap_seconds,
     delay_seconds,
     queue_url,
@@ -57,6 +58,19 @@ def test_the_delay_is_exponential_with_equal_jitter(count: int) -> None:
     assert low <= delay_seconds(count, cap=10_000) <= high
 
 
+@pytest.mark.parametrize(("count", "ceiling"), [(1, 3.75), (2, 7.5), (3, 15), (4, 30), (5, 60), (9, 60)])
+def test_a_failed_record_s_delay_spreads_the_receives_left_over_the_cap(count: int, ceiling: float) -> None:
+    # maxReceiveCount 5, a 60 s cap: the retry before the last receive waits the whole cap, each earlier one half.
+    def delay(draw: float) -> int:
+        return delay_seconds(count, cap=60, max_receive_count=5, attempted=True, draw=lambda: draw)
+
+    assert delay(0.0) == -(-ceiling // 2) and delay(0.999999) == -(-ceiling // 1)
+
+
+def test_a_failed_record_without_a_known_budget_backs_off_as_a_deferred_one() -> None:
+    assert delay_seconds(3, cap=60, attempted=True, draw=lambda: 0.999999) == 4
+
+
 def test_the_delay_is_capped_and_floored() -> None:
     assert delay_seconds(30, cap=45, draw=lambda: 0.999999) == 45
     assert delay_seconds(10_000, cap=45) <= 45  # no overflow on a huge receive count
@@ -65,9 +79,12 @@ def test_the_delay_is_capped_and_floored() -> None:
     assert delay_seconds(0, cap=45, draw=lambda: 0.0) == 1  # a missing count counts as the first receive
 
 
-def test_the_cap_is_the_visibility_timeout_and_never_near_twelve_hours() -> None:
+def test_the_cap_is_what_the_visibility_timeout_has_left_and_never_near_twelve_hours() -> None:
     assert cap_seconds(QueueFacts(5, 30)) == 30
+    assert cap_seconds(QueueFacts(5, 30), elapsed_seconds=12.5) == 17  # never longer than doing nothing
+    assert cap_seconds(QueueFacts(5, 30), elapsed_seconds=31) == 0
     assert cap_seconds(QueueFacts(5, 7200)) == MAX_BACKOFF_SECONDS
+    assert cap_seconds(QueueFacts(5, None), function_timeout_seconds=20) == 20  # unknown: the function timeout
     assert cap_seconds(QueueFacts(5, None)) == MAX_BACKOFF_SECONDS
     # SQS counts the 12 hours from the receive: the longest delay after the longest invocation and window fits.
     assert MAX_BACKOFF_SECONDS + LONGEST_INVOCATION + LONGEST_WINDOW < TWELVE_HOURS
@@ -105,8 +122,8 @@ def test_source_queues_parse_and_refuse() -> None:
             parse_source_queues(bad)
     with pytest.raises(ValueError, match="maxReceiveCount"):
         parse_source_queues(json.dumps({arn: {"maxReceiveCount": True}}))
-    with pytest.raises(ValueError, match="retries"):
-        parse_source_queues(json.dumps({arn: {"retries": 3}}))
+    # A fact a later construct adds is left out, not refused: an older runtime layer keeps working.
+    assert parse_source_queues(json.dumps({arn: {"retries": 3, "maxReceiveCount": 4}})) == {arn: QueueFacts(4, None)}
 
 
 # --- end to end: a consumer, real queues ------------------------------------------------------------------------------
@@ -195,8 +212,16 @@ def test_a_failed_record_comes_back_after_its_backoff_not_the_visibility_timeout
     failed = [r["body"] for r in records if r["messageId"] in failures(response)]
     assert failed == [json.dumps({"order_id": "bad-1", "fail": True})]
     hidden = world.hidden_for("work")
-    # First receive: a delay of 1 s at most, where the queue would have kept it 60 s.
-    assert hidden[failed[0]] <= BASE_SECONDS + 0.5
+    # First receive of five, a 60 s visibility timeout: 2 to 4 s (60 / 2 ** 4, jittered), not 60.
+    assert 2 - 0.5 <= hidden[failed[0]] <= 4 + 0.5
+
+
+def test_a_deferred_record_comes_back_within_a_second(world: World) -> None:
+    send(world, "work", {"order_id": "first"}, {"order_id": "second"})
+    records = world.receive("work")
+    response = world.consumer.handler({"Records": records}, FakeLambdaContext(remaining_ms=500))
+    (deferred,) = [r["body"] for r in records if r["messageId"] in failures(response)]
+    assert world.hidden_for("work")[deferred] <= BASE_SECONDS + 0.5
 
 
 def test_the_delay_grows_with_the_receive_count(world: World) -> None:
@@ -207,7 +232,7 @@ def test_the_delay_grows_with_the_receive_count(world: World) -> None:
     assert record["attributes"]["ApproximateReceiveCount"] == "4"
     world.invoke([record])
     (hidden,) = world.hidden_for("work").values()
-    assert 4 - 0.5 <= hidden <= 8 + 0.5  # the fourth receive: between 4 and 8 s
+    assert 15 - 0.5 <= hidden <= 30 + 0.5  # the fourth receive of five: between 15 and 30 s
 
 
 def test_an_in_progress_duplicate_waits_out_the_function_timeout(world: World) -> None:
@@ -246,7 +271,7 @@ def test_fifo_group_shares_one_delay_in_one_call(world: World, monkeypatch: pyte
     assert len({entry["VisibilityTimeout"] for entry in calls[0]}) == 1
     hidden = world.hidden_for("work.fifo")  # g2-a too: the event source mapping, not the handler, deletes it
     group = [json.dumps(b) for b in ({"order_id": "g1-a", "fail": True}, {"order_id": "g1-b"}, {"order_id": "g1-c"})]
-    assert max(hidden[body] for body in group) <= BASE_SECONDS + 0.5
+    assert max(hidden[body] for body in group) <= 4 + 0.5
     assert hidden[json.dumps({"order_id": "g2-a"})] > VISIBILITY - 5
 
 
@@ -285,7 +310,22 @@ def test_a_failed_entry_keeps_its_record_and_the_others_change() -> None:
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:q"
     backoff = Backoff({arn: QueueFacts(5, 30)}, lambda region: Client(), Logger(), None, draw=lambda: 0.0)
     returned = [Returned("m1", "h1", arn, 1), Returned("m2", "h2", arn, 1)]
-    assert backoff.apply(returned, 0, 5_000) == 1
+    assert backoff.apply(returned, Timing(), lambda: 5_000) == 1
     assert [message for message, _ in logged] == [names.MSG_BACKOFF_FAILED, names.MSG_RECORDS_BACKED_OFF]
-    assert logged[0][1][names.FIELD_MESSAGE_ID] == ["m2"]
-    assert backoff.apply(returned, 0, 100) == 0  # too little time left: no call
+    assert logged[0][1][names.FIELD_MESSAGE_IDS] == ["m2"]
+    logged.clear()
+    assert backoff.apply(returned, Timing(), lambda: 100) == 0  # too little time left: no call, and it is said
+    assert [message for message, _ in logged] == [names.MSG_BACKOFF_FAILED]
+
+
+def test_before_a_last_receive_runs_without_the_time_the_done_records_are_deleted(world: World) -> None:
+    # The receive budget's step: the second record is on its last receive (5 of 5) and the time is short, so it runs
+    # anyway; the first, done, is deleted before, so a timeout now could not hand it out again.
+    send(world, "work", {"order_id": "done-1"}, {"order_id": "last-1"})
+    for _ in range(4):
+        world.sqs.receive_message(QueueUrl=world.urls["work"], MaxNumberOfMessages=10, VisibilityTimeout=0)
+    records = world.receive("work")
+    assert {r["attributes"]["ApproximateReceiveCount"] for r in records} == {"5"}
+    response = world.consumer.handler({"Records": records}, FakeLambdaContext(remaining_ms=500))
+    assert failures(response) == set()
+    assert world.hidden_for("work") == {json.dumps({"order_id": "last-1"}): pytest.approx(VISIBILITY, abs=5)}

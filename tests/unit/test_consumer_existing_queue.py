@@ -563,3 +563,22 @@ def test_every_consumer_function_of_the_stack_names_its_source_queue(synth: dict
     environments = [f["Properties"].get("Environment", {}).get("Variables", {}) for f in functions.values()]
     consumers = [env for env in environments if "IDEMPOTENCY_TABLE_NAME" in env]
     assert consumers and all("SOURCE_QUEUES" in env for env in consumers)
+
+
+def test_a_deploy_time_max_receive_count_is_left_out_of_source_queues() -> None:
+    # A number parameter's token would be written as its placeholder (about -1.9e289), which the runtime refuses at
+    # cold start: the fact is unknown at synth, so it is left out (the runtime then treats the count as unknown).
+    stack = new_stack()
+    consumer = _consumer(
+        ExistingQueue(
+            queue=_imported(stack, "Q", "q"),
+            dead_letter_queue=_imported(stack, "D", "d"),
+            max_receive_count=CfnParameter(stack, "Receives", type="Number").value_as_number,
+            visibility_timeout=Duration.seconds(180),
+        ),
+        stack=stack,
+    )
+    variables = Template.from_stack(stack).to_json()["Resources"][
+        stack.get_logical_id(consumer.function.node.default_child)  # type: ignore[arg-type]
+    ]["Properties"]["Environment"]["Variables"]
+    assert json.loads(variables["SOURCE_QUEUES"]) == {ARN + "q": {"visibilityTimeout": 180}}

@@ -174,7 +174,10 @@ def _databases() -> list[Callable[[], Any]]:
 
 
 # --- the effect ------------------------------------------------------------------------------------------------------
-consumer = Consumer(key="order_id", validate="[customer, total]", key_prefix="examples/effects", effect_key="scoped")
+# check=: a malformed order is refused before any record of its batch runs (dead-lettered on first sight).
+consumer = Consumer(
+    key="order_id", validate="[customer, total]", key_prefix="examples/effects", effect_key="scoped", check=check
+)
 
 
 @consumer.effect(name="fulfil")

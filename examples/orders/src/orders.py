@@ -97,7 +97,10 @@ def check(order: dict[str, Any]) -> dict[str, Any]:
     return order
 
 
-consumer = Consumer(key="order_id", validate="[customer, total]", key_prefix="examples/orders", effect_key="scoped")
+# check=: a malformed order is refused before any record of its batch runs (dead-lettered on first sight).
+consumer = Consumer(
+    key="order_id", validate="[customer, total]", key_prefix="examples/orders", effect_key="scoped", check=check
+)
 confirm_order = consumer.effect(confirm, name="confirm_order")
 
 

@@ -2,7 +2,8 @@
 
 It follows the deployed mapping's rules: receive up to the batch size, invoke the handler in process with records
 shaped exactly like the real event and a Lambda context whose remaining time follows the function timeout, delete
-the successes, leave batch item failures to reappear after the visibility timeout, and return the whole batch when
+the successes, leave batch item failures to reappear after the visibility timeout (or after the delay the runtime
+set on them, the per-record backoff), and return the whole batch when
 the handler raises (or reports an identifier that is not in the batch). Each poller is its own process — one
 process is one execution environment, since Powertools keeps per-process state — and a poller that dies (a crash,
 a deadline kill) is replaced by a fresh one, as Lambda starts a new environment.
