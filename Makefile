@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup postgres test proof docs synth demo soak demo-aws bench capacity report-screenshot clean
+.PHONY: setup postgres test proof docs synth wheel demo soak demo-aws bench capacity report-screenshot clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -57,6 +57,15 @@ proof: setup
 MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d site
 docs: setup
 	$(MKDOCS_BUILD)
+
+# The package is not on PyPI yet: this builds its wheel into dist/ (hatchling, no isolation, offline; the wheels of
+# earlier builds removed first, so dist/ holds one) and prints the one line that installs it with the local tooling,
+# the line docs/walkthrough.md and docs/embedding.md give (EO: this checkout's folder).
+wheel: setup
+	rm -f dist/effectively_once-*.whl
+	$(PY) -m build --wheel --no-isolation --outdir dist . > /dev/null
+	@echo "install it, with the local tooling, into your app's venv:"
+	@echo "  pip install \"$$(ls "$(CURDIR)"/dist/effectively_once-*.whl)[local]\""
 
 # Offline: no credentials or region needed (the stack is environment-agnostic without CDK_DEFAULT_*).
 synth: setup

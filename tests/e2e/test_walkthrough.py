@@ -1,13 +1,13 @@
-"""docs/walkthrough.md ("Your app's first chaos run"), run as written, from a folder outside the repository.
+"""docs/walkthrough.md ("Your app's first chaos run"), run as written, from an empty folder outside the repository.
 
-The page and this test cannot drift: the app's files are the page's code blocks that carry a file name
-(```` ```python title="app.py" ````), written as they are, and the commands run are the page's
-``python -m effectively_once_local chaos`` lines. What a user installs is replaced by what is already here: the
-package is the wheel built from this checkout (``pip install --no-deps --target``; its dependencies, the ``[local]``
-extra's included, come from the test venv), and the CDK CLI is the repository's ``node_modules/.bin`` on the PATH (the
-page's ``npm install`` line must name the same pinned release). The sample output on the page must have the shape of
-the real one. About two minutes on 2 cores: the wheel, then two chaos runs (each its own local AWS and
-``cdk deploy``).
+The page and this test cannot drift: the page's first bash block (the checkout's ``make wheel``, the folder, the
+venv, ``pip install`` of the wheel with ``[local]``, ``npm install`` of the CDK CLI) runs in bash as it is, with
+``EO`` set to this checkout (the one variable the page asks the user to set); the app's files are the page's code
+blocks that carry a file name (```` ```python title="app.py" ````), written as they are; and the commands run are the
+page's ``python -m effectively_once_local chaos`` lines, in the venv the first block made. Nothing of the test's own
+venv or of the checkout's ``node_modules`` is on the PATH. The sample output on the page must have the shape of the
+real one. About three minutes on 2 cores: the wheel and the installs (the packages come from the machine's package
+index, the CLI from npm's registry), then two chaos runs (each its own local AWS and ``cdk deploy``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,56 +62,63 @@ def _pinned_cli() -> str:
     return str(json.loads((REPO / "package.json").read_text(encoding="utf-8"))["devDependencies"]["aws-cdk"])
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from this checkout (as tests/unit/test_wheel.py builds it: hatchling, no isolation, offline),
-    installed alone into a folder of its own."""
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    (wheel,) = dist.glob("effectively_once-*.whl")
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
-        + ["--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return target
+def _install_block() -> str:
+    """The page's first bash block: the folder, the venv, the package and the CDK CLI."""
+    return next(text for language, _, text in _blocks() if language == "bash")
 
 
 @pytest.fixture(scope="module")
-def env(site: Path) -> dict[str, str]:
-    """The user's shell after the page's first step. The test venv's python (``python3`` for cdk.json's app too: the
-    tooling puts its interpreter's folder first on the CLI's PATH) and the repository's CDK CLI on the PATH.
-
-    PYTHONPATH is the install target alone: its entries come before the venv's site-packages on ``sys.path``, so the
-    wheel's packages win over the editable install of this checkout, whose ``.pth`` appends ``constructs/``,
-    ``lambda_src/`` and ``tools/`` after site-packages (``test_the_app_runs_on_the_wheel_not_the_checkout`` checks it
-    in the same environment). Those folders stay on the path, last, reachable only for a name the wheel lacks (the
-    sample's top-level ``payments``, which a chaos run never imports). ``python -S`` would drop them, but only from
-    the tooling's own process: the CLI runs ``python3 app.py`` from cdk.json, where no flag can be passed."""
-    path = os.pathsep.join([str(Path(sys.executable).parent), str(REPO / "node_modules" / ".bin"), os.environ["PATH"]])
-    drop = {"PYTHONPATH", "AWS_ENDPOINT_URL", "AWS_PROFILE", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"}
+def env() -> dict[str, str]:
+    """A user's shell: ``EO`` is this checkout; nothing of the test's venv, of this checkout's ``.venv`` or
+    ``node_modules`` (which ``make`` puts first on the PATH), or of an AWS account."""
+    drop = {"PYTHONPATH", "VIRTUAL_ENV", "AWS_ENDPOINT_URL", "AWS_PROFILE", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"}
+    outside = [p for p in os.environ["PATH"].split(os.pathsep) if p and REPO not in Path(p).resolve().parents]
     return {
-        **{k: v for k, v in os.environ.items() if k not in drop},
-        "PATH": path,
-        "PYTHONPATH": str(site),
+        **{k: v for k, v in os.environ.items() if k not in drop and not k.startswith("MAKE")},
+        "PATH": os.pathsep.join(outside),
+        "EO": str(REPO),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
 
 
+@dataclass(frozen=True)
+class Installed:
+    """What the page's first block did: the folder it ran in and its output."""
+
+    home: Path
+    done: subprocess.CompletedProcess[str]
+
+    @property
+    def app(self) -> Path:
+        """The folder the block made and entered (``mkdir my-orders && cd my-orders``)."""
+        (made,) = re.findall(r"^mkdir (\S+) && cd \1$", _install_block(), re.M)
+        return self.home / made
+
+
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The page's files in an empty folder outside the repository, with no node_modules in it or above it."""
-    folder = tmp_path_factory.mktemp("my-orders")
-    assert REPO not in folder.resolve().parents
-    assert not [p for p in (folder, *folder.parents) if (p / "node_modules").exists()]
+def installed(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Installed:
+    """The page's first block run in bash from an empty folder outside the repository, with no node_modules in it
+    or above it."""
+    home = tmp_path_factory.mktemp("home")
+    assert REPO not in home.resolve().parents
+    assert not [p for p in (home, *home.parents) if (p / "node_modules").exists()]
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _install_block()],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, f"the page's install block: exit {done.returncode}\n{done.stderr[-3000:]}"
+    return Installed(home, done)
+
+
+@pytest.fixture(scope="module")
+def app(installed: Installed) -> Path:
+    """The app's folder as the first block left it (its venv and CLI), with the page's files written into it."""
+    folder = installed.app
     for name, text in _files().items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
@@ -121,12 +127,13 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(app: Path, env: dict[str, str]) -> list[dict[str, Any]]:
-    """Each chaos command of the page, in order, in the app's folder: its exit code, output and JSON report."""
-    assert shutil.which("cdk", path=env["PATH"]) == str(REPO / "node_modules" / ".bin" / "cdk")
+    """Each chaos command of the page, in order, in the app's folder and its activated venv: its exit code, output
+    and JSON report."""
+    assert (app / "node_modules" / ".bin" / "cdk").exists(), "the page's npm install puts the CLI in the app"
     out = []
     for command in _commands():
         done = subprocess.run(
-            [sys.executable, *command[1:]],  # `python` is the test venv's
+            ["bash", "-c", f". .venv/bin/activate && {shlex.join(command)}"],
             cwd=app,
             env=env,
             capture_output=True,
@@ -149,12 +156,20 @@ def runs(app: Path, env: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def test_the_page_installs_the_pinned_cli_and_the_local_extra() -> None:
+def test_the_page_installs_the_pinned_cli_and_the_built_wheel_with_the_local_extra() -> None:
     text = PAGE.read_text(encoding="utf-8")
+    block = _install_block()
 
-    assert f"npm install --no-save aws-cdk@{_pinned_cli()}\n" in text
+    assert f"npm install --no-save aws-cdk@{_pinned_cli()}\n" in block
     assert set(re.findall(r"aws-cdk@([\w.]+)", text)) == {_pinned_cli(), "3.0.0"}, "3.0.0: the refused build"
-    assert 'pip install "effectively-once[local]"\n' in text
+    assert 'make -C "$EO" wheel' in block
+    assert 'pip install "$(ls "$EO"/dist/effectively_once-*.whl)[local]"\n' in block
+    assert "not on PyPI yet" in text
+
+
+def test_make_wheel_prints_the_line_that_installs_it(installed: Installed) -> None:
+    (wheel,) = (REPO / "dist").glob("effectively_once-*.whl")
+    assert f'  pip install "{wheel}[local]"' in installed.done.stdout.splitlines()
 
 
 def test_the_page_holds_the_whole_app() -> None:
@@ -166,12 +181,21 @@ def test_the_page_holds_the_whole_app() -> None:
     assert len(_outputs()) == len(_commands()), "one sample output per command"
 
 
-def test_the_app_runs_on_the_wheel_not_the_checkout(app: Path, env: dict[str, str], site: Path) -> None:
+def test_the_app_runs_on_the_wheel_not_the_checkout(app: Path, env: dict[str, str]) -> None:
     probe = f"import json, {', '.join(PACKAGES)}; print(json.dumps([{', '.join(f'{p}.__file__' for p in PACKAGES)}]))"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=app, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(app / ".venv" / "bin" / "python"), "-c", probe],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
 
     for name, file in zip(PACKAGES, json.loads(done.stdout), strict=True):
-        assert site.resolve() in Path(file).resolve().parents, f"{name} from {file}, not from the wheel"
+        path = Path(file).resolve()
+        assert (app / ".venv").resolve() in path.parents, f"{name} from {file}, not from the app's venv"
+        assert REPO not in path.parents, f"{name} from the checkout"
 
 
 def test_every_chaos_command_of_the_page_loses_and_duplicates_nothing(runs: list[dict[str, Any]]) -> None:
