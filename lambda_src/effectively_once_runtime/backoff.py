@@ -54,6 +54,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
 from . import names
+from .errors import caused_by
 from .settings import QueueFacts
 
 #: The first receive's ceiling, in seconds (the delay is drawn between half of it and all of it).
@@ -124,14 +125,7 @@ def queue_url(arn: str) -> tuple[str, str] | None:
 
 def is_in_progress(error: BaseException) -> bool:
     """Whether ``error``, or an exception in its ``__cause__`` chain, is ``IdempotencyAlreadyInProgressError``."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, IdempotencyAlreadyInProgressError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__
-    return False
+    return caused_by(error, (IdempotencyAlreadyInProgressError,))
 
 
 @dataclass(frozen=True)

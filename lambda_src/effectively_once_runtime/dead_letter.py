@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyKeyError, IdempotencyValidationError
 
 from . import names
-from .errors import PermanentError
+from .errors import PermanentError, caused_by
 
 #: At most 10 message attributes per message (Amazon SQS Developer Guide, "Amazon SQS message attributes"): a copy
 #: whose original already has 10 (other than the reason) cannot carry the reason and is not sent.
@@ -50,15 +50,7 @@ _DEDUP_ALLOWED = re.compile(r"[!-~]{1,128}")
 def is_permanent(error: BaseException, declared: tuple[type[BaseException], ...] = ()) -> bool:
     """Whether ``error`` makes its record a permanent failure: it, or an exception in its ``__cause__`` chain, is one
     of ``PERMANENT_ERRORS`` or of ``declared`` (``Consumer(permanent=...)``)."""
-    kinds = PERMANENT_ERRORS + declared
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kinds):
-            return True
-        seen.add(id(current))
-        current = current.__cause__
-    return False
+    return caused_by(error, PERMANENT_ERRORS + declared)
 
 
 def check_permanent(permanent: Any) -> tuple[type[BaseException], ...]:

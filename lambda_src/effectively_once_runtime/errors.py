@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 
+def caused_by(error: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    """Whether ``error``, or an exception in its ``__cause__`` chain, is one of ``kinds`` (a cycle ends the walk)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kinds):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
+
+
 class PermanentError(Exception):
     """The record can never succeed (bad input, a business rule): retrying it changes nothing.
 

@@ -91,7 +91,8 @@ class Installed:
     @property
     def app(self) -> Path:
         """The folder the block made and entered (``mkdir my-orders && cd my-orders``)."""
-        (made,) = re.findall(r"^mkdir (\S+) && cd \1$", _install_block(), re.M)
+        lines = _install_block().splitlines()
+        (made,) = [m[1] for m in (re.fullmatch(r"mkdir (\S+) && cd \1", line) for line in lines) if m]
         return self.home / made
 
 

@@ -197,6 +197,35 @@ def use_dead_letter_queue(
     return sqs, created
 
 
+def runtime_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler's environment (``HANDLER_ENV``) with no local endpoint, no DLQ and no source queues: each test
+    sets what it needs (``DEAD_LETTER_QUEUE_URL``, ``SOURCE_QUEUES``)."""
+    for name, value in HANDLER_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ENDPOINT_URL", "DEAD_LETTER_QUEUE_URL", "SOURCE_QUEUES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def receive_records(sqs: Any, url: str, arn: str, count: int = 10) -> list[dict[str, Any]]:
+    """Records as the event source mapping hands them over, from a real receive of up to ``count`` messages of the
+    queue at ``url`` (its ARN ``arn``): real receipt handles and receive counts."""
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=count, MessageSystemAttributeNames=["All"])
+    return [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m["Attributes"],
+            "messageAttributes": {},
+            "md5OfBody": m["MD5OfBody"],
+            "eventSource": "aws:sqs",
+            "eventSourceARN": arn,
+            "awsRegion": arn.split(":")[3],
+        }
+        for m in got.get("Messages", [])
+    ]
+
+
 def queue_bodies(sqs: Any, url: str) -> list[str]:
     """The bodies of every message in a queue (received once with a long visibility timeout, left there)."""
     bodies: list[str] = []

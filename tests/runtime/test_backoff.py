@@ -31,13 +31,14 @@ from effectively_once_runtime.settings import QueueFacts, parse_source_queues
 
 from .conftest import (
     ACCOUNT,
-    HANDLER_ENV,
     IDEMPOTENCY_TABLE,
     REGION,
     FakeLambdaContext,
     _CurrentStdout,
     create_table,
     failures,
+    receive_records,
+    runtime_env,
 )
 
 VISIBILITY = 60
@@ -138,23 +139,7 @@ class World:
 
     def receive(self, name: str, count: int = 10) -> list[dict[str, Any]]:
         """Records as the event source mapping hands them over, from a real receive of queue ``name``."""
-        got = self.sqs.receive_message(
-            QueueUrl=self.urls[name], MaxNumberOfMessages=count, MessageSystemAttributeNames=["All"]
-        ).get("Messages", [])
-        return [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m["Attributes"],
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": self.arns[name],
-                "awsRegion": REGION,
-            }
-            for m in got
-        ]
+        return receive_records(self.sqs, self.urls[name], self.arns[name], count)
 
     def hidden_for(self, name: str) -> dict[str, float]:
         """Each message body of queue ``name`` and the seconds until it is visible again (moto's own clock)."""
@@ -168,10 +153,7 @@ class World:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[World]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv(names.ENV_DEAD_LETTER_QUEUE_URL, raising=False)
+    runtime_env(monkeypatch)
     with mock_aws():
         create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
         sqs = boto3.client("sqs", region_name=REGION)

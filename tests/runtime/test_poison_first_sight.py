@@ -25,13 +25,14 @@ from moto import mock_aws
 from effectively_once_runtime import Consumer, PermanentError, names
 
 from .conftest import (
-    HANDLER_ENV,
     IDEMPOTENCY_TABLE,
     REGION,
     FakeLambdaContext,
     _CurrentStdout,
     create_table,
     failures,
+    receive_records,
+    runtime_env,
 )
 
 #: Less than the default margin (1 s): every record after the first would be deferred.
@@ -65,23 +66,7 @@ class Queues:
             self.sqs.send_message(QueueUrl=self.urls[name], MessageBody=text, **extra)
 
     def receive(self, name: str) -> list[dict[str, Any]]:
-        got = self.sqs.receive_message(
-            QueueUrl=self.urls[name], MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
-        ).get("Messages", [])
-        return [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m["Attributes"],
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": self.arns[name],
-                "awsRegion": REGION,
-            }
-            for m in got
-        ]
+        return receive_records(self.sqs, self.urls[name], self.arns[name])
 
     def invoke(self, records: list[dict[str, Any]], remaining_ms: int = SHORT_MS) -> set[str]:
         response = self.consumer.handler({"Records": records}, FakeLambdaContext(remaining_ms=remaining_ms))
@@ -100,10 +85,7 @@ class Queues:
 
 @pytest.fixture
 def queues(monkeypatch: pytest.MonkeyPatch) -> Iterator[Queues]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv(names.ENV_SOURCE_QUEUES, raising=False)
+    runtime_env(monkeypatch)
     with mock_aws():
         create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
         sqs = boto3.client("sqs", region_name=REGION)

@@ -20,7 +20,6 @@ from effectively_once_runtime.sqs_batch import is_last_receive, prioritised, pro
 
 from .conftest import (
     FIFO_ARN,
-    HANDLER_ENV,
     IDEMPOTENCY_TABLE,
     REGION,
     STANDARD_ARN,
@@ -28,6 +27,7 @@ from .conftest import (
     _CurrentStdout,
     create_table,
     failures,
+    runtime_env,
     sqs_record,
 )
 
@@ -56,13 +56,8 @@ class Budget:
 
 
 def _consumer(monkeypatch: pytest.MonkeyPatch, source_queues: dict[str, Any] | None) -> Iterator[Budget]:
-    for name, value in HANDLER_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv(names.ENV_DEAD_LETTER_QUEUE_URL, raising=False)
-    if source_queues is None:
-        monkeypatch.delenv(names.ENV_SOURCE_QUEUES, raising=False)
-    else:
+    runtime_env(monkeypatch)
+    if source_queues is not None:
         monkeypatch.setenv(names.ENV_SOURCE_QUEUES, json.dumps(source_queues))
     with mock_aws():
         create_table(boto3.client("dynamodb", region_name=REGION), IDEMPOTENCY_TABLE, "id")
