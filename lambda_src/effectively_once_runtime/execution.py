@@ -44,6 +44,14 @@ from .record_keys import key_text
 from .state import ConsumerState
 
 R = TypeVar("R")
+
+
+class _Undecided(Exception):
+    """``screen``'s marker of a payload that is neither clean nor bad input (its check failed transiently)."""
+
+
+#: A payload ``screen`` leaves to the full path.
+_UNDECIDED = _Undecided()
 RecordFunction = Callable[[dict[str, Any]], Any]
 
 #: The log keys of one record, removed when it is done.
@@ -162,9 +170,12 @@ class RecordExecution:
 
     # --- one record -------------------------------------------------------------------------------------------------
 
-    def process_delivery(self, kind: str, item: Any, envelope: str | None, **log_keys: Any) -> Any:
+    def process_delivery(
+        self, kind: str, item: Any, envelope: str | None, *, screened: events.Delivered | None = None, **log_keys: Any
+    ) -> Any:
         """One delivered document of trigger ``kind``: its log keys set (``message_id``, ``receive_count``), the
         payloads unwrapped (``events.payloads``; bad input logged ``invalid record`` and raised), then ``process``.
+        ``screened``: what ``screen`` found clean for this very item, used as it is (not parsed or checked again).
 
         An S3 event notification carried by a queue or a topic (``envelope="s3"`` or ``"auto"``) may hold several
         S3 records: each is processed on its own key, and a failure is raised once all were tried (a transient one
@@ -172,18 +183,19 @@ class RecordExecution:
         then the list of the records' results. An ``s3:TestEvent`` is acknowledged with one INFO line: ``None``."""
         self._start_delivery(log_keys)
         try:
-            delivered = events.payloads(kind, item, envelope)
+            delivered = screened if screened is not None else events.payloads(kind, item, envelope)
         except InvalidRecord as error:
             self.invalid(str(error))
             raise
+        checked = screened is not None
         if delivered.test_event is not None:
             test = delivered.test_event
             reason = f"bucket {test.get('Bucket')!r} at {test.get('Time')!r}: no record to process"
             self.logger.info(names.MSG_S3_TEST_EVENT, extra={names.FIELD_REASON: reason})
             return None
         if len(delivered.payloads) == 1:
-            return self.process(delivered.payloads[0])
-        return self._process_each(delivered.payloads)
+            return self.process(delivered.payloads[0], checked=checked)
+        return self._process_each(delivered.payloads, checked)
 
     def _start_delivery(self, log_keys: dict[str, Any]) -> None:
         """A delivery's log keys (``message_id``, ``receive_count``), the last one's cleared."""
@@ -196,43 +208,56 @@ class RecordExecution:
         self._start_delivery(log_keys)
         self.invalid(str(error) if isinstance(error, PermanentError) else f"{type(error).__name__}: {error}")
 
-    def screen(self, kind: str, item: Any, envelope: str | None) -> BaseException | None:
-        """What makes a delivery bad input before anything runs, found without I/O and without logging: the error
-        when it cannot be unwrapped (``events.payloads``), or when none of its payloads can run: not an object, no
-        key (with ``raise_on_no_idempotency_key``), or the consumer's ``check`` raised a permanent error on it.
-        ``None`` when some payload may run, or when the check failed otherwise (the full path decides)."""
+    def screen(self, kind: str, item: Any, envelope: str | None) -> events.Delivered | BaseException | None:
+        """A delivery looked at before anything runs, without I/O and without logging:
+
+        - the error that makes it bad input: it cannot be unwrapped (``events.payloads``), or none of its payloads
+          can run (not an object, no key with ``raise_on_no_idempotency_key``, or the consumer's ``check`` raised a
+          permanent error on it);
+        - its ``events.Delivered`` when every payload passed (``process_delivery(screened=...)`` then takes it as
+          it is: the body is parsed once and ``check`` runs once);
+        - ``None`` when it is neither (some payloads failed, or a check failed otherwise): the full path decides.
+        """
         try:
             delivered = events.payloads(kind, item, envelope)
         except InvalidRecord as error:
             return error
-        if delivered.test_event is not None or not delivered.payloads:
-            return None
         errors = [self._screen_payload(payload) for payload in delivered.payloads]
-        return errors[0] if all(error is not None for error in errors) else None
+        if all(error is None for error in errors):
+            return delivered
+        bad = [error for error in errors if error is not None and error is not _UNDECIDED]
+        return bad[0] if len(bad) == len(errors) else None
 
     def _screen_payload(self, payload: Any) -> BaseException | None:
         rules = self.rules
         if not isinstance(payload, dict):
             return InvalidRecord(f"body must be a JSON object, got {type(payload).__name__}")
         try:
-            found = rules.key_path.search(payload)
-            if rules.raise_on_no_key and BasePersistenceLayer.is_missing_idempotency_key(found):
-                return InvalidRecord(f"no idempotency key: {rules.key!r} found nothing in the body")
+            missing = self._missing_key(rules.key_path.search(payload))
+            if missing is not None:
+                return missing
             if rules.validate_path is not None:
                 rules.validate_path.search(payload)
             if rules.check is not None:
                 rules.check(payload)
         except Exception as error:  # noqa: BLE001 - only a permanent error screens a record out
-            return error if self.is_permanent(error) else None
+            return error if self.is_permanent(error) else _UNDECIDED
         return None
 
-    def _process_each(self, payloads: list[dict[str, Any]]) -> list[Any]:
+    def _missing_key(self, found: Any) -> InvalidRecord | None:
+        """The bad-input error of a payload whose key expression found nothing (Powertools' own test,
+        ``is_missing_idempotency_key``), when a key is required; else ``None``."""
+        if self.rules.raise_on_no_key and BasePersistenceLayer.is_missing_idempotency_key(found):
+            return InvalidRecord(f"no idempotency key: {self.rules.key!r} found nothing in the body")
+        return None
+
+    def _process_each(self, payloads: list[dict[str, Any]], checked: bool = False) -> list[Any]:
         """Every payload processed; the first transient failure (else the first permanent one) raised at the end."""
         results: list[Any] = []
         failures: list[Exception] = []
         for payload in payloads:
             try:
-                results.append(self.process(payload))
+                results.append(self.process(payload, checked=checked))
             except Exception as error:  # noqa: BLE001 - raised below, once every record was tried
                 failures.append(error)
         transient = [error for error in failures if not self.is_permanent(error)]
@@ -240,8 +265,9 @@ class RecordExecution:
             raise (transient or failures)[0]
         return results
 
-    def process(self, body: Any) -> Any:
+    def process(self, body: Any, *, checked: bool = False) -> Any:
         """One payload, through the idempotency layer (the path of every record and direct invocation).
+        ``checked``: ``screen`` already ran the consumer's ``check`` on it (not run again).
 
         :raises PermanentError: bad input (``InvalidRecord``: not an object, no key, a key expression that failed)
             or the record function's own.
@@ -253,7 +279,7 @@ class RecordExecution:
             raise RuntimeError("no record function: declare one with @consumer.record")
         state = self._state()
         try:
-            return self._process(state, body)
+            return self._process(state, body, checked)
         except Exception as error:
             if isinstance(error, (IdempotencyAlreadyInProgressError, IdempotencyValidationError)):
                 # The idempotency-rejections query (docs/observability.md) lists these lines.
@@ -264,12 +290,13 @@ class RecordExecution:
                 self.invalid(str(error) if isinstance(error, PermanentError) else f"{type(error).__name__}: {error}")
             raise
 
-    def _process(self, state: ConsumerState, body: Any) -> Any:
+    def _process(self, state: ConsumerState, body: Any, checked: bool = False) -> Any:
         key, found = self._key(body)
-        if self.rules.check is not None:
+        if self.rules.check is not None and not checked:
             # Before any write, so bad input never takes an in-progress record; a missing key is named as such.
-            if self.rules.raise_on_no_key and BasePersistenceLayer.is_missing_idempotency_key(found):
-                raise InvalidRecord(f"no idempotency key: {self.rules.key!r} found nothing in the body")
+            missing = self._missing_key(found)
+            if missing is not None:
+                raise missing
             self.rules.check(body)
         self.logger.set_correlation_id(key)
         self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key})

@@ -178,6 +178,8 @@ class _Batch:
     protected: set[str] = field(default_factory=set)
     #: Bad input found before the first record ran: ``None`` when dead-lettered (done), else the error it failed on.
     screened: dict[str, BaseException | None] = field(default_factory=dict)
+    #: What the screen found clean, by message id: the record's turn takes it as it is (parsed and checked once).
+    clean: dict[str, events.Delivered] = field(default_factory=dict)
     #: The records done so far (their raw records), and those of them already deleted by the runtime.
     done: list[dict[str, Any]] = field(default_factory=list)
     settled: set[str] = field(default_factory=set)
@@ -316,6 +318,9 @@ class SqsBatch:
                 error = self.execution.screen(events.SQS, raw, self.envelope)
             except Exception:  # noqa: BLE001 - not screened: the record's own turn decides
                 error = None
+            if isinstance(error, events.Delivered):
+                batch.clean[str(raw.get("messageId"))] = error
+                continue
             if error is None:
                 continue
             if batch.screened and batch.deadline.shortfall(self.recent) is not None:
@@ -390,7 +395,11 @@ class SqsBatch:
         :raises Exception: a transient failure, or a permanent one that could not be dead-lettered.
         """
         try:
-            return self.execution.process_delivery(events.SQS, record.raw_event, self.envelope, **_log_keys(record))
+            batch = self._batch
+            screened = batch.clean.get(record.message_id) if batch is not None else None
+            return self.execution.process_delivery(
+                events.SQS, record.raw_event, self.envelope, screened=screened, **_log_keys(record)
+            )
         except Exception as error:
             if not self.execution.is_permanent(error) or not self._dead_letter(record, error, lambda_context):
                 raise

@@ -184,3 +184,19 @@ def test_check_runs_before_any_write_on_a_direct_invocation(queues: Queues) -> N
 def test_check_must_be_callable() -> None:
     with pytest.raises(TypeError, match="check must be a function"):
         Consumer(key="order_id", key_prefix="test/poison", effect_key="scoped", check="parse")  # type: ignore[arg-type]
+
+
+def test_a_valid_record_is_parsed_and_checked_once(queues: Queues, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The screen's clean delivery is what the record's turn processes: no second parse, no second check (hot path).
+    from effectively_once_runtime import events
+
+    parsed: list[Any] = []
+    real_payloads = events.payloads
+    monkeypatch.setattr(events, "payloads", lambda *args: parsed.append(args) or real_payloads(*args))
+    checked: list[Any] = []
+    rules = queues.consumer._execution.rules
+    monkeypatch.setattr(queues.consumer._execution, "rules", type(rules)(**{**vars(rules), "check": checked.append}))
+    queues.send("orders", {"order_id": "o-1"}, {"order_id": "o-2"}, {"order_id": "o-3"})
+    returned = queues.invoke(queues.receive("orders"), remaining_ms=30_000)
+    assert returned == set() and queues.ran == ["o-1", "o-2", "o-3"]
+    assert len(parsed) == 3 and len(checked) == 3
