@@ -27,12 +27,12 @@ from ._validation import fail
 from .limits import POWERTOOLS_LAYER_DOC, POWERTOOLS_SSM_REGIONS
 
 # --- Powertools layer pin (the one place) ----------------------------------------------------------------
-#: Powertools release the layer carries: the same as aws-lambda-powertools in requirements.txt (a test checks).
 POWERTOOLS_VERSION = "3.37.0"
-#: The runtime the payment function runs on and the layer is resolved for (the newest Powertools supports).
+"""Powertools release the layer carries: the same as aws-lambda-powertools in requirements.txt (a test checks)."""
 POWERTOOLS_RUNTIME = lambda_.Runtime.PYTHON_3_14
-#: Prefix of Powertools' public SSM parameters for Python (v3 layers).
+"""The runtime the payment function runs on and the layer is resolved for (the newest Powertools supports)."""
 POWERTOOLS_PARAMETER_PREFIX = "/aws/service/powertools/python"
+"""Prefix of Powertools' public SSM parameters for Python (v3 layers)."""
 
 
 def powertools_layer_parameter_name(
