@@ -57,7 +57,7 @@ def measure(path: str) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].replace("``", ""))  # no reST in --help
     parser.add_argument("--files", nargs="*", help="test files to measure (default: every file with proof tests)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "proof-time.json")
     args = parser.parse_args()

@@ -426,28 +426,64 @@ class Expression:
         return f"Expression({self.expression!r})"
 
 
+class InvalidExpression(ValueError):
+    """``compile_expression`` refused an expression. ``reason``: why, in one line and without the expression (the
+    message is ``<prop> must be a JMESPath expression..., but <expression> was given: <reason>``), for a caller that
+    names the expression its own way (the chaos command's ``--key``)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 def compile_expression(prop: str, expression: str) -> Expression:
     """``expression`` compiled, every function it calls checked now: jmespath reports an unknown one only when a
     record is searched.
 
     :param prop: the name the messages give it (``"key"``, ``"validate"``).
-    :raises ValueError: not a string, not a JMESPath expression, or calling a function that is neither a JMESPath
-        builtin nor one of Powertools'.
+    :raises InvalidExpression: (a ``ValueError``) not a string, not a JMESPath expression (the reason in one line:
+        what jmespath found and where), or calling a function that is neither a JMESPath builtin nor one of
+        Powertools'.
     """
     if not isinstance(expression, str):
-        raise ValueError(f"{prop} must be a JMESPath expression (a string), but {show(expression)} was given")
+        raise InvalidExpression(
+            f"{prop} must be a JMESPath expression (a string), but {show(expression)} was given", "not a string"
+        )
     try:
         parsed = jmespath.compile(expression)
     except jmespath_exceptions.JMESPathError as exc:
-        raise ValueError(f"{prop} must be a JMESPath expression, but {expression!r} was given: {exc}") from exc
+        reason = _parse_error(exc)
+        message = f"{prop} must be a JMESPath expression, but {expression!r} was given: {reason}"
+        raise InvalidExpression(message, reason) from exc
     unknown = sorted(_called_functions(parsed.parsed) - _KNOWN)
     if unknown:
-        raise ValueError(
-            f"{prop} must be a JMESPath expression with known functions, but {expression!r} was given: unknown "
-            f"function {', '.join(f'{name}()' for name in unknown)} (builtins: {', '.join(sorted(_BUILTINS))}; "
+        reason = (
+            f"unknown function {', '.join(f'{name}()' for name in unknown)} (builtins: {', '.join(sorted(_BUILTINS))}; "
             f"Powertools: {', '.join(sorted(_KNOWN - _BUILTINS))})"
         )
+        raise InvalidExpression(
+            f"{prop} must be a JMESPath expression with known functions, but {expression!r} was given: {reason}", reason
+        )
     return Expression(expression, parsed)
+
+
+def _parse_error(exc: jmespath_exceptions.JMESPathError) -> str:
+    """jmespath's refusal in one line, without its repeated "Invalid jmespath expression" and the expression drawn
+    over two more lines: what it found, at which character (1-based)."""
+    if isinstance(exc, jmespath_exceptions.EmptyExpressionError):
+        return "it is empty"
+    if isinstance(exc, jmespath_exceptions.IncompleteExpressionError):
+        return f"it ends early, after character {exc.lex_position}"
+    if isinstance(exc, jmespath_exceptions.LexerError):
+        return f"{exc.message}, at character {exc.lexer_position + 1}"
+    if isinstance(exc, jmespath_exceptions.ArityError):  # its own message is one line and names the function
+        return str(exc)
+    if isinstance(exc, jmespath_exceptions.ParseError):
+        found = "the end" if exc.token_type == "EOF" else repr(exc.token_value)
+        plain = exc.msg == jmespath_exceptions.ParseError._ERROR_MESSAGE or exc.msg.startswith("Unexpected token")
+        detail = "" if plain else f" ({exc.msg})"
+        return f"unexpected {found} at character {exc.lex_position + 1}{detail}"
+    return " ".join(str(exc).split())
 
 
 def _called_functions(tree: dict[str, Any]) -> set[str]:

@@ -86,5 +86,8 @@ def test_an_expression_the_runtime_refuses_is_a_bad_key_argument() -> None:
     for expression in ("order_id[", "no_such_function(order_id)"):
         with pytest.raises(ValueError):
             Consumer(key=expression, key_prefix="test/keys")
-        with pytest.raises(InputFileError, match="is not a JMESPath expression the runtime accepts"):
+        with pytest.raises(InputFileError, match="is not a JMESPath expression the runtime accepts") as caught:
             compile_key(expression)
+        # One message: the expression once, jmespath's "Invalid jmespath expression" and its drawing left out.
+        assert str(caught.value).count(expression) == 1 and "\n" not in str(caught.value), caught.value
+        assert "nvalid jmespath" not in str(caught.value) and "must be a JMESPath" not in str(caught.value)

@@ -687,17 +687,31 @@ def test_expression_with_powertools_base64_gzip_decompresses() -> None:
 
 
 def test_fails_compile_expression_with_a_syntax_error() -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(events.InvalidExpression) as caught:
         events.compile_expression("key", "x[")
-    assert str(caught.value) == (
-        "key must be a JMESPath expression, but 'x[' was given: Invalid jmespath expression: Incomplete expression:\n"
-        '"x["\n   ^'
+    assert (
+        str(caught.value) == "key must be a JMESPath expression, but 'x[' was given: it ends early, after character 2"
     )
+    assert caught.value.reason == "it ends early, after character 2"
 
 
-def test_fails_compile_expression_with_an_empty_expression() -> None:
-    with pytest.raises(ValueError, match="^validate must be a JMESPath expression, but '' was given: Invalid"):
-        events.compile_expression("validate", "")
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("", "it is empty"),
+        ("a.#", "Unknown token #, at character 3"),
+        ("a b", "unexpected 'b' at character 3"),
+        ("a[?b==]", "unexpected ']' at character 7 (invalid token)"),
+        ("a || ", "it ends early, after character 5"),
+    ],
+)
+def test_a_refused_expression_gives_one_reason_on_one_line(expression: str, reason: str) -> None:
+    """jmespath's own messages say "Invalid jmespath expression" and draw the expression over two more lines; the
+    refusal says what was found, and where, once."""
+    with pytest.raises(ValueError) as caught:
+        events.compile_expression("validate", expression)
+    assert str(caught.value) == f"validate must be a JMESPath expression, but {expression!r} was given: {reason}"
+    assert "\n" not in str(caught.value)
 
 
 def test_fails_compile_expression_with_something_else_than_a_string() -> None:

@@ -18,16 +18,42 @@ from ..base.tool_limits import CFN_STACK_NAME_PATTERN
 from ..profiles.payments_input import PaymentsFileError, load_payments
 from ..runner.mapping_runner import packaged_lambda_src
 
+_ROLE = re.compile(r":(?:py:)?[a-z]+:`(?P<tilde>~?)(?P<text>[^`]+)`")
+_CODE = re.compile(r"``(?P<double>[^`]+)``|`(?P<single>[^`]+)`")
+
+
+def plain(text: str) -> str:
+    """``text`` (a docstring, a help string) as a terminal shows it, without reST markup: a role's target alone
+    (``:class:`X``` is X, ``:class:`~a.X``` too), a code span's text alone, or in single quotes when it holds a
+    space (a command: ``cdk deploy`` is 'cdk deploy'); ``:default:`` is "default:"."""
+    text = _ROLE.sub(_role_text, text).replace(":default:", "default:")
+    return _CODE.sub(lambda match: _unquoted(match["double"] or match["single"]), text)
+
+
+def _role_text(match: re.Match[str]) -> str:
+    return match["text"].rsplit(".", 1)[-1] if match["tilde"] else match["text"]
+
+
+def _unquoted(code: str) -> str:
+    return f"'{code}'" if any(char.isspace() for char in code) else code
+
 
 class HelpFormatter(argparse.HelpFormatter):
     """Every option's help ends with its default (``(default: %(default)s)``), unless the help already says it
-    (``default:``), the default is ``None`` (the help says what happens) or the option is a flag."""
+    (``default:``), the default is ``None`` (the help says what happens) or the option is a flag. Descriptions and
+    helps are shown :func:`plain` (the top-level description is the CLI module's docstring)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if "default:" in text or action.default in (None, argparse.SUPPRESS) or action.nargs == 0:
             return text
         return f"{text} (default: %(default)s)"
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
 
 
 class Given(argparse.Action):

@@ -83,7 +83,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser, commands = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the subcommand's parser: its usage and its --help are the ones that list the flags
+        commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     _check(commands[args.command], args)
     # A SIGTERM (a CI timeout, `kill`) stops the run like Ctrl-C does (the demo stops its local AWS).
     previous: Any = signal.signal(signal.SIGTERM, _interrupt)

@@ -33,7 +33,7 @@ from typing import Any
 from effectively_once_runtime.body import parse_object
 from effectively_once_runtime.consumer import key_text
 from effectively_once_runtime.errors import InvalidRecord
-from effectively_once_runtime.events import Expression, compile_expression
+from effectively_once_runtime.events import Expression, InvalidExpression, compile_expression
 from effectively_once_runtime.identity import check_steps, normalize_key
 
 from ..base.json_lines import JsonLinesError, read_json_lines
@@ -100,9 +100,12 @@ def compile_key(expression: str, normalize: Sequence[str] = ()) -> Expression:
     """
     try:
         compiled = compile_expression("key", expression)
+    except InvalidExpression as exc:
+        raise InputFileError(f"{expression!r} is not a JMESPath expression the runtime accepts: {exc.reason}") from exc
+    try:
         steps = check_steps(normalize)
     except (ValueError, TypeError) as exc:
-        raise InputFileError(f"{expression!r} is not a JMESPath expression the runtime accepts: {exc}") from exc
+        raise InputFileError(str(exc)) from exc
     return NormalizedKey(compiled, steps) if steps else compiled
 
 
