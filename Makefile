@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup postgres test proof docs synth wheel demo soak demo-aws bench capacity report-screenshot clean
+.PHONY: setup postgres chromium test proof docs docs-serve synth wheel demo soak demo-aws bench capacity report-screenshot clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -28,12 +28,17 @@ $(NODE_STAMP): package.json package-lock.json
 postgres:
 	bash scripts/ensure-postgresql.sh
 
+# Debian's Chromium for the docs site's browser tests (tests/unit/test_site.py, Playwright): a no-op when
+# /usr/bin/chromium exists, else Debian's chromium package (apt-get, as root).
+chromium:
+	bash scripts/ensure-chromium.sh
+
 # Lint and format check first (ruff, config in pyproject's [tool.ruff]), then mypy, strict over the three packages
 # (the constructs and the runtime ship py.typed; config: pyproject's [tool.mypy]), then the docs site, then the
 # tests: unit, runtime, the tooling's, and one end-to-end chaos run of the orders example, on both cores (pytest-xdist,
 # one test file per worker, so a module's synth fixtures run once). Budget: 10 minutes on 2 cores from a fresh clone,
 # set-up included. The long runs are `make proof`'s (tests marked `proof`).
-test: setup postgres
+test: setup postgres chromium
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
@@ -57,6 +62,12 @@ proof: setup
 MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d site
 docs: setup
 	$(MKDOCS_BUILD)
+
+# The site as a reader sees it, at http://127.0.0.1:8000/ (rebuilt on each change; Ctrl-C stops it). Search needs
+# the site served over http: opened from disk (file://), the browser refuses its worker and search stays on
+# "Initializing search".
+docs-serve: setup
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 # The package is not on PyPI yet: this builds its wheel into dist/ (hatchling, no isolation, offline; the wheels of
 # earlier builds removed first, so dist/ holds one) and prints the one line that installs it with the local tooling,
