@@ -17,11 +17,15 @@ import os
 import re
 import shlex
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ..conftest import recording, times_module
 
 pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
@@ -103,13 +107,29 @@ class Installed:
         return self.home / made
 
 
+#: The deploy line a chaos run prints (``profiles/pipeline.py``).
+DEPLOYED = re.compile(r"^deployed \S+ with the CDK CLI in (\d+)s", re.M)
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Installed:
+def record(request: pytest.FixtureRequest) -> Callable[[str, float], None]:
+    """Records a time into benchmarks/times.json when the session records (``make proof``: ``--record-time``), the
+    page's stated times come from these runs; otherwise does nothing."""
+    if not recording(request.config):
+        return lambda measure, seconds: None
+    return times_module().record  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def installed(
+    tmp_path_factory: pytest.TempPathFactory, env: dict[str, str], record: Callable[[str, float], None]
+) -> Installed:
     """The page's first block run in bash from an empty folder outside the repository, with no node_modules in it
     or above it."""
     home = tmp_path_factory.mktemp("home")
     assert REPO not in home.resolve().parents
     assert not [p for p in (home, *home.parents) if (p / "node_modules").exists()]
+    started = time.monotonic()
     done = subprocess.run(
         ["bash", "-eo", "pipefail", "-c", _install_block()],
         cwd=home,
@@ -120,6 +140,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> 
         check=False,
     )
     assert done.returncode == 0, f"the page's install block: exit {done.returncode}\n{done.stderr[-3000:]}"
+    record("walkthrough set-up", time.monotonic() - started)
     return Installed(home, done)
 
 
@@ -134,12 +155,13 @@ def app(installed: Installed) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(app: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+def runs(app: Path, env: dict[str, str], record: Callable[[str, float], None]) -> list[dict[str, Any]]:
     """Each chaos command of the page, in order, in the app's folder and its activated venv: its exit code, output
     and JSON report."""
     assert (app / "node_modules" / ".bin" / "cdk").exists(), "the page's npm install puts the CLI in the app"
     out = []
     for command in _commands():
+        started = time.monotonic()
         done = subprocess.run(
             ["bash", "-c", f". .venv/bin/activate && {shlex.join(command)}"],
             cwd=app,
@@ -149,6 +171,10 @@ def runs(app: Path, env: dict[str, str]) -> list[dict[str, Any]]:
             timeout=300,
             check=False,
         )
+        if done.returncode == 0:
+            record("walkthrough chaos run", time.monotonic() - started)
+            for deployed in DEPLOYED.findall(done.stdout + done.stderr):
+                record("walkthrough deploy", float(deployed))
         report_path = app / "reports" / "chaos-report.json"
         report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
         report_path.unlink(missing_ok=True)  # the next command writes its own

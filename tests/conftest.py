@@ -1,0 +1,51 @@
+"""Every test session: ``--record-time MEASURE`` (the Makefile passes ``make test`` or ``make proof``) makes a session
+that passed record its wall time into benchmarks/times.json (``benchmarks/times.py``; under pytest-xdist the
+controller records, not its workers). An option, not an environment variable: a pytest that a test starts in a
+subprocess records nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+OPTION = "--record-time"
+_STARTED = "_eo_session_started"
+
+
+def times_module() -> ModuleType:
+    """``benchmarks/times.py`` as a module (the folder is scripts, not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "times.py"
+    spec = importlib.util.spec_from_file_location("bench_times", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def recording(config: pytest.Config) -> bool:
+    """Whether this session records times (``--record-time`` given)."""
+    return bool(config.getoption(OPTION))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        OPTION,
+        metavar="MEASURE",
+        default=None,
+        help="record this session's wall time, when it passes, as MEASURE in benchmarks/times.json",
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    setattr(session.config, _STARTED, time.monotonic())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    measure = session.config.getoption(OPTION)
+    if not measure or hasattr(session.config, "workerinput") or exitstatus != 0 or session.config.option.collectonly:
+        return
+    times_module().record(measure, time.monotonic() - getattr(session.config, _STARTED))
