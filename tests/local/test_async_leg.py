@@ -67,3 +67,23 @@ def test_each_violation_in_the_block_fails_the_demo_and_a_clean_block_passes(
     assert async_leg.problems(CLEAN) == []
     found = async_leg.problems({**CLEAN, **change})
     assert len(found) == 1 and words in found[0], found
+
+
+def test_the_async_line_names_the_on_failure_conditions_without_a_raw_dict() -> None:
+    block = {
+        "payments": 3,
+        "events_put": 4,
+        "invocations": 5,
+        "duplicate_deliveries": 1,
+        "retries": 1,
+        "kills": 1,
+        "lost": 0,
+        "double_charged": 0,
+        "on_failure": {"records": 0, "by_condition": {}},
+    }
+
+    empty = async_leg.render(block)
+    named = async_leg.render({**block, "on_failure": {"records": 2, "by_condition": {"RetriesExhausted": 2}}})
+
+    assert "on-failure records 0\n" in empty and "{" not in empty
+    assert "on-failure records 2 (RetriesExhausted=2)\n" in named

@@ -260,14 +260,15 @@ def test_conclude_prints_the_ok_line_when_given(tmp_path: Path) -> None:
 
 def test_each_mark_is_labelled_beside_its_own_line_even_when_marks_are_close() -> None:
     # The demo's last two marks ("report", "outage backlog") fall within a second of each other near the right edge.
-    from effectively_once_local.report.page import _chart
+    from effectively_once_local.report.chart import chart
 
     marks = [(T0 + 2, "deployed: sending"), (T0 + 2.3, "polling"), (T0 + 59, "report"), (T0 + 59.4, "outage backlog")]
-    fig = _chart(_events() + [TimedEvent(T0 + 60, "delivery", "fifo")], T0, marks)
+    fig = chart(_events() + [TimedEvent(T0 + 60, "delivery", "fifo")], T0, marks)
     fig.canvas.draw()
     flow = fig.axes[0]
+    zero = T0 + 1  # the first send
     labels = {t.get_text(): t.get_window_extent() for t in flow.texts if t.get_text() in {m for _, m in marks}}
-    lines = {text: flow.transData.transform((t - T0, 0))[0] for t, text in marks}
+    lines = {text: flow.transData.transform((t - zero, 0))[0] for t, text in marks}
 
     assert set(labels) == set(lines)
     for text, box in labels.items():
@@ -328,3 +329,87 @@ def test_page_of_a_chaos_report_shows_every_lines_state_the_findings_and_the_dlq
     assert re.search(r'data-key="state-stranded">1<', page)
     assert "<td>o-7</td>" in page and "1 moved by the redrive policy" in page and "line 3" in page
     assert "What the producer sent" in page and 'data-queue="dlq"' not in page, "blocks are not queue columns"
+
+
+# --- run pages that add up (issue 34, item 5) -------------------------------------------------------------------
+
+
+def _legend(fig: Any) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def _run_events() -> list[TimedEvent]:
+    """A run that starts 90 s before its first send (the deploy), with an asynchronous leg and events after the
+    report (the outage backlog)."""
+    out = [TimedEvent(T0 + 90 + i, "sent", "standard", count=2) for i in range(5)]
+    out += [TimedEvent(T0 + 91 + i, "delivery", "standard") for i in range(6)]
+    out += [TimedEvent(T0 + 92 + i, "delivery", "async-Fn") for i in range(3)]
+    out += [TimedEvent(T0 + 93, "duplicate_suppressed", "standard", count=4)]
+    out += [TimedEvent(T0 + 94, "duplicate_suppressed", "async-Fn", count=1)]
+    out += [
+        TimedEvent(T0 + 95, "kill", "standard", "after_complete"),
+        TimedEvent(T0 + 96, "kill", "async-Fn", "timeout"),
+    ]
+    out += [TimedEvent(T0 + 130, "delivery", "standard"), TimedEvent(T0 + 131, "duplicate_suppressed", "fifo")]
+    return out
+
+
+def test_the_time_axis_starts_at_the_first_send_and_the_deploy_is_one_labelled_bar() -> None:
+    from effectively_once_local.report.chart import chart, origin
+
+    events = _run_events()
+    fig = chart(events, T0, [(T0 + 60, "deployed: sending"), (T0 + 120, "report")], report_at=T0 + 120)
+    flow = fig.axes[0]
+    texts = [t.get_text() for t in flow.texts]
+
+    assert origin(events, T0) == T0 + 90
+    assert min(min(line.get_xdata()) for line in flow.lines if line.get_label().startswith("messages sent")) == 0
+    assert "start-up and deploy: 90 s (not to scale)" in texts
+    assert "deployed: sending" not in texts, "a mark before the first send is inside the deploy's bar"
+    left, right = flow.get_xlim()
+    assert -0.1 * (right - left) < left < 0, "the bar is a sliver left of zero, not 90 s of the axis"
+    assert fig.axes[2].get_xlabel() == "seconds since the first send"
+
+
+def test_every_chart_figure_is_the_timed_tables_figure_of_the_same_name(tmp_path: Path) -> None:
+    from effectively_once_local.report.chart import KINDS, chart
+
+    events = _run_events()
+    clock = RunClock(started=T0, report_at=T0 + 120)
+    page = write_page(tmp_path / "r.html", _demo_report(), events, clock=clock, title="demo").read_text()
+    legend = _legend(chart(events, T0, [], report_at=T0 + 120))
+    table = {
+        k: int(v) for k, v in re.findall(r'data-queue="all \(the chart&#x27;s figures\)" data-key="(\w+)">(\d+)<', page)
+    }
+    later = {k: int(v) for k, v in re.findall(rf'data-queue="{LATER}" data-key="(\w+)">(\d+)<', page)}
+    per_queue = {(q, k): int(v) for q, k, v in re.findall(r'data-queue="([\w-]+)" data-key="(\w+)">(\d+)<', page)}
+
+    assert table == {"sent": 10, "delivery": 9, "duplicate_suppressed": 5, "kill": 2}
+    assert later == {"delivery": 1, "duplicate_suppressed": 1}
+    for kind, figure in table.items():
+        assert figure == sum(v for (q, k), v in per_queue.items() if k == kind), kind
+        if kind != "kill":  # the kills panel is by phase
+            assert any(line.startswith(f"{KINDS[kind]}: {figure}") for line in legend), (kind, legend)
+    assert "deliveries: 9\n  6 on the queues, 3 on the asynchronous leg\n  +1 after the report" in legend
+    assert "after_complete: 1" in legend and "timeout: 1\n  0 on the queues, 1 on the asynchronous leg" in legend
+
+
+def test_the_page_has_no_raw_json_section_and_says_when_the_first_send_came(tmp_path: Path) -> None:
+    report = {
+        **_demo_report(),
+        "sends": {"by_kind": {"original": 3, "resend": 1}},
+        "async": {"payments": 2, "redrive": {"records_redriven": 1}, "on_failure": {"records": 0}},
+        "states": {
+            "counts": {"stranded": 1},
+            "keys": {"stranded": ["o-7"]},
+            "evidence": {"o-7": {"deliveries": 2, "dlq": [{"dlq": "orders-dlq", "moved_by": "sqs"}]}},
+        },
+    }
+    page = write_page(tmp_path / "r.html", report, _run_events(), clock=RunClock(started=T0), title="demo").read_text()
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+    assert "<pre" not in page and '{"' not in html.unescape(page)
+    assert 'data-run="seconds">30.5<' in page and 'data-sends="by_kind.original">3<' in page
+    assert 'data-async="redrive.records_redriven">1<' in page
+    assert "dlq.0.moved_by: sqs" in text
+    assert "the first send 90 s after the start (start-up and deploy)" in text

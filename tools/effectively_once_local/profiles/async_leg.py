@@ -221,6 +221,11 @@ def problems(block: dict[str, Any]) -> list[str]:
     return out
 
 
+def _by_condition(counts: dict[str, int]) -> str:
+    """`` (RetriesExhausted=3, EventAgeExceeded=1)``, or nothing when there are none (no raw dict in the text)."""
+    return f" ({', '.join(f'{k}={v}' for k, v in counts.items())})" if counts else ""
+
+
 def render(block: dict[str, Any]) -> str:
     """The text report's ``async`` lines."""
     redrive = block.get("redrive") or {}
@@ -229,8 +234,8 @@ def render(block: dict[str, Any]) -> str:
         f"{block['events_put']} events put, "
         f"{block['invocations']} invocations ({block['duplicate_deliveries']} duplicate deliveries, "
         f"{block['retries']} retries), {block['kills']} kills, {block['lost']} lost, "
-        f"{block['double_charged']} double-charged; on-failure records {block['on_failure']['records']} "
-        f"{block['on_failure']['by_condition']}\n"
+        f"{block['double_charged']} double-charged; on-failure records {block['on_failure']['records']}"
+        f"{_by_condition(block['on_failure']['by_condition'])}\n"
         f"  on-failure redrive: {redrive.get('records_redriven', 0)} records invoked again "
         f"({redrive.get('charged_resent', 0)} charged: {redrive.get('charged_new_provider_calls', 0)} provider calls; "
         f"{redrive.get('new_charged', 0)} of {redrive.get('new_sent', 0)} new charged once), "

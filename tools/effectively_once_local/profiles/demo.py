@@ -198,7 +198,7 @@ def _conclude(
         report,
         text=render(report)
         + "\nper payment id (the general chaos report): "
-        + effects.render(report["per_key"]).replace("\n", "\n  ")
+        + effects.render(report["per_key"], kills=False).replace("\n", "\n  ")
         + "\n"
         + (async_leg.render(report["async"]) + "\n" if "async" in report else "")
         + render_figures(figures),

@@ -387,7 +387,16 @@ def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
     return (1 if reasons else 0), reasons
 
 
-def render(report: dict[str, Any]) -> str:
+def _kill_lines(total: dict[str, Any]) -> list[str]:
+    out = ["kills: " + ", ".join(f"{k}={v}" for k, v in total["kills"].items())]
+    if "kills_after_write" in total:
+        after = total["kills_after_write"]
+        out.append("kills after a write, by the write: " + ", ".join(f"{k}={v}" for k, v in after.items()))
+    return out
+
+
+def render(report: dict[str, Any], *, kills: bool = True) -> str:
+    """The per-key summary; ``kills=False`` leaves out the ``kills:`` lines (the demo prints its own, once)."""
     total = report["total"]
     width = max(len(k) for k in COUNT_KEYS) + 2
     out = [f"effects counted from: {report['effects_counted_from']}"]
@@ -397,10 +406,7 @@ def render(report: dict[str, Any]) -> str:
             " name the effect's store (--effect KIND:NAME:KEYPATH) for an exact count"
         )
     out += [key.ljust(width) + str(total[key]).rjust(8) for key in COUNT_KEYS if key in total]
-    out.append("kills: " + ", ".join(f"{k}={v}" for k, v in total["kills"].items()))
-    if "kills_after_write" in total:
-        after = total["kills_after_write"]
-        out.append("kills after a write, by the write: " + ", ".join(f"{k}={v}" for k, v in after.items()))
+    out += _kill_lines(total) if kills else []
     for name in ("lost", "duplicated", "unexpected", "unexplained_replays"):
         keys = report["keys"][name]
         if keys:

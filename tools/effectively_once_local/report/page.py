@@ -2,10 +2,11 @@
 ``.html``) that opens offline.
 
 The page is built from the report dict and the run's timed events (:class:`TimedEvent`), whatever the run: the demo's
-payments or the general ``chaos`` command. It shows over time (seconds since the run started) the messages sent,
-deliveries, charges or effects, duplicates suppressed, DLQ arrivals and kills by kind, then a per-queue table and the
-report's totals. The chart is drawn with matplotlib (Agg backend: no display) and embedded as a base64 PNG; the page
-loads nothing else.
+payments or the general ``chaos`` command. It shows over time (seconds since the first send, the start-up and deploy
+before it one bar: ``chart.py``) the messages sent, deliveries, charges or effects, duplicates suppressed, DLQ
+arrivals and kills by kind, then the report's totals and blocks and the timed events per queue, every section a
+table (no raw JSON). The chart's figures are the timed table's "all queues" column, by the same names. The chart is
+embedded as a base64 PNG; the page loads nothing else.
 
 Where each series comes from (:func:`read_events`; every line is timed by its writer, wall-clock epoch seconds):
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import time
 from collections import Counter
@@ -40,6 +40,20 @@ from effectively_once_runtime import names
 
 from ..base.json_lines import read_jsonl
 from ..proof.line_states import dlq_why
+from .chart import KINDS, TimedEvent, origin, png
+
+__all__ = [
+    "ALL",
+    "KINDS",
+    "LATER",
+    "NOT_QUEUES",
+    "RunClock",
+    "TimedEvent",
+    "conclude",
+    "page_path",
+    "read_events",
+    "write_page",
+]
 
 #: Top-level report keys that are not a queue's column (the payments report's and the chaos report's blocks).
 NOT_QUEUES = (
@@ -56,41 +70,8 @@ NOT_QUEUES = (
     "unkeyed",
 )
 
-#: The kinds of :class:`TimedEvent`, in the order the page shows them, with their labels.
-KINDS = {
-    "sent": "messages sent",
-    "delivery": "deliveries",
-    "charge": "charges (provider)",
-    "effect": "effects (effect lines)",
-    "duplicate_suppressed": "duplicates suppressed",
-    "dlq_arrival": "DLQ arrivals (runtime, first sight)",
-    "kill": "kills",
-}
-#: One colour and line style per cumulative series, the same in every run whatever series it has.
-_STYLES = {
-    "sent": ("tab:blue", "-"),
-    "delivery": ("tab:orange", "-"),
-    "charge": ("tab:green", "-"),
-    "effect": ("tab:red", "--"),  # dashed: in the payments demo it runs on top of the charges
-    "duplicate_suppressed": ("tab:blue", "-"),
-    "dlq_arrival": ("tab:orange", "-"),
-}
-#: One colour per kill kind (tab10 colours the cumulative lines do not use first).
-_KILL_COLOURS = ("tab:red", "tab:purple", "tab:olive", "tab:cyan", "tab:brown")
 #: Powertools Logger's default ``timestamp`` format (``%F`` is its milliseconds directive).
 _POWERTOOLS_TIME = "%Y-%m-%d %H:%M:%S,%f%z"
-
-
-@dataclass(frozen=True)
-class TimedEvent:
-    """One thing that happened in a run. ``t``: wall-clock epoch seconds; ``kind``: a key of :data:`KINDS`;
-    ``queue``: the mapping's label; ``detail``: a kill's phase; ``count``: how many (a batch, an EMF sum)."""
-
-    t: float
-    kind: str
-    queue: str
-    detail: str = ""
-    count: int = 1
 
 
 @dataclass
@@ -182,113 +163,6 @@ def read_events(run_dir: Path) -> list[TimedEvent]:
     return sorted(out, key=lambda e: e.t)
 
 
-# --- the chart ------------------------------------------------------------------------------------------------------
-
-
-def _cumulative(events: list[TimedEvent], started: float) -> tuple[list[float], list[int]]:
-    xs, ys, n = [0.0], [0], 0
-    for e in events:
-        n += e.count
-        xs.append(e.t - started)
-        ys.append(n)
-    return xs, ys
-
-
-def _chart(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display
-    import matplotlib.pyplot as plt
-
-    by_kind: dict[str, list[TimedEvent]] = {k: [e for e in events if e.kind == k] for k in KINDS}
-    end = max([e.t - started for e in events] + [t - started for t, _ in marks] + [1.0])
-    fig, (flow, guards, kills) = plt.subplots(
-        3, 1, figsize=(12, 10), sharex=True, height_ratios=[3, 2, 1.4], layout="constrained"
-    )
-    for ax, kinds, title in (
-        (flow, ("sent", "delivery", "charge", "effect"), "Messages through the pipeline (cumulative)"),
-        (guards, ("duplicate_suppressed", "dlq_arrival"), "The guards at work (cumulative)"),
-    ):
-        for kind in kinds:
-            if by_kind[kind]:
-                xs, ys = _cumulative(by_kind[kind], started)
-                xs.append(end)
-                ys.append(ys[-1])
-                colour, style = _STYLES[kind]
-                ax.step(
-                    xs, ys, where="post", linewidth=2, color=colour, linestyle=style, label=f"{KINDS[kind]}: {ys[-1]}"
-                )
-        ax.set_title(title, loc="left", fontsize=12)
-        ax.set_ylabel("count")
-        ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            # Outside the axes, on the right: it never hides a curve or a mark's label.
-            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=10, frameon=False)
-        else:
-            ax.text(0.5, 0.5, "none in this run", transform=ax.transAxes, ha="center", va="center", color="gray")
-    _draw_kills(kills, by_kind["kill"], started)
-    kills.set_xlabel("seconds since the run started")
-    kills.set_xlim(0, end * 1.02)
-    _draw_marks(fig, (flow, guards, kills), started, end, marks)
-    return fig
-
-
-def _draw_kills(kills: Any, events: list[TimedEvent], started: float) -> None:
-    """The kills panel: one row of marks per kind (its count in the row's label), or a note that none struck."""
-    phases = sorted({e.detail for e in events})
-    for i, phase in enumerate(phases):
-        xs = [e.t - started for e in events if e.detail == phase]
-        kills.scatter(xs, [i] * len(xs), marker="x", s=50, color=_KILL_COLOURS[i % len(_KILL_COLOURS)])
-    counts = Counter(e.detail for e in events)
-    kills.set_yticks(range(len(phases)), [f"{p}: {counts[p]}" for p in phases])
-    kills.set_ylim(-0.7, max(len(phases), 1) - 0.3)
-    kills.set_title("Kills of the execution environment, by kind", loc="left", fontsize=12)
-    kills.grid(True, axis="x", alpha=0.3)
-    if not phases:
-        kills.text(0.5, 0.5, "no kills in this run", transform=kills.transAxes, ha="center", va="center", color="gray")
-
-
-def _draw_marks(fig: Any, axes: tuple[Any, ...], started: float, end: float, marks: list[tuple[float, str]]) -> None:
-    """The run's marks (``marks``: time, name) as dashed lines across ``axes``, named at the top of the first."""
-    flow = axes[0]
-    fig.draw_without_rendering()  # lays the axes out: their width in pixels decides where each label fits
-    px_per_second = flow.bbox.width / (end * 1.02)
-    # A label is its mark's name turned upright beside its own line, on the line's left unless the previous label
-    # already sits left of a line closer than a label's thickness (then on the right: the two face away).
-    thickness = 9 * fig.dpi / 72 + 8
-    previous: tuple[float, str] | None = None
-    for t, text in marks:
-        x = (t - started) * px_per_second
-        close = previous is not None and x - previous[0] < thickness
-        side = "right" if x < thickness or (close and previous is not None and previous[1] == "left") else "left"
-        for ax in axes:
-            ax.axvline(t - started, color="gray", linestyle="--", linewidth=1)
-        flow.annotate(
-            text,
-            (t - started, 1),
-            xycoords=("data", "axes fraction"),
-            xytext=(2 if side == "right" else -2, -4),
-            textcoords="offset points",
-            rotation=90,
-            ha="left" if side == "right" else "right",
-            va="top",
-            fontsize=9,
-            color="dimgray",
-            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
-        )
-        previous = (x, side)
-
-
-def _chart_png(events: list[TimedEvent], started: float, marks: list[tuple[float, str]]) -> bytes:
-    import matplotlib.pyplot as plt
-
-    fig = _chart(events, started, marks)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return buf.getvalue()
-
-
 # --- the page -------------------------------------------------------------------------------------------------------
 
 _STYLE = """
@@ -307,14 +181,22 @@ def _esc(value: Any) -> str:
     return html.escape(str(value))
 
 
-def _flat(total: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Scalars as they are, one level of dicts (kills by kind) as ``key.kind``."""
+def _flat(block: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Every figure of ``block`` as ``(dotted.key, value)``: scalars as they are, nested dicts (kills by kind) as
+    ``key.kind``, lists of scalars joined with commas, lists of dicts one row per item (``key.0``, ``key.1`` ...)."""
     out: list[tuple[str, Any]] = []
-    for key, value in total.items():
+    for key, value in block.items():
+        name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out += [(f"{key}.{k}", v) for k, v in value.items()]
-        elif isinstance(value, int | float | str) or value is None:
-            out.append((key, value))
+            out += _flat(value, f"{name}.")
+        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            out += [
+                row for i, v in enumerate(value) for row in _flat(v if isinstance(v, dict) else {"": v}, f"{name}.{i}.")
+            ]
+        elif isinstance(value, list):
+            out.append((name, ", ".join(map(str, value))))
+        else:
+            out.append((name, value))
     return out
 
 
@@ -351,6 +233,8 @@ def _queue_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 #: The column of the events after the report's figures were read (all queues).
 LATER = "after the report"
+#: The column of every queue's events up to the report: the chart's figures, by the same names.
+ALL = "all (the chart's figures)"
 
 
 def _event_columns(events: Iterable[TimedEvent], report_at: float | None) -> dict[str, dict[str, Any]]:
@@ -363,6 +247,8 @@ def _event_columns(events: Iterable[TimedEvent], report_at: float | None) -> dic
         else:
             counts.setdefault(e.queue, Counter())[e.kind] += e.count
     columns = {q: dict(c) for q, c in sorted(counts.items())}
+    if len(columns) > 1:
+        columns[ALL] = dict(sum(counts.values(), Counter()))
     if later:
         columns[LATER] = dict(later)
     return columns
@@ -385,6 +271,16 @@ def _timed_note(report: dict[str, Any], before: list[TimedEvent]) -> str:
     return f'<p class="note" style="max-width: 520px">{_esc(note)}</p>'
 
 
+def _started_note(report: dict[str, Any], events: list[TimedEvent], clock: RunClock) -> str:
+    """When the run started, how long it took, and how much of it came before the first send (the chart's zero)."""
+    when = datetime.fromtimestamp(clock.started).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    seconds = (report.get("run") or {}).get("seconds")
+    lead = origin(events, clock.started) - clock.started
+    took = f", {_esc(seconds)} s in all" if seconds is not None else ""
+    lead_note = f"the first send {lead:,.0f} s after the start (start-up and deploy)"
+    return f'<p class="note">started {_esc(when)}{took}; {lead_note}</p>'
+
+
 def render_page(
     report: dict[str, Any],
     events: list[TimedEvent],
@@ -394,18 +290,15 @@ def render_page(
     headline: list[str] | None = None,
 ) -> str:
     """The page's HTML (see :func:`write_page`)."""
-    png = base64.b64encode(_chart_png(events, clock.started, clock.marks)).decode("ascii")
+    picture = base64.b64encode(png(events, clock.started, clock.marks, clock.report_at)).decode("ascii")
     verdict = report.get("verdict") or {}
-    parts = [f"<h1>{_esc(title)}</h1>"]
-    when = datetime.fromtimestamp(clock.started).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-    seconds = (report.get("run") or {}).get("seconds")
-    parts.append(f'<p class="note">started {_esc(when)}' + (f", {_esc(seconds)} s" if seconds is not None else ""))
+    parts = [f"<h1>{_esc(title)}</h1>", _started_note(report, events, clock)]
     if "exit_code" in verdict:
         ok = verdict["exit_code"] == 0
         lines = headline if headline is not None else list(verdict.get("reasons") or [])
         parts.append(f'<p class="{"ok" if ok else "fail"}">exit code {_esc(verdict["exit_code"])}</p>')
         parts += [f"<p>{_esc(line)}</p>" for line in lines]
-    parts.append('<h2>Over time</h2><img alt="the run over time" src="data:image/png;base64,' + png + '">')
+    parts.append('<h2>Over time</h2><img alt="the run over time" src="data:image/png;base64,' + picture + '">')
     before = [e for e in events if clock.report_at is None or e.t <= clock.report_at]
     timed_dlq = sum(e.count for e in before if e.kind == "dlq_arrival")
     dead = (report.get("total") or {}).get("dead_lettered")
@@ -435,7 +328,7 @@ def render_page(
     parts += _states_sections(report)
     run = report.get("run")
     if run:
-        parts.append(f"<h2>Run</h2><pre>{_esc(json.dumps(run, indent=2))}</pre>")
+        parts.append("<h2>Run</h2>" + _totals_table(run, "run"))
     body = "\n".join(parts)
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -447,7 +340,7 @@ def _block_tables(report: dict[str, Any]) -> list[str]:
     """The tables of the report's blocks beside its totals: per business key, the asynchronous path, the faults."""
     blocks = (
         ("Per business key", (report.get("per_key") or {}).get("total"), "per-key-total"),
-        ("The asynchronous path", report.get("async"), "async"),
+        ("The asynchronous leg (EventBridge, Lambda's retries, the on-failure redrive)", report.get("async"), "async"),
         ("Faults struck", (report.get("faults") or {}).get("struck"), "faults"),
     )
     return [f"<div><h2>{title}</h2>" + _totals_table(block, attr) + "</div>" for title, block, attr in blocks if block]
@@ -464,8 +357,7 @@ def _states_sections(report: dict[str, Any]) -> list[str]:
         )
         parts.append(f"<h2>Every input line's state</h2><table>{rows}</table>")
         failing = [
-            f"<tr><th>{_esc(state)}</th><td>{_esc(key)}</td><td><pre>{_esc(json.dumps(states['evidence'].get(key)))}"
-            "</pre></td></tr>"
+            f"<tr><th>{_esc(state)}</th><td>{_esc(key)}</td><td>{_evidence(states['evidence'].get(key))}</td></tr>"
             for state, keys in states["keys"].items()
             if state != "redriven_then_effected"
             for key in keys[:20]
@@ -488,14 +380,15 @@ def _states_sections(report: dict[str, Any]) -> list[str]:
         parts.append(f"<h2>What the DLQs hold, and why</h2><table>{rows}</table>")
     sends = report.get("sends")
     if sends:
-        parts.append(f"<h2>What the producer sent</h2><pre>{_esc(json.dumps(sends, indent=2))}</pre>")
-    leg = report.get("async")
-    if leg:
-        parts.append(
-            "<h2>The asynchronous leg (EventBridge, Lambda's retries, the on-failure redrive)</h2>"
-            f'<pre data-key="async">{_esc(json.dumps(leg, indent=2))}</pre>'
-        )
+        parts.append("<h2>What the producer sent</h2>" + _totals_table(sends, "sends"))
     return parts
+
+
+def _evidence(evidence: Any) -> str:
+    """A finding's evidence as ``key: value`` lines (nested figures dotted)."""
+    if not isinstance(evidence, dict):
+        return _esc("" if evidence is None else evidence)
+    return "<br>".join(f"{_esc(k)}: {_esc(v)}" for k, v in _flat(evidence))
 
 
 def _listed_section(report: dict[str, Any]) -> list[str]:
