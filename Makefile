@@ -43,8 +43,8 @@ test: setup postgres chromium
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(MKDOCS_BUILD)
-	$(PY) -m pytest -m "not proof" -n 2 --dist loadfile --record-time "make test"
-	$(PY) benchmarks/times.py
+	$(PY) -m pytest -m "not proof" -n 2 --dist loadfile --record-time "make test"; status=$$?; \
+	  $(PY) benchmarks/times.py && exit $$status
 
 # The long runs (tests marked `proof`): `make demo`'s entry point and its unsafe control, the real-account commands
 # against a local AWS, Ctrl-C, the walk-through of a user's own app, the gallery, the effects and asynchronous proofs.
@@ -53,11 +53,12 @@ test: setup postgres chromium
 # local AWS and run folders; the 15 slowest tests are printed. Budget: 12 minutes on 2 cores (recorded runs in
 # docs/tests.md; benchmarks/proof_time.py times each file alone). .ci/run runs `make test` then `make proof`:
 # together at most 20 minutes. pytest exits 5 when no test is selected: that fails, as it should.
-# Both suites record their time when they pass (--record-time: benchmarks/times.json, committed), then
-# benchmarks/times.py re-renders the pages' recorded times from it (docs/tests.md, docs/walkthrough.md).
+# Both suites record their time when they pass (--record-time: benchmarks/times.json, committed; the walk-through
+# records its runs as they pass), then benchmarks/times.py re-renders the pages' recorded times from it
+# (docs/tests.md, docs/walkthrough.md) whatever the exit code, so the pages never fall behind the file.
 proof: setup
-	$(PY) -m pytest -m proof -n 3 --dist loadgroup --durations=15 --record-time "make proof"
-	$(PY) benchmarks/times.py
+	$(PY) -m pytest -m proof -n 3 --dist loadgroup --durations=15 --record-time "make proof"; status=$$?; \
+	  $(PY) benchmarks/times.py && exit $$status
 
 # The docs site (mkdocs.yml: mkdocs-material, API pages from the docstrings with mkdocstrings) into site/, offline.
 # --strict: any warning fails, and mkdocs.yml's `validation` makes broken links and anchors and pages missing from

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import fcntl
+import importlib.util
 import json
 import os
 import statistics
@@ -29,17 +30,28 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sections import begin_marker, replace  # noqa: E402
-from soak_page import memory_gib  # noqa: E402
+
+def _sibling(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` loaded by its path: this module is loaded into test sessions too, where putting
+    ``benchmarks/`` on ``sys.path`` would let its scripts (``run``, ``pages``) shadow other modules."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", Path(__file__).resolve().parent / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_sections = _sibling("sections")
+begin_marker, replace = _sections.begin_marker, _sections.replace
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMES = ROOT / "benchmarks" / "times.json"
 SCRIPT = "benchmarks/times.py"
 SOURCE = "benchmarks/times.json"
-COMMAND = "make proof"
+COMMAND = "python benchmarks/times.py"
 KEEP = 10
 
 #: Every measure a page may state: its name in times.json, and what it times.
@@ -95,6 +107,18 @@ def record(measure: str, seconds: float, *, path: Path = TIMES, now: dt.datetime
     return row
 
 
+def memory_gib() -> int | None:
+    """The machine's memory (``MemTotal`` of ``/proc/meminfo``) in GiB, rounded down as ``free -g`` shows it;
+    ``None`` where there is no ``/proc/meminfo``."""
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024**2
+    except OSError:
+        pass
+    return None
+
+
 def commit(root: Path = ROOT) -> str:
     """The checked-out commit, 7 hex digits, with ``+dirty`` when tracked files other than the ones recording
     rewrites (times.json, the pages of :data:`SECTIONS`) differ from it; ``unknown`` outside a git clone."""
@@ -133,7 +157,7 @@ def span(runs: list[dict[str, Any]]) -> str:
 def machines(runs: list[dict[str, Any]]) -> str:
     """Where ``runs`` ran and under what load: ``3 runs, 2026-12-05 to 2026-12-07, 2 cores and 23 GiB, 1-minute
     load 0.8 to 2.4 at the end (median 1.2)``."""
-    kinds = sorted({f"{r['cores']} cores and {r['memory_gib']} GiB" for r in runs})
+    kinds = sorted({f"{r['cores']} cores" + (f" and {r['memory_gib']} GiB" if r["memory_gib"] else "") for r in runs})
     dates = sorted(r["date"] for r in runs)
     when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     loads = [float(r["load"]) for r in runs]
@@ -154,6 +178,8 @@ def stated(data: dict[str, list[dict[str, Any]]], measure: str) -> str:
 
 
 def _walkthrough(data: dict[str, list[dict[str, Any]]]) -> str:
+    if not data.get("walkthrough chaos run"):
+        return "Not measured yet: `make proof` records this page's runs and states their times here."
     return (
         f"Measured on recorded runs of this page's test (`make proof`): a chaos run takes "
         f"{stated(data, 'walkthrough chaos run')}; of that, the deploy takes {stated(data, 'walkthrough deploy')}. "

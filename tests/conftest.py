@@ -40,6 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    measure = config.getoption(OPTION)
+    if measure and measure not in times_module().MEASURES:
+        raise pytest.UsageError(f"{OPTION} {measure!r}: not a measure of benchmarks/times.py")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     setattr(session.config, _STARTED, time.monotonic())
 

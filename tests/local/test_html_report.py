@@ -394,6 +394,14 @@ def test_every_chart_figure_is_the_timed_tables_figure_of_the_same_name(tmp_path
     assert "after_complete: 1" in legend and "timeout: 1\n  0 on the queues, 1 on the asynchronous leg" in legend
 
 
+def test_a_run_without_sends_says_where_its_chart_starts(tmp_path: Path) -> None:
+    events = [e for e in _run_events() if e.kind != "sent"]
+
+    page = write_page(tmp_path / "r.html", {"total": {}}, events, clock=RunClock(started=T0), title="chaos").read_text()
+
+    assert "no send timed: the chart starts at its first event, 91 s after the start" in page
+
+
 def test_the_page_has_no_raw_json_section_and_says_when_the_first_send_came(tmp_path: Path) -> None:
     report = {
         **_demo_report(),
@@ -402,7 +410,9 @@ def test_the_page_has_no_raw_json_section_and_says_when_the_first_send_came(tmp_
         "states": {
             "counts": {"stranded": 1},
             "keys": {"stranded": ["o-7"]},
-            "evidence": {"o-7": {"deliveries": 2, "dlq": [{"dlq": "orders-dlq", "moved_by": "sqs"}]}},
+            "evidence": {
+                "o-7": {"deliveries": 2, "dlq": [{"dlq": "orders-dlq", "moved_by": "sqs"}], "sends": [("original", 1)]}
+            },
         },
     }
     page = write_page(tmp_path / "r.html", report, _run_events(), clock=RunClock(started=T0), title="demo").read_text()
@@ -411,5 +421,5 @@ def test_the_page_has_no_raw_json_section_and_says_when_the_first_send_came(tmp_
     assert "<pre" not in page and '{"' not in html.unescape(page)
     assert 'data-run="seconds">30.5<' in page and 'data-sends="by_kind.original">3<' in page
     assert 'data-async="redrive.records_redriven">1<' in page
-    assert "dlq.0.moved_by: sqs" in text
+    assert "dlq.0.moved_by: sqs" in text and "sends: original=1" in text and "('" not in text
     assert "the first send 90 s after the start (start-up and deploy)" in text

@@ -137,7 +137,7 @@ def chart(
         else:
             ax.text(0.5, 0.5, "none in this run", transform=ax.transAxes, ha="center", va="center", color="gray")
     _draw_kills(kills, by_kind["kill"], zero, report_at)
-    kills.set_xlabel("seconds since the first send")
+    kills.set_xlabel("seconds since the first send" if by_kind["sent"] else "seconds since the first timed event")
     _draw_lead(fig, (flow, guards, kills), zero - started, end)
     _draw_marks(fig, (flow, guards, kills), zero, end, shown)
     return fig

@@ -5,7 +5,8 @@ The page is built from the report dict and the run's timed events (:class:`Timed
 payments or the general ``chaos`` command. It shows over time (seconds since the first send, the start-up and deploy
 before it one bar: ``chart.py``) the messages sent, deliveries, charges or effects, duplicates suppressed, DLQ
 arrivals and kills by kind, then the report's totals and blocks and the timed events per queue, every section a
-table (no raw JSON). The chart's figures are the timed table's "all queues" column, by the same names. The chart is
+table (no raw JSON). The chart's figures are the timed table's "all (the chart's figures)" column, by the same
+names. The chart is
 embedded as a base64 PNG; the page loads nothing else.
 
 Where each series comes from (:func:`read_events`; every line is timed by its writer, wall-clock epoch seconds):
@@ -181,20 +182,27 @@ def _esc(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _item(value: Any) -> str:
+    """A list's item as text: a pair (``("resend", 2)``) as ``resend=2``, anything else as itself."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return f"{value[0]}={value[1]}"
+    return str(value)
+
+
 def _flat(block: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Every figure of ``block`` as ``(dotted.key, value)``: scalars as they are, nested dicts (kills by kind) as
-    ``key.kind``, lists of scalars joined with commas, lists of dicts one row per item (``key.0``, ``key.1`` ...)."""
+    ``key.kind``, lists of scalars (pairs as ``a=1``) joined with commas, lists of dicts one row per item
+    (``key.0``, ``key.1`` ...)."""
     out: list[tuple[str, Any]] = []
     for key, value in block.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out += _flat(value, f"{name}.")
-        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
-            out += [
-                row for i, v in enumerate(value) for row in _flat(v if isinstance(v, dict) else {"": v}, f"{name}.{i}.")
-            ]
-        elif isinstance(value, list):
-            out.append((name, ", ".join(map(str, value))))
+        elif isinstance(value, list | tuple) and any(isinstance(v, dict) for v in value):
+            items = [v if isinstance(v, dict) else {"value": v} for v in value]
+            out += [row for i, item in enumerate(items) for row in _flat(item, f"{name}.{i}.")]
+        elif isinstance(value, list | tuple):
+            out.append((name, ", ".join(_item(v) for v in value)))
         else:
             out.append((name, value))
     return out
@@ -247,7 +255,7 @@ def _event_columns(events: Iterable[TimedEvent], report_at: float | None) -> dic
         else:
             counts.setdefault(e.queue, Counter())[e.kind] += e.count
     columns = {q: dict(c) for q, c in sorted(counts.items())}
-    if len(columns) > 1:
+    if columns:
         columns[ALL] = dict(sum(counts.values(), Counter()))
     if later:
         columns[LATER] = dict(later)
@@ -278,6 +286,8 @@ def _started_note(report: dict[str, Any], events: list[TimedEvent], clock: RunCl
     lead = origin(events, clock.started) - clock.started
     took = f", {_esc(seconds)} s in all" if seconds is not None else ""
     lead_note = f"the first send {lead:,.0f} s after the start (start-up and deploy)"
+    if not any(e.kind == "sent" for e in events):
+        lead_note = f"no send timed: the chart starts at its first event, {lead:,.0f} s after the start"
     return f'<p class="note">started {_esc(when)}{took}; {lead_note}</p>'
 
 
@@ -425,7 +435,7 @@ def write_page(
     title: str,
     headline: list[str] | None = None,
 ) -> Path:
-    """Write the page: ``events`` over time (seconds since ``clock.started``; ``clock.marks`` as dashed lines), the
+    """Write the page: ``events`` over time (seconds since the first send; ``clock.marks`` as dashed lines), the
     report's ``total`` (and ``per_key.total``), its per-queue rows, and the events per queue up to
     ``clock.report_at``. ``headline``: lines under the exit code (default: the verdict's reasons). Returns ``path``.
 
