@@ -159,7 +159,10 @@ def test_the_asynchronous_leg_loses_nothing_and_its_on_failure_redrive_charges_o
     assert redrive["new_sent"] == 3 and redrive["new_charged"] == 3
     assert redrive["double_charged"] == 0 and redrive["on_failure_after"] == 0
     assert "on-failure redrive" in output, "the block is rendered"
-    assert 'data-key="async"' in _page(output), "and shown on the page"
+    page = _page(output)  # the block is a table on the page, its figures the report's
+    for key in ("payments", "events_put", "invocations", "lost", "double_charged", "redrive.new_charged"):
+        value = block[key] if "." not in key else block["redrive"][key.split(".", 1)[1]]
+        assert f'data-async="{key}">{value}<' in page, key
 
 
 def test_the_demo_writes_its_page_holding_the_reports_totals(safe_run: tuple[int, dict[str, Any], str]) -> None:
