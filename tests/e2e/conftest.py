@@ -78,12 +78,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``WORK_UNIT = "test"`` its own name. Read only under ``--dist loadgroup`` (``make proof``); ``make test``
     distributes whole files (``--dist loadfile``)."""
     here = Path(__file__).parent
+    loadgroup = bool(getattr(config.option, "loadgroup", False))  # set in pytest-xdist's workers
     for item in items:
         if item.path.parent != here or item.get_closest_marker("xdist_group"):
             continue
         module = getattr(item, "module", None)
         unit = f"{item.path.name}::{item.name}" if getattr(module, "WORK_UNIT", "file") == "test" else item.path.name
+        unit = unit.replace("[", "(").replace("]", ")")  # the scheduler reads a group only after the last "]"
         item.add_marker(pytest.mark.xdist_group(unit))
+        if loadgroup:
+            _name_the_group(item, unit)
+
+
+def _name_the_group(item: pytest.Item, unit: str) -> None:
+    """The ``@<group>`` suffix of the node id, which is what ``--dist loadgroup`` schedules by. pytest-xdist 3.8
+    appends it by setting ``item._nodeid``, which pytest 9 no longer reads (its node id lives in ``item._id``), so
+    without this every test was scheduled alone: a file's module-scoped deploys and runs were repeated on each
+    worker that took one of its tests (the walk-through's install three times, the demo's runs on every worker)."""
+    from _pytest.nodeid import NodeId
+
+    if not item.nodeid.endswith(f"@{unit}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{unit}")  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -43,3 +43,34 @@ def test_each_proof_file_is_one_work_unit_and_each_gallery_variant_its_own(tmp_p
     assert len(gallery) >= 10 and "-" not in gallery, gallery
     assert len(units) >= 7, sorted(units)
     assert {path: sorted(u) for path, u in units.items()} == {path: [Path(path).name] for path in units}
+
+
+def test_the_scheduler_sees_each_tests_unit_in_its_node_id() -> None:
+    """pytest-xdist schedules ``--dist loadgroup`` by the ``@<unit>`` suffix of the node ids its workers report.
+    pytest-xdist 3.8 sets it where pytest 9 no longer reads it; tests/e2e/conftest.py sets it itself. Without the
+    suffix every test is scheduled alone and a file's module-scoped deploys repeat on every worker."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "proof",
+            "-n",
+            "1",
+            "--dist",
+            "loadgroup",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+        ]
+        + ["tests/e2e/test_walkthrough.py", "-k", "holds_the_whole_app"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "::test_the_page_holds_the_whole_app@test_walkthrough.py" in done.stdout, done.stdout[-3000:]
