@@ -31,6 +31,7 @@ ROOT = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
 
 import sections  # noqa: E402
+from machine import memory_gib  # noqa: E402
 from spinners import spinner_count  # noqa: E402
 
 DATA = BENCHMARKS / "soak-runs.json"
@@ -81,18 +82,6 @@ def git_commit(root: Path = ROOT) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+dirty" if changed else "")
-
-
-def memory_gib() -> int | None:
-    """The machine's memory (``MemTotal`` of ``/proc/meminfo``, kB) in GiB, rounded down as ``free -g`` shows it;
-    ``None`` where there is no ``/proc/meminfo``."""
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024**2
-    except OSError:
-        pass
-    return None
 
 
 def run_row(

@@ -46,6 +46,7 @@ def _sibling(name: str) -> ModuleType:
 
 _sections = _sibling("sections")
 begin_marker, replace = _sections.begin_marker, _sections.replace
+memory_gib = _sibling("machine").memory_gib
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMES = ROOT / "benchmarks" / "times.json"
@@ -105,18 +106,6 @@ def record(measure: str, seconds: float, *, path: Path = TIMES, now: dt.datetime
         body = {"measures": {name: data[name] for name in MEASURES if name in data}}
         path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     return row
-
-
-def memory_gib() -> int | None:
-    """The machine's memory (``MemTotal`` of ``/proc/meminfo``) in GiB, rounded down as ``free -g`` shows it;
-    ``None`` where there is no ``/proc/meminfo``."""
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024**2
-    except OSError:
-        pass
-    return None
 
 
 def commit(root: Path = ROOT) -> str:
