@@ -1,6 +1,11 @@
 """The local AWS keeps a FIFO message group's order after a visibility timeout (``aws/fifo_order.py``;
 docs/moto-bugs.md, report 11). Each test runs on moto as it is and with the fix: as it is, a later message of the
-group comes back before an earlier one; with the fix, in the order they were sent."""
+group comes back before an earlier one; with the fix, in the order they were sent.
+
+The tests named ``..._during_a_receive_...`` (issue 54) put the instant a batch's visibility timeout ends between
+any two readings of moto's SQS clock within one receive (:class:`SteppingClock`), one reading after another: each
+placement is a deterministic replay of an interleaving a busy machine produces by chance (a thread switch in the
+middle of a receive's pass over the queue)."""
 
 from __future__ import annotations
 
@@ -14,14 +19,53 @@ from moto import mock_aws
 from moto.sqs import models
 
 from effectively_once_local.aws import fifo_order, moto_patches
+from effectively_once_local.aws.server import LOOPBACK, free_port
 
 VISIBILITY = 1
+#: The stepping clock's visibility timeout, in seconds: the clock stands still unless a test moves it.
+STEPPED_VISIBILITY = 10
+#: How many of a receive's clock readings the end of a visibility timeout is swept across: more than moto's
+#: receive takes of a queue of two messages (a dozen), so every placement within the receive is tried.
+READINGS = 40
+
+
+class SteppingClock:
+    """moto's SQS clock (``moto.sqs.models.unix_time_millis``, in milliseconds) under a test's control: it stands at
+    :attr:`now` and moves :attr:`step` milliseconds after each reading. It starts at the real time (moto checks a
+    message's retention period against the real clock)."""
+
+    def __init__(self) -> None:
+        self.now = time.time() * 1000
+        self.step = 0.0
+
+    def __call__(self, dt: Any = None) -> float:
+        reading = self.now
+        self.now += self.step
+        return reading
+
+    def place_end(self, end: float, reading: int) -> None:
+        """Make the next readings move 1 ms each so that ``end`` falls between the ``reading``-th and the next."""
+        self.now, self.step = end - (reading - 0.5), 1.0
+
+    def stand(self, at: float) -> None:
+        self.now, self.step = at, 0.0
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> SteppingClock:
+    """A :class:`SteppingClock` as moto's SQS clock, in place before the fix is applied (``fixed`` asks for it)."""
+    stepping = SteppingClock()
+    monkeypatch.setattr(models, "unix_time_millis", stepping)
+    return stepping
 
 
 @pytest.fixture(params=[False, True], ids=["moto-as-is", "fixed"])
 def fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """moto's SQS classes, restored after the test; the fix (and the serialization it runs under locally) applied
-    when the parameter is true."""
+    when the parameter is true. A test that asks for ``clock`` gets it before the fix."""
+    if "clock" in request.fixturenames:
+        request.getfixturevalue("clock")
+    monkeypatch.setattr(models, "unix_time_millis", models.unix_time_millis)
     monkeypatch.setattr(models.Queue, "pending_message_groups", models.Queue.pending_message_groups)
     for name in (*moto_patches.SQS_BACKEND_MUTATIONS, "receive_message"):
         monkeypatch.setattr(models.SQSBackend, name, getattr(models.SQSBackend, name))
@@ -157,3 +201,90 @@ def test_sequence_numbers_increase_in_the_order_messages_were_sent(fixed: bool) 
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
     assert all(len(str(n)) == 20 for n in numbers)
     assert [int(m["Attributes"]["SequenceNumber"]) for m in received["Messages"]] == numbers[:3]
+
+
+def _stepped_queue(sqs: Any, name: str) -> str:
+    url: str = sqs.create_queue(
+        QueueName=name, Attributes={"FifoQueue": "true", "VisibilityTimeout": str(STEPPED_VISIBILITY)}
+    )["QueueUrl"]
+    for n in (1, 2):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{n}", MessageGroupId="g", MessageDeduplicationId=f"d{n}")
+    return url
+
+
+def _timeout_ends_during_a_receive(sqs: Any, url: str, clock: SteppingClock, reading: int) -> list[str]:
+    """m1 and m2 of group g received in one batch whose handler is killed (nothing deleted, nothing changed), then
+    a receive during which their visibility timeout ends, between its ``reading``-th reading of the clock and the
+    next, then receives a second after the end until the queue is empty; each of those deliveries is processed at
+    once (deleted).
+
+    :returns: the bodies, in the order they were delivered after the killed batch."""
+    clock.stand(clock.now)
+    batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert _bodies(batch) == ["m1", "m2"]
+    end = clock.now + STEPPED_VISIBILITY * 1000
+    clock.place_end(end, reading)
+    delivered = []
+    for _ in range(3):  # the replayed receive, then enough for what it left
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        clock.stand(end + 1000)
+        delivered += _bodies(messages)
+        for m in messages:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return delivered
+
+
+def _out_of_order(sqs: Any, clock: SteppingClock) -> dict[int, list[str]]:
+    """:func:`_timeout_ends_during_a_receive` at each of :data:`READINGS` placements, a queue each.
+
+    :returns: the placements whose deliveries were not m1 then m2, with those deliveries."""
+    out_of_order = {}
+    for reading in range(1, READINGS + 1):
+        delivered = _timeout_ends_during_a_receive(sqs, _stepped_queue(sqs, f"s{reading}.fifo"), clock, reading)
+        if delivered != ["m1", "m2"]:
+            out_of_order[reading] = delivered
+    return out_of_order
+
+
+def test_a_group_whose_timeout_ends_during_a_receive_comes_back_in_order(
+    fixed: bool, clock: SteppingClock, request: pytest.FixtureRequest
+) -> None:
+    """Issue 54: the orders example's false "reordered". Wherever the end of the batch's visibility timeout falls
+    within the receive, SQS either still holds the group (m1 in flight) or hands out m1 first; the local AWS handed
+    out m2 alone, m1 behind it."""
+    if fixed:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 54 item 2: the fix"))
+    with mock_aws():
+        out_of_order = _out_of_order(boto3.client("sqs", region_name="us-east-1"), clock)
+
+    if fixed:
+        assert out_of_order == {}
+    else:
+        assert out_of_order, "moto as it is delivers m2 first (report 11)"
+
+
+@pytest.mark.parametrize("fixed", [True], ids=["fixed"], indirect=True)
+def test_the_local_aws_server_keeps_a_group_whose_timeout_ends_during_a_receive_in_order(
+    fixed: bool, clock: SteppingClock, request: pytest.FixtureRequest
+) -> None:
+    """The same replay with plain boto3 over HTTP, against moto's server in this process with the local AWS's SQS
+    patches (the server the tooling starts runs in a process of its own, whose clock a test cannot step)."""
+    from moto.server import ThreadedMotoServer
+
+    request.applymarker(pytest.mark.xfail(strict=True, reason="issue 54 item 2: the fix"))
+    port = free_port()
+    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port)
+    server.start()
+    try:
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=f"http://localhost:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        out_of_order = _out_of_order(sqs, clock)
+    finally:
+        server.stop()
+
+    assert out_of_order == {}
