@@ -8,9 +8,17 @@ https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/using
 moto 5.2.5 counts a group as in flight while any of its received messages is still in its pending set, including
 messages whose visibility timeout has ended. ``SQSBackend.receive_message`` takes a message out of that set only when
 its pass reaches it, so of a batch that timed out together the first message is skipped (its group still holds the
-others) and a later one is delivered first. This module's patch counts a group in flight only while one of its
-messages is invisible, and takes every timed-out message out of the pending set before a receive looks at the queue,
-so the group's messages come back in order, in one batch as SQS sends them.
+others) and a later one is delivered first. This module's patch counts a group in flight while any of its messages
+is invisible, whatever made it so (a receive, ``ChangeMessageVisibility`` or its batch form, a delete that failed, a
+handler killed), and takes every timed-out message out of the pending set before a receive looks at the queue, so
+the group's messages come back in order, in one batch as SQS sends them.
+
+A receive happens at one instant (report 11, issue 54). moto reads its clock again for every message it looks at
+(``Message.visible``), so a visibility timeout that ended during a receive was seen as running by one reading and as
+over by the next: the timed-out release, the groups in flight and moto's pass disagreed, and a group's later
+message was handed out alone while the earlier one was held back (a thread switch in the middle of a receive, on a
+busy machine, was enough). The patched receive reads the clock once (:func:`one_instant`) and every reading of
+moto's SQS clock within it gives that instant.
 
 A second fix (report 13): moto 5.2.5 gives each FIFO message a random 20-digit ``SequenceNumber``, so a later message
 can carry a smaller one. SQS's "continues to increase for a particular MessageGroupId" (Amazon SQS API Reference,
@@ -22,7 +30,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
@@ -32,6 +41,10 @@ _PATCHED = "__effectively_once_fifo_order__"
 SEQUENCE_BASE = 10**19
 _SEQUENCE = itertools.count(1)
 _SEQUENCE_LOCK = threading.Lock()
+#: moto's SQS clock, read by ``moto.sqs.models`` as a module global (milliseconds since the epoch).
+_CLOCK = "unix_time_millis"
+#: This thread's instant (``millis``, moto's milliseconds) while it is in :func:`one_instant`; ``None`` outside.
+_INSTANT = threading.local()
 
 
 def next_sequence_number() -> str:
@@ -63,12 +76,14 @@ def sequence_numbers_increase() -> None:
 
 
 def groups_in_flight(queue: Any) -> set[str]:
-    """The message group ids of a moto ``Queue`` that have a message in flight: received and not visible again.
+    """The message group ids of a moto ``Queue`` that have a message in flight: one not visible, whatever made it
+    so. A message never received is visible (a delayed one too: its delay is kept apart), so every invisible one
+    is in flight; a message in moto's pending set whose visibility timeout has ended is not.
 
     :param queue: a ``moto.sqs.models.Queue``.
     :returns: the group ids; messages without one (a standard queue's) are not counted.
     """
-    return {m.group_id for m in queue.pending_messages if m.group_id is not None and not m.visible}
+    return {m.group_id for m in queue._messages if m.group_id is not None and not m.visible}
 
 
 def release_timed_out(queue: Any) -> None:
@@ -81,23 +96,59 @@ def release_timed_out(queue: Any) -> None:
         queue.pending_messages.discard(message)
 
 
+@contextmanager
+def one_instant() -> Iterator[None]:
+    """Within the block, every reading of moto's SQS clock (``moto.sqs.models.unix_time_millis`` once
+    :func:`fifo_groups_keep_their_order` has wrapped it) in this thread gives the instant of the block's start. A
+    block within a block keeps the outer one's instant. Other threads read the clock as before."""
+    if getattr(_INSTANT, "millis", None) is not None:
+        yield
+        return
+    from moto.sqs import models
+
+    _INSTANT.millis = getattr(models, _CLOCK)()
+    try:
+        yield
+    finally:
+        _INSTANT.millis = None
+
+
+def _read_at_one_instant(clock: Callable[..., float]) -> Callable[..., float]:
+    """``clock`` (moto's ``unix_time_millis(dt=None)``), answering :func:`one_instant`'s instant inside its block;
+    a reading of a given ``dt`` is a conversion, not the time, and is passed on."""
+
+    @wraps(clock)
+    def now_millis(dt: Any = None) -> float:
+        frozen: float | None = getattr(_INSTANT, "millis", None)
+        return clock(dt) if frozen is None or dt is not None else frozen
+
+    setattr(now_millis, _PATCHED, True)
+    return now_millis
+
+
 def _releasing_first(receive: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(receive)
     def receive_in_order(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
-        release_timed_out(self.get_queue(queue_name))
-        return receive(self, queue_name, *args, **kwargs)
+        with one_instant():
+            release_timed_out(self.get_queue(queue_name))
+            return receive(self, queue_name, *args, **kwargs)
 
     setattr(receive_in_order, _PATCHED, True)
     return receive_in_order
 
 
 def fifo_groups_keep_their_order() -> None:
-    """Patch moto's SQS so a FIFO message group's messages come back in order after a visibility timeout (see the
-    module docstring). Apply it before ``moto_locking.serialize_queue_mutations``, which then wraps the patched
-    receive too; a second call changes nothing. Tests: tests/local/test_fifo_order.py."""
+    """Patch moto's SQS so a FIFO message group's messages come back in order after a visibility timeout, each
+    receive at one instant (see the module docstring). Apply it before ``moto_locking.serialize_queue_mutations``,
+    which then wraps the patched receive too and splits a long poll into receives without a wait, each at its own
+    instant (alone, a long poll would see its start's instant throughout); a second call changes nothing. Tests:
+    tests/local/test_fifo_order.py."""
     from moto.sqs import models
 
     models.Queue.pending_message_groups = property(groups_in_flight)  # type: ignore[assignment,method-assign]
+    clock = getattr(models, _CLOCK)
+    if not getattr(clock, _PATCHED, False):
+        setattr(models, _CLOCK, _read_at_one_instant(clock))
     if not getattr(models.SQSBackend.receive_message, _PATCHED, False):
         models.SQSBackend.receive_message = _releasing_first(  # type: ignore[method-assign]
             models.SQSBackend.receive_message
