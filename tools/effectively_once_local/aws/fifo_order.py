@@ -78,7 +78,9 @@ def sequence_numbers_increase() -> None:
 def groups_in_flight(queue: Any) -> set[str]:
     """The message group ids of a moto ``Queue`` that have a message in flight: one not visible, whatever made it
     so. A message never received is visible (a delayed one too: its delay is kept apart), so every invisible one
-    is in flight; a message in moto's pending set whose visibility timeout has ended is not.
+    is in flight; a message in moto's pending set whose visibility timeout has ended is not. (moto accepts a
+    visibility change of a message not in flight, which SQS refuses with ``MessageNotInflight``: such a message
+    holds its group here until it is visible again.)
 
     :param queue: a ``moto.sqs.models.Queue``.
     :returns: the group ids; messages without one (a standard queue's) are not counted.
@@ -100,7 +102,9 @@ def release_timed_out(queue: Any) -> None:
 def one_instant() -> Iterator[None]:
     """Within the block, every reading of moto's SQS clock (``moto.sqs.models.unix_time_millis`` once
     :func:`fifo_groups_keep_their_order` has wrapped it) in this thread gives the instant of the block's start. A
-    block within a block keeps the outer one's instant. Other threads read the clock as before."""
+    block within a block keeps the outer one's instant, moto's own event source mappings included (a message a
+    receive moves to a DLQ with a mapping would run that mapping's receive and handler at the instant too; the local
+    tooling disables moto's mappings). Other threads read the clock as before."""
     if getattr(_INSTANT, "millis", None) is not None:
         yield
         return
