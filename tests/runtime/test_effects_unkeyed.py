@@ -9,10 +9,12 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
@@ -20,6 +22,7 @@ from effectively_once_runtime import Consumer, names
 from effectively_once_runtime.effects.unkeyed import (
     AT_LEAST_ONCE,
     AT_MOST_ONCE,
+    DELIVERY_MODES,
     DONE,
     LOST,
     MAX_STORED_RESULT_BYTES,
@@ -38,6 +41,7 @@ from .conftest import (
     FakeLambdaContext,
     create_table,
     failures,
+    lose_responses,
     redeliver,
     sqs_record,
 )
@@ -329,6 +333,110 @@ def test_at_least_once_does_not_count_an_attempt_that_provably_sent_nothing(
     assert _warnings(caplog, names.MSG_EFFECT_REPEATED) == []
 
 
+# --- an SDK retry of the runtime's own write (issue 55, item 1a) ------------------------------------------------------
+@pytest.mark.parametrize("delivery", DELIVERY_MODES)
+def test_a_retry_of_the_lost_claim_meets_its_own_claim_and_calls_uncounted(
+    markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture, delivery: str
+) -> None:
+    """The claim's (or first attempt's) PutItem lands and its answer is lost; botocore sends it again and the retry
+    is refused by the item it wrote itself. That is no earlier attempt: the call is made once, nothing counted."""
+    mailer = Mailer()
+    lost = lose_responses(ddb, "PutItem")
+
+    assert _send(mailer, markers, delivery) == {"MessageId": "m-1"}
+
+    assert lost == [1], "the first attempt's answer was lost, and the write sent again"
+    assert mailer.sent == ["a@example.com"]
+    [item] = _items(ddb)
+    assert (item["status"]["S"], item["attempts"]["N"]) == (DONE, "1")
+    for message in (names.MSG_EFFECT_POSSIBLY_LOST, names.MSG_EFFECT_REPEATED):
+        assert _warnings(caplog, message) == []
+
+
+def test_a_retry_of_the_lost_attempt_count_counts_the_attempt_once(
+    markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """at_least_once after a kill: the replay's UpdateItem (ADD attempts) lands and its answer is lost; the retry
+    must not add a third attempt for the second."""
+    mailer = Mailer()
+    mailer.fail_after.append(Killed())
+    with pytest.raises(Killed):
+        _send(mailer, markers, AT_LEAST_ONCE)
+    lost = lose_responses(ddb, "UpdateItem")
+
+    assert _send(mailer, markers, AT_LEAST_ONCE) == {"MessageId": "m-2"}
+
+    assert lost == [1]
+    assert [r.attempts for r in _warnings(caplog, names.MSG_EFFECT_REPEATED)] == [2]  # type: ignore[attr-defined]
+    [item] = _items(ddb)
+    assert (item["status"]["S"], item["attempts"]["N"]) == (DONE, "2")
+
+
+def test_a_retry_refused_by_another_attempts_claim_is_a_replay(
+    markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The token tells one's own write from another attempt's: between the lost answer and the retry, the marker
+    became another attempt's claim (its token), so the retry's refusal is a replay, counted possibly lost."""
+    mailer = Mailer()
+    other = boto3.client("dynamodb", region_name=REGION)
+
+    def another_attempt_claims() -> None:
+        [claim] = other.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+        other.put_item(TableName=IDEMPOTENCY_TABLE, Item={**claim, "attempt_token": {"S": "another-attempt"}})
+
+    lose_responses(ddb, "PutItem", before_retry=another_attempt_claims)
+
+    assert _send(mailer, markers, AT_MOST_ONCE) is None
+
+    assert mailer.sent == [] and len(_warnings(caplog, names.MSG_EFFECT_POSSIBLY_LOST)) == 1
+
+
+def test_a_release_sent_again_undoes_the_attempt_once(
+    markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """at_least_once: A sends and is killed (1), B counts 2 and its call provably sends nothing, B's undo lands and
+    is sent again. Undone twice, the count fell to 0 and C's real repeat went uncounted."""
+    mailer = Mailer()
+    mailer.fail_after.append(Killed())
+    with pytest.raises(Killed):
+        _send(mailer, markers, AT_LEAST_ONCE)
+    mailer.fail_before.append(_client_error(429, retries=0))
+    lost = lose_responses(ddb, "UpdateItem", matching=b'"-1"')
+    with pytest.raises(ClientError):
+        _send(mailer, markers, AT_LEAST_ONCE, not_sent=rejected_by_aws)
+
+    assert _send(mailer, markers, AT_LEAST_ONCE) == {"MessageId": "m-2"}
+
+    assert lost == [1]
+    assert [r.attempts for r in _warnings(caplog, names.MSG_EFFECT_REPEATED)] == [2, 2]  # type: ignore[attr-defined]
+    assert _warnings(caplog, names.MSG_EFFECT_MARKER_NOT_UPDATED) == []
+
+
+def test_a_released_claim_sent_again_leaves_the_next_claim_alone(
+    markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """at_most_once: the undo of a claim (DeleteItem) lands and its answer is lost; before it is sent again, the
+    next attempt claims the marker. The retried undo must not delete that claim (a third attempt would call again)."""
+    mailer = Mailer()
+    other = boto3.client("dynamodb", region_name=REGION)
+    other_markers = MarkerTable(table_name=IDEMPOTENCY_TABLE, key_prefix=PREFIX, client=other, expiry_seconds=EXPIRY)
+    second = Mailer()
+    second.fail_after.append(Killed())  # the next attempt claims and sends, then dies before done
+
+    def next_attempt() -> None:
+        with pytest.raises(Killed):
+            _send(second, other_markers, AT_MOST_ONCE)
+
+    lose_responses(ddb, "DeleteItem", before_retry=next_attempt)
+    mailer.fail_before.append(_client_error(429, retries=0))
+    with pytest.raises(ClientError):
+        _send(mailer, markers, AT_MOST_ONCE, not_sent=rejected_by_aws)
+
+    assert _send(Mailer(), markers, AT_MOST_ONCE) is None, "the next attempt's claim stands: possibly lost"
+    assert second.sent == ["a@example.com"] and mailer.sent == []
+    assert _warnings(caplog, names.MSG_EFFECT_MARKER_NOT_UPDATED) == []
+
+
 # --- marker ids ------------------------------------------------------------------------------------------------------
 def test_marker_ids_have_their_own_prefix_and_never_look_like_a_powertools_record(
     markers: MarkerTable, ddb: Any
@@ -348,8 +456,8 @@ def test_marker_ids_have_their_own_prefix_and_never_look_like_a_powertools_recor
 
 
 # --- inside a Consumer -------------------------------------------------------------------------------------------
-def _consumer(orders: Orders, mailer: Mailer, delivery: str) -> Consumer:
-    consumer = Consumer(key="order.id", key_prefix=KEY_PREFIX, service="orders", effect_key="scoped")
+def _consumer(orders: Orders, mailer: Mailer, delivery: str, **options: Any) -> Consumer:
+    consumer = Consumer(key="order.id", key_prefix=KEY_PREFIX, service="orders", effect_key="scoped", **options)
     consumer.logger.registered_handler.stream = orders.consumer.logger.registered_handler.stream
 
     @consumer.effect
@@ -409,6 +517,21 @@ def test_inside_a_consumer_at_least_once_counts_the_repeat(orders: Orders) -> No
     [line] = [line for line in lines if line.get("message") == names.MSG_EFFECT_REPEATED]
     assert (line["effect"], line["attempts"], line["delivery"]) == ("notify", 2, AT_LEAST_ONCE)
     assert _emf(lines, names.METRIC_EFFECTS_REPEATED) == [1.0]
+
+
+def test_inside_a_consumer_a_lost_answer_to_the_claim_still_sends_on_the_first_delivery(orders: Orders) -> None:
+    """Issue 55, item 1a, through the handler: the consumer's marker claim lands, its answer is lost and botocore
+    sends it again. Before the token, the first delivery skipped the send as possibly lost."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    lost = lose_responses(client, "PutItem", matching=b"#effect-marker#")
+    mailer = Mailer()
+    _consumer(orders, mailer, AT_MOST_ONCE, persistence_layer=partial(DynamoDBPersistenceLayer, boto3_client=client))
+
+    response = orders.invoke([sqs_record(order("o-9"))])
+
+    assert lost == [1] and failures(response) == set()
+    assert mailer.sent == ["o-9"]
+    assert orders.messages(names.MSG_EFFECT_POSSIBLY_LOST) == []
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")

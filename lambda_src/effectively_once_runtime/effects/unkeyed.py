@@ -7,6 +7,11 @@ with ``delivery=`` (no default):
 - ``"at_least_once"``: an attempt is counted on the marker before the call. A replay that finds an attempt without
   its completion calls again: it logs ``effect repeated`` and counts ``EffectsRepeated``.
 
+Each attempt writes a token of its own (``attempt_token``) with its claim or its count, and compares it when a write
+is refused: a write whose answer was lost and that the SDK sent again meets the item it wrote itself, and that is
+no earlier attempt. The call goes on, its attempt counted once. Undoing a claim or a count (``not_sent``) needs the
+token too, and removes it, so an undo sent again undoes nothing more.
+
 In both modes a call that returned marks the marker ``done`` (with its result when it is small JSON), so a replay
 after completion is a plain skip that returns the stored result. Both counts are upper bounds: a kill after the call
 and before ``done`` is counted although the call happened (``possibly lost``), and a kill after the attempt and
@@ -26,6 +31,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -45,6 +51,8 @@ AT_LEAST_ONCE = "at_least_once"
 DELIVERY_MODES = (AT_MOST_ONCE, AT_LEAST_ONCE)
 #: What every marker id holds after the key prefix: ``<key prefix>#effect-marker#...``.
 MARKER_INFIX = "effect-marker"
+#: The marker attribute holding the token of the attempt that claimed it or last counted an attempt on it.
+TOKEN_ATTR = "attempt_token"
 #: A marker's ``status``: claimed or attempted (``pending``), returned (``done``), counted as possibly lost (``lost``).
 PENDING, DONE, LOST = "pending", "done", "lost"
 #: The largest result, in bytes of JSON, stored on a ``done`` marker (a replay returns it). DynamoDB holds 400 KB per
@@ -171,7 +179,9 @@ class _Marked:
 
     def __init__(self, table: ResolvedTable, marker: str, delivery: str, fields: dict[str, Any], effect: Any) -> None:
         self.table, self.marker, self.delivery, self.fields, self.effect = table, marker, delivery, fields, effect
-        self.names = {"#k": table.key_attr, "#e": table.expiry_attr, "#s": "status", "#a": "attempts"}
+        self.names = {"#k": table.key_attr, "#e": table.expiry_attr, "#s": "status", "#a": "attempts", "#t": TOKEN_ATTR}
+        #: This attempt's token: a refused write that finds it met this attempt's own write (an SDK retry).
+        self.token = uuid.uuid4().hex
 
     def execute(
         self, adapter: str, call: Callable[[], R], not_sent: Callable[[BaseException], bool] | None
@@ -216,6 +226,7 @@ class _Marked:
             "status": {"S": PENDING},
             "attempts": {"N": "1"},
             "claimed_at": {"N": str(now)},
+            TOKEN_ATTR: {"S": self.token},
             "adapter": {"S": adapter},
             names.FIELD_DELIVERY: {"S": self.delivery},
             names.FIELD_EFFECT_KEY: {"S": self.fields[names.FIELD_EFFECT_KEY]},
@@ -227,15 +238,23 @@ class _Marked:
         return item
 
     def _put_new(self, adapter: str, now: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Put a fresh pending marker (one attempt) unless a live one exists: ``(response, None)`` when it was put,
-        ``(None, the live marker)`` when not."""
+        """Put a fresh pending marker (one attempt) unless a live one exists: ``(response, None)`` when it was put
+        (a refusal by this attempt's own put, sent again by the SDK, included), ``(None, the live marker)`` when
+        not."""
         request = self._request(
             "attribute_not_exists(#k) OR #e < :now",
             {":now": {"N": str(now)}},
             Item=self._item(adapter, now),
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        return self._write("put_item", request)
+        response, found = self._write("put_item", request)
+        if found is not None and self._own(found):
+            return {"Attributes": found}, None
+        return response, found
+
+    def _own(self, item: dict[str, Any]) -> bool:
+        """Whether ``item`` holds this attempt's token: the write that refused ours was ours."""
+        return (item.get(TOKEN_ATTR) or {}).get("S") == self.token
 
     def _attempt(self, adapter: str, now: int) -> tuple[dict[str, Any] | None, int]:
         """Count an attempt: ``(the done marker, 0)`` when the call completed before, else ``(None, attempts)``. A
@@ -247,14 +266,22 @@ class _Marked:
             if found is not None and _status(found) == DONE:
                 return found, 0
             request = self._request(
-                "attribute_exists(#k) AND #e >= :now AND #s <> :done",
-                {":now": {"N": str(now)}, ":done": {"S": DONE}, ":pending": {"S": PENDING}, ":one": {"N": "1"}},
+                "attribute_exists(#k) AND #e >= :now AND #s <> :done AND (attribute_not_exists(#t) OR #t <> :token)",
+                {
+                    ":now": {"N": str(now)},
+                    ":done": {"S": DONE},
+                    ":pending": {"S": PENDING},
+                    ":one": {"N": "1"},
+                    ":token": {"S": self.token},
+                },
                 Key=self.table.key(self.marker),
-                UpdateExpression="SET #s = :pending ADD #a :one",
+                UpdateExpression="SET #s = :pending, #t = :token ADD #a :one",
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-            response, _ = self._write("update_item", request)
+            response, found = self._write("update_item", request)
+            if response is None and found is not None and _status(found) != DONE and self._own(found):
+                response = {"Attributes": found}  # the SDK sent the counted update again: counted once
             if response is not None:
                 return None, int(response["Attributes"]["attempts"]["N"])
         # Each round lost a race (the marker expired, completed or vanished between the two writes).
@@ -287,8 +314,7 @@ class _Marked:
         try:
             self.table.client.update_item(**request)
         except Exception as error:  # noqa: BLE001 - the call's outcome stands; a replay reads the marker as it is
-            reason = {names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_REASON: f"{error}"[:500]}
-            _warn(self.effect, names.MSG_EFFECT_MARKER_NOT_UPDATED, {**self.fields, **reason})
+            self._not_updated(error)
 
     def _done(self, result: Any) -> None:
         values: dict[str, Any] = {":done": {"S": DONE}, ":now": {"N": str(int(time.time()))}}
@@ -300,17 +326,31 @@ class _Marked:
         self._update("attribute_exists(#k)", update, values)
 
     def _release(self) -> None:
-        """Undo the claim or the attempt of a call that provably sent nothing (``not_sent``)."""
-        pending = {":pending": {"S": PENDING}}
+        """Undo the claim or the attempt of a call that provably sent nothing (``not_sent``), only while the marker
+        holds this attempt's token: the undo removes it, so an SDK retry of the undo (its first try landed, the
+        answer was lost) changes nothing, and neither does an undo after another attempt claimed or counted since.
+        A marker that is no longer this attempt's is left as it is, silently."""
+        values = {":pending": {"S": PENDING}, ":token": {"S": self.token}}
+        condition, key = "#s = :pending AND #t = :token", self.table.key(self.marker)
         if self.delivery == AT_LEAST_ONCE:
-            self._update("#s = :pending", "ADD #a :minus", {**pending, ":minus": {"N": "-1"}})
-            return
-        request = self._request("#s = :pending", pending, Key=self.table.key(self.marker))
+            values[":minus"] = {"N": "-1"}
+            operation, request = (
+                "update_item",
+                self._request(condition, values, Key=key, UpdateExpression="REMOVE #t ADD #a :minus"),
+            )
+        else:
+            operation, request = "delete_item", self._request(condition, values, Key=key)
         try:
-            self.table.client.delete_item(**request)
-        except Exception as error:  # noqa: BLE001 - the claim stays: a retry counts it possibly lost, an upper bound
-            reason = {names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_REASON: f"{error}"[:500]}
-            _warn(self.effect, names.MSG_EFFECT_MARKER_NOT_UPDATED, {**self.fields, **reason})
+            getattr(self.table.client, operation)(**request)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                self._not_updated(error)  # the claim or the attempt stays: a retry counts it, an upper bound
+        except Exception as error:  # noqa: BLE001 - as above
+            self._not_updated(error)
+
+    def _not_updated(self, error: BaseException) -> None:
+        reason = {names.FIELD_ERROR_TYPE: type(error).__name__, names.FIELD_REASON: f"{error}"[:500]}
+        _warn(self.effect, names.MSG_EFFECT_MARKER_NOT_UPDATED, {**self.fields, **reason})
 
     # --- replays ------------------------------------------------------------------------------------------------
 
