@@ -7,6 +7,7 @@ until ``maxReceiveCount``."""
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -17,6 +18,7 @@ import pytest
 
 from effectively_once_local.aws.provider_stand_in import ProviderStandIn, executions_per_key
 from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError
+from effectively_once_runtime.effects import http as http_effects
 from effectively_once_runtime.effects.http import HttpTransientError, post_json
 
 from .conftest import FakeClock, FakeLambdaContext, Recorder, serve, sqs_record
@@ -175,6 +177,47 @@ def test_each_address_of_a_host_gets_the_time_left(recorder: Any, monkeypatch: p
     result = post_json(f"http://provider.test:{port}{PATH}", CHARGE, idempotency_key="k", max_attempts=1)
 
     assert result.status == 200 and len(recorder.requests) == 1
+
+
+class RunningClock(FakeClock):
+    """A clock on a machine so loaded that each reading finds a minute gone: every attempt's time has passed by the
+    time its connection reads it."""
+
+    def __call__(self) -> float:
+        self.now += 60
+        return self.now
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_an_attempt_whose_time_ran_out_before_it_connects_is_transient(recorder: Any, scheme: str) -> None:
+    """Issue 55, item 6a: the connection reads the attempt's time left when it is built; past the end, that was a
+    bare TimeoutError out of post_json instead of its documented HttpTransientError."""
+    port = recorder.server_address[1]
+    clock = RunningClock()
+
+    with pytest.raises(HttpTransientError, match="deadline") as caught:
+        post_json(f"{scheme}://127.0.0.1:{port}{PATH}", CHARGE, idempotency_key="k", sleep=clock.sleep, clock=clock)
+
+    assert caught.value.attempts == 1 and caught.value.status is None
+    assert recorder.requests == [], "nothing was sent"
+
+
+def test_a_tls_context_that_loads_past_the_attempts_end_is_transient(
+    recorder: Any, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    """The TLS context loads slowly (the CA store on a loaded machine) and the attempt's time runs out meanwhile."""
+    port = recorder.server_address[1]
+
+    def slow_tls() -> ssl.SSLContext:
+        clock.now += 120
+        return ssl.create_default_context()
+
+    monkeypatch.setattr(http_effects, "_tls", slow_tls)
+
+    with pytest.raises(HttpTransientError) as caught:
+        post_json(f"https://127.0.0.1:{port}{PATH}", CHARGE, idempotency_key="k", sleep=clock.sleep, clock=clock)
+
+    assert caught.value.attempts == 1 and recorder.requests == []
 
 
 def test_every_argument_error_is_permanent(recorder: Any) -> None:

@@ -351,12 +351,14 @@ def _attempt(request: _Request, deadline: AttemptClock) -> _Response | Exception
     """One ``POST``, its connect, send and reads all ended by ``deadline``: its answer, or the connection error or
     timeout it met."""
     target = request.target
-    connection: http.client.HTTPConnection
-    if target.https:
-        connection = TimedHTTPSConnection(target.host, target.port, deadline, _tls())
-    else:
-        connection = TimedHTTPConnection(target.host, target.port, deadline)
+    connection: http.client.HTTPConnection | None = None
     try:
+        # Built inside the try: a connection reads the time left (a TimeoutError once it has passed) and loads the
+        # TLS context (an SSLError), both failures of this attempt.
+        if target.https:
+            connection = TimedHTTPSConnection(target.host, target.port, deadline, _tls())
+        else:
+            connection = TimedHTTPConnection(target.host, target.port, deadline)
         connection.request("POST", target.path, body=request.body, headers=request.headers)
         response = connection.getresponse()
         raw = response.read()
@@ -368,7 +370,8 @@ def _attempt(request: _Request, deadline: AttemptClock) -> _Response | Exception
     except (OSError, http.client.HTTPException) as error:  # refused, reset, DNS, TLS, timeouts, bad answers
         return error
     finally:
-        connection.close()
+        if connection is not None:
+            connection.close()
 
 
 def _request_headers(key: str, extra: Mapping[str, str] | None) -> dict[str, str]:
