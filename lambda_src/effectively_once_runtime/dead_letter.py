@@ -184,8 +184,9 @@ class DeadLetterQueue(RuntimeQueue):
             )
         request: dict[str, Any] = {"QueueUrl": self.url, "MessageBody": record.body, "MessageAttributes": attributes}
         group = record.attributes.message_group_id
-        if group:
+        if group:  # a FIFO group, or a fair queue's tenant (a standard queue's record may carry one): kept
             request["MessageGroupId"] = group
+        if group and names.is_fifo_address(self.url):  # SQS refuses a deduplication id on a standard queue
             request["MessageDeduplicationId"] = deduplication_id(record)
         return request
 

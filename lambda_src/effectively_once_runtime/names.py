@@ -263,6 +263,19 @@ KEY_PREFIX_LENGTH_SOURCE = (
 )
 
 
+#: What the name of a FIFO queue or topic ends with (Amazon SQS Developer Guide, "Amazon SQS FIFO queues"; Amazon SNS
+#: Developer Guide, "FIFO topics").
+FIFO_SUFFIX = ".fifo"
+
+
+def is_fifo_address(address: object) -> bool:
+    """Whether ``address`` (a queue URL, a queue ARN or a topic ARN) names a FIFO queue or topic: a string whose name
+    ends in :data:`FIFO_SUFFIX` (a trailing ``/`` ignored). The one rule for whether a send may carry a
+    ``MessageDeduplicationId``: SQS refuses one on a standard queue, fair queues (a ``MessageGroupId`` on a standard
+    queue, since July 2025) included."""
+    return isinstance(address, str) and address.rstrip("/").endswith(FIFO_SUFFIX)
+
+
 def is_valid_key_prefix(value: str) -> bool:
     """The character rule for ``IDEMPOTENCY_KEY_PREFIX``, checked by the runtime at cold start and by the consumer at
     synth: non-empty printable characters without whitespace (every stored key starts with it: a stray space or

@@ -19,6 +19,8 @@ from effectively_once_local.profiles import redrive as redrive_module
 from effectively_once_local.profiles.redrive import Target, is_local, local_move, move_task, redrive, redrive_dedup_id
 from effectively_once_local.runner.mapping_runner import MappingConfig
 
+from ..sqs_answers import refuse_deduplication_ids_on_standard_queues
+
 REGION = "us-east-1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:orders-dlq"
 SOURCE_ARN = "arn:aws:sqs:us-east-1:123456789012:orders"
@@ -167,6 +169,25 @@ def test_local_move_keeps_bodies_and_attributes_of_a_standard_queue() -> None:
             assert message["MessageAttributes"]["reason"]["StringValue"] == f"not JSON {i}"
             assert message["MessageAttributes"]["blob"]["BinaryValue"] == bytes([i])
         assert _drain(sqs, target.dlq_url) == []
+
+
+def test_local_move_of_a_fair_queue_keeps_the_group_id_and_sends_no_deduplication_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 55, item 5: a standard (fair) queue's message carries a MessageGroupId; the move sent it back with a
+    MessageDeduplicationId, which SQS refuses on a standard queue: nothing moved."""
+    refused = refuse_deduplication_ids_on_standard_queues(monkeypatch)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        target = _queues(sqs, fifo=False)
+        sqs.send_message(QueueUrl=target.dlq_url, MessageBody="p-1", MessageGroupId="tenant-7")
+
+        outcome = local_move(sqs, target)
+
+        assert (outcome.moved, refused) == (1, [])
+        [moved] = _drain(sqs, target.source_url)
+        assert moved["Attributes"]["MessageGroupId"] == "tenant-7"
+        assert "MessageDeduplicationId" not in moved["Attributes"]
 
 
 def test_local_move_keeps_fifo_order_and_group_ids_with_a_deduplication_id_per_dlq_message() -> None:

@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 
 from .. import effect_keys
 from ..errors import InvalidEffectCall, PermanentError
+from ..names import FIFO_SUFFIX, is_fifo_address
 from ._context import adapter_key
 from .unkeyed import MarkerTable, check_delivery, rejected_by_aws, run_marked
 
@@ -35,7 +36,6 @@ T = TypeVar("T")
 DEDUPLICATION_INTERVAL_SECONDS = 300
 #: What the name of a FIFO queue (the last part of its URL) and of a FIFO topic (the last part of its ARN) end with
 #: (Amazon SQS Developer Guide, "Amazon SQS FIFO queues"; Amazon SNS Developer Guide, "FIFO topics").
-FIFO_SUFFIX = ".fifo"
 #: Error codes by which SQS or SNS refuse a message for what it is (its body, attributes or group id): it can never be
 #: sent as it is (Amazon SQS API Reference and Amazon SNS API Reference, SendMessage and Publish, Errors).
 REJECTED_CODES = frozenset(
@@ -161,7 +161,7 @@ def send_message(
     :raises botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: any other failure (transient).
     """
     check_delivery(delivery)
-    fifo = _is_fifo(queue_url)
+    fifo = is_fifo_address(queue_url)
     if fifo:
         _check_group("send_message to a FIFO queue", message_group_id)
     key = adapter_key("send_message", idempotency_key, name)
@@ -218,7 +218,7 @@ def publish(
     :raises botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: any other failure (transient).
     """
     check_delivery(delivery)
-    fifo = _is_fifo(topic_arn)
+    fifo = is_fifo_address(topic_arn)
     if fifo:
         _check_group("publish to a FIFO topic", message_group_id)
     key = adapter_key("publish", idempotency_key, name)
@@ -241,12 +241,8 @@ def publish(
 # --- helpers ------------------------------------------------------------------------------------------------------
 
 
-def _is_fifo(address: str) -> bool:
-    return isinstance(address, str) and address.rstrip("/").endswith(FIFO_SUFFIX)
-
-
 def _check_fifo(adapter: str, parameter: str, address: str, unkeyed_variant: str) -> None:
-    if not _is_fifo(address):  # ``address`` not a string is refused here too
+    if not is_fifo_address(address):  # ``address`` not a string is refused here too
         raise InvalidEffectCall(
             f"{adapter} takes a FIFO {parameter} (ending in {FIFO_SUFFIX!r}), but {address!r} was given: a standard "
             f"queue or topic has no deduplication id; use {unkeyed_variant}(..., delivery='at_most_once' or "

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from effectively_once_runtime import names
+
 from ..aws.deploy import DeployError, aws_session
 from ..aws.discovery import DeployedMapping, StackDiscovery, dead_letter_queues, discover
 from ..aws.readback import send_attributes
@@ -187,8 +189,9 @@ def local_move(
             if message.get("MessageAttributes"):
                 request["MessageAttributes"] = send_attributes(message)
             system = message.get("Attributes", {})
-            if "MessageGroupId" in system:
+            if "MessageGroupId" in system:  # a FIFO group, or a fair queue's tenant: kept
                 request["MessageGroupId"] = system["MessageGroupId"]
+            if "MessageGroupId" in system and names.is_fifo_address(target.source_url):  # refused on a standard one
                 request["MessageDeduplicationId"] = redrive_dedup_id(message["MessageId"])
             sqs.send_message(**request)
             sqs.delete_message(QueueUrl=target.dlq_url, ReceiptHandle=message["ReceiptHandle"])
