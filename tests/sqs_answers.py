@@ -19,7 +19,9 @@ NOT_VALID_FOR_QUEUE_TYPE = (
 
 def refuse_deduplication_ids_on_standard_queues(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make every client's ``SendMessage`` to a standard queue with a ``MessageDeduplicationId`` fail as SQS fails
-    it (``InvalidParameterValue``, HTTP 400, nothing sent).
+    it (``InvalidParameterValue``, HTTP 400, nothing sent). ``SendMessageBatch`` is left as moto answers it. The
+    queue's type is read from its URL here on purpose, apart from the runtime's ``names.is_fifo_address``: the
+    answer stands for SQS, not for the code under test.
 
     :returns: the queue URLs refused, one per refusal."""
     refused: list[str] = []

@@ -108,7 +108,7 @@ def is_fifo_record(record: dict[str, Any]) -> bool:
     ``eventSourceARN``, it carries ``attributes.SequenceNumber`` (FIFO messages only)."""
     arn = record.get("eventSourceARN")
     if isinstance(arn, str) and arn:
-        return arn.endswith(".fifo")
+        return names.is_fifo_address(arn)
     return bool((record.get("attributes") or {}).get("SequenceNumber"))
 
 

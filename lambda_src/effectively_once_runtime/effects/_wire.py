@@ -109,7 +109,10 @@ def connect_by(deadline: AttemptClock) -> Any:
 
 
 class TimedHTTPConnection(http.client.HTTPConnection):
-    """An ``HTTPConnection`` whose connect, send and reads end by ``deadline``'s end."""
+    """An ``HTTPConnection`` whose connect, send and reads end by ``deadline``'s end.
+
+    :raises TimeoutError: built after ``deadline``'s end (it reads the time left).
+    """
 
     def __init__(self, host: str, port: int, deadline: AttemptClock) -> None:
         super().__init__(host, port, timeout=deadline.left())
@@ -124,7 +127,10 @@ class TimedHTTPConnection(http.client.HTTPConnection):
 
 class TimedHTTPSConnection(http.client.HTTPSConnection):
     """An ``HTTPSConnection`` (certificates verified with ``context``) whose connect, handshake, send and reads end by
-    ``deadline``'s end."""
+    ``deadline``'s end.
+
+    :raises TimeoutError: built after ``deadline``'s end (it reads the time left).
+    """
 
     def __init__(self, host: str, port: int, deadline: AttemptClock, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=deadline.left(), context=context)

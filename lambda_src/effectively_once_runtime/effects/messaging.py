@@ -34,8 +34,6 @@ T = TypeVar("T")
 
 #: How long SQS and SNS FIFO drop a message whose deduplication id was already accepted, in seconds (sources above).
 DEDUPLICATION_INTERVAL_SECONDS = 300
-#: What the name of a FIFO queue (the last part of its URL) and of a FIFO topic (the last part of its ARN) end with
-#: (Amazon SQS Developer Guide, "Amazon SQS FIFO queues"; Amazon SNS Developer Guide, "FIFO topics").
 #: Error codes by which SQS or SNS refuse a message for what it is (its body, attributes or group id): it can never be
 #: sent as it is (Amazon SQS API Reference and Amazon SNS API Reference, SendMessage and Publish, Errors).
 REJECTED_CODES = frozenset(

@@ -35,6 +35,7 @@ from effectively_once.limits import (
     ASYNC_MIN_MAX_EVENT_AGE_SECONDS,
     ASYNC_MIN_RETRY_ATTEMPTS,
 )
+from effectively_once_runtime import names
 
 from ..runner import async_inbox
 from ..runner.mapping_runner import AsyncConfig, MappingConfig
@@ -267,7 +268,7 @@ class StackDiscovery:
         return DeployedMapping(
             label=label,
             queue_name=queue_name,
-            fifo=queue_name.endswith(".fifo"),
+            fifo=names.is_fifo_address(queue_name),
             mapping=_queue_mapping(label, queue_url, queue_arn, esm, attrs, redrive, fn),
             mapping_uuid=esm["UUID"],
             dlq_url=dlq_url,
@@ -516,6 +517,6 @@ def _on_failure_queue(sqs: Any, stack: DeployedStack, config: str, props: dict[s
             "records to SQS queues only"
         )
     queue_name = queue[0]
-    if queue_name.endswith(".fifo"):
+    if names.is_fifo_address(queue_name):
         raise DeployError(f"{config}: the on-failure queue {queue_name} is FIFO ({ASYNC_DESTINATION_DOC})")
     return str(sqs.get_queue_url(QueueName=queue_name)["QueueUrl"])

@@ -105,7 +105,7 @@ def read_dlq_messages(sqs: Any, url: str) -> list[DlqMessage]:
 
     :raises DlqReadError: SQS refused a call; the message says that nothing was deleted without its copy.
     """
-    fifo = url.endswith(".fifo")
+    fifo = names.is_fifo_address(url)
     read_id = uuid.uuid4().hex
     received: list[dict[str, Any]] = []  # originals, in queue order
     seen: set[str] = set()

@@ -49,7 +49,7 @@ class Pipeline:
         return DeployedMapping(
             label=self.mapping.label,
             queue_name=queue_name,
-            fifo=queue_name.endswith(".fifo"),
+            fifo=names.is_fifo_address(queue_name),
             mapping=self.mapping,
             mapping_uuid=self.mapping_uuid,
             dlq_url=self.dlq_url,

@@ -16,8 +16,9 @@ the source:
   Source: Amazon SQS API Reference, StartMessageMoveTask and ListMessageMoveTasks.
 - **Local** (an endpoint on loopback: ``localhost``, ``127.0.0.1``, ``::1``): moto 5.2.5 has no message move tasks
   (it raises ``NotImplementedError``), so the command moves messages itself: receive from the DLQ (all message
-  attributes and system attributes), send each to the source with the same body, message attributes, and for FIFO
-  the same ``MessageGroupId``, one message at a time in the order received (FIFO: the DLQ hands out a group's
+  attributes and system attributes), send each to the source with the same body, message attributes and
+  ``MessageGroupId`` (a FIFO group, or a fair queue's tenant; a deduplication id for a FIFO source only: SQS refuses
+  one on a standard queue), one message at a time in the order received (FIFO: the DLQ hands out a group's
   messages in order, so the source gets them in that order), and delete it from the DLQ only after the send
   succeeded. An interruption between the send and the delete leaves a copy in both queues: a duplicate, which the
   idempotent consumer answers from its record; never a loss. It moves at most as many messages as the DLQ held when
