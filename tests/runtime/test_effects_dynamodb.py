@@ -17,9 +17,13 @@ from moto import mock_aws
 
 from effectively_once_runtime import Consumer, PermanentError, names
 from effectively_once_runtime.effects.dynamodb import (
+    ABSENT,
+    CANCELLATION_REASONS,
+    PERMANENT,
     ItemMismatch,
     StoredItemGone,
     TokenMismatch,
+    TransactionRefused,
     TransactPut,
     client_request_token,
     put_item,
@@ -414,6 +418,90 @@ def test_a_transaction_in_progress_under_the_same_token_is_transient() -> None:
 
     assert caught.value.response["Error"]["Code"] == "TransactionInProgressException"
     assert not isinstance(caught.value, PermanentError)
+
+
+# --- the cancellation reasons (issue 55, item 2) ------------------------------------------------------------------
+def _cancelled(*codes: str) -> tuple[Any, Stubber]:
+    """A client whose ``TransactWriteItems`` of :func:`_order_transaction` (two keyed puts, one entry of the
+    caller's own) is cancelled with ``codes``, one per entry; a refused keyed put's reason carries its stored item."""
+    client, stub = _stubbed()
+    stored = [
+        {"pk": {"S": KEY}, "total": {"N": "100"}, "at": {"S": "10:00"}},
+        {"pk": {"S": KEY}, "sk": {"S": "ordered"}, "kind": {"S": "ordered"}},
+    ]
+    reasons = [{"Code": code, "Message": f"{code} here"} for code in codes]
+    for reason, item in zip(reasons, stored, strict=False):  # the keyed puts come first
+        if reason["Code"] == "ConditionalCheckFailed":
+            reason["Item"] = item
+    stub.add_client_error(
+        "transact_write_items",
+        service_error_code="TransactionCanceledException",
+        modeled_fields={"CancellationReasons": reasons},
+    )
+    return client, stub
+
+
+def test_a_conflict_beside_a_refused_keyed_put_during_a_replay_is_transient_not_a_mismatch() -> None:
+    """The issue's scenario: one keyed item refused by its condition, the other in conflict with another write.
+    The conflict proves nothing (the item may be there): before, the record went to the DLQ as ItemMismatch."""
+    client, stub = _cancelled("ConditionalCheckFailed", "TransactionConflict", "None")
+
+    with stub, pytest.raises(ClientError) as caught:
+        transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)
+
+    assert caught.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert not isinstance(caught.value, PermanentError)
+
+
+@pytest.mark.parametrize(
+    ("codes", "outcome"),
+    [
+        (("ConditionalCheckFailed", "ConditionalCheckFailed", "None"), "replayed"),
+        (("ConditionalCheckFailed", "ConditionalCheckFailed", "TransactionConflict"), "replayed"),
+        (("ConditionalCheckFailed", "None", "None"), ItemMismatch),
+        (("ConditionalCheckFailed", "ThrottlingError", "None"), "transient"),
+        (("ProvisionedThroughputExceeded", "ConditionalCheckFailed", "None"), "transient"),
+        (("ConditionalCheckFailed", "SomeCodeNotYetDocumented", "None"), "transient"),
+        (("None", "None", "ConditionalCheckFailed"), "transient"),
+        (("None", "None", "TransactionConflict"), "transient"),
+        (("None", "None", "ValidationError"), TransactionRefused),
+        (("ItemCollectionSizeLimitExceeded", "None", "None"), TransactionRefused),
+        (("ConditionalCheckFailed", "ValidationError", "None"), TransactionRefused),
+    ],
+)
+def test_every_cancellation_reason_is_stored_absent_transient_or_permanent(
+    codes: tuple[str, ...], outcome: Any
+) -> None:
+    """``CANCELLATION_REASONS``: only ``None`` proves a keyed item absent, ``ConditionalCheckFailed`` proves it
+    stored, and the caller's own failed condition stays transient."""
+    client, stub = _cancelled(*codes)
+
+    with stub:
+        if outcome == "replayed":
+            assert transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)[0]["at"] == "10:00"
+            return
+        with pytest.raises(ClientError if outcome == "transient" else outcome) as caught:
+            transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)
+
+    assert isinstance(caught.value, PermanentError) == (outcome != "transient")
+    if outcome is TransactionRefused:
+        assert all(f"{code} here" in str(caught.value) for code in codes if CANCELLATION_REASONS[code] == PERMANENT)
+
+
+def test_the_cancellation_reasons_table_names_every_code_aws_documents() -> None:
+    """Amazon DynamoDB API Reference, TransactWriteItems, TransactionCanceledException: every documented code has a
+    row, and nothing but ``None`` says an item is absent."""
+    documented = {
+        "None",
+        "ConditionalCheckFailed",
+        "ItemCollectionSizeLimitExceeded",
+        "TransactionConflict",
+        "ProvisionedThroughputExceeded",
+        "ThrottlingError",
+        "ValidationError",
+    }
+    assert set(CANCELLATION_REASONS) == documented
+    assert [code for code, kind in CANCELLATION_REASONS.items() if kind == ABSENT] == ["None"]
 
 
 # --- inside a declared effect ----------------------------------------------------------------------------------------

@@ -19,7 +19,16 @@ from ._context import EffectCall, MarkerTable, adapter_key, current, running
 # public name -> submodule (imported on first use, so one adapter's import never costs another's)
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
-        ("put_item", "transact_write", "TransactPut", "ItemMismatch", "TokenMismatch", "StoredItemGone"), "dynamodb"
+        (
+            "put_item",
+            "transact_write",
+            "TransactPut",
+            "ItemMismatch",
+            "TokenMismatch",
+            "TransactionRefused",
+            "StoredItemGone",
+        ),
+        "dynamodb",
     ),
     **dict.fromkeys(("put_object", "S3Object", "S3ContentMismatch", "S3WriteConflict"), "s3"),
     **dict.fromkeys(("insert_once", "SqlRow", "SqlRowMismatch", "SqlRowMissing"), "sql"),

@@ -20,6 +20,7 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -44,6 +45,26 @@ TOKEN_CHARS = 36
 #: for 10 minutes after the first request that uses it is completed", Amazon DynamoDB API Reference,
 #: TransactWriteItems, ``ClientRequestToken``). Past it, the ``attribute_not_exists`` conditions answer the replay.
 TOKEN_WINDOW_SECONDS = 600
+
+#: What each ``CancellationReasons`` code of a cancelled ``TransactWriteItems`` says about its action (Amazon DynamoDB
+#: API Reference, TransactWriteItems, Errors, ``TransactionCanceledException``: the codes and when DynamoDB returns
+#: each). ``absent``: the action was fine (the code ``None``): a keyed put's item is not stored. ``stored``: a
+#: condition refused the action (``ConditionalCheckFailed``): a keyed put's item is there, and a condition of the
+#: caller's own entries stays transient. ``transient``: the same request may succeed later (another write to the
+#: item was in progress; throttling). ``permanent``: the same request can never succeed (a request DynamoDB cannot
+#: take; an item collection over its size limit). A code not listed here is transient.
+ABSENT, STORED, TRANSIENT, PERMANENT = "absent", "stored", "transient", "permanent"
+CANCELLATION_REASONS: Mapping[str, str] = MappingProxyType(
+    {
+        "None": ABSENT,
+        "ConditionalCheckFailed": STORED,
+        "TransactionConflict": TRANSIENT,
+        "ThrottlingError": TRANSIENT,
+        "ProvisionedThroughputExceeded": TRANSIENT,
+        "ItemCollectionSizeLimitExceeded": PERMANENT,
+        "ValidationError": PERMANENT,
+    }
+)
 
 _SERIALIZER = TypeSerializer()
 _DESERIALIZER = TypeDeserializer()
@@ -71,6 +92,12 @@ class ItemMismatch(PermanentError):
 class TokenMismatch(PermanentError):
     """DynamoDB answered ``IdempotentParameterMismatchException``: the transaction's ``ClientRequestToken`` was used
     in the last 10 minutes by another request, and the items that request would have stored are not there."""
+
+
+class TransactionRefused(PermanentError):
+    """DynamoDB cancelled the transaction for a reason no retry changes (a ``permanent`` code of
+    :data:`CANCELLATION_REASONS`): the message names the key, each such entry's position and table, and its code and
+    message."""
 
 
 class StoredItemGone(Exception):
@@ -214,15 +241,19 @@ def transact_write(
     :param name: this call's name when the effect calls ``transact_write`` more than once. :default: ``None``.
     :returns: one item per ``TransactPut``, in order: as written, or as stored on a replay (deserialized).
     :raises ItemMismatch: a replay whose compared attributes differ from a stored item's, or whose keyed items are
-        stored only in part (permanent).
+        stored only in part: some refused by their condition, the others proven absent (``None``) (permanent).
+    :raises TransactionRefused: DynamoDB cancelled the transaction with a ``permanent`` reason of
+        :data:`CANCELLATION_REASONS` for any entry (``ValidationError``, ``ItemCollectionSizeLimitExceeded``).
     :raises TokenMismatch: ``IdempotentParameterMismatchException`` and the items are not stored (permanent).
     :raises StoredItemGone: the keys exist but their items could not be read back (transient).
     :raises InvalidEffectCall: as ``put_item``; no ``TransactPut``, more than ``MAX_TRANSACT_ITEMS`` entries, two
         ``TransactPut`` on one item.
     :raises TypeError: as ``put_item``; an entry that is neither a ``TransactPut`` nor a mapping.
-    :raises botocore.exceptions.ClientError: any other error, such as ``TransactionCanceledException`` for another
-        reason (a condition of your own entries, ``TransactionConflict``) or ``TransactionInProgressException``
-        (the same token in flight): not permanent, so SQS retries it.
+    :raises botocore.exceptions.ClientError: any other error, not permanent, so SQS retries it:
+        ``TransactionCanceledException`` with a ``transient`` reason for a keyed put (``TransactionConflict``,
+        throttling, a code :data:`CANCELLATION_REASONS` does not list), even beside a refused one, or with no keyed
+        put refused (a condition of your own entries), or ``TransactionInProgressException`` (the same token in
+        flight).
     """
     key = adapter_key(TRANSACT_ADAPTER, idempotency_key, name)
     request = _transaction(items, key)
@@ -380,11 +411,22 @@ def _replay_items(client: Any, error: ClientError, request: _Transaction, key: s
     reasons = error.response.get("CancellationReasons") or []
     if code != "TransactionCanceledException" or len(reasons) != len(request.entries):
         raise error
-    keyed = [reasons[position] for position in request.positions]
-    refused = [reason.get("Code") == "ConditionalCheckFailed" for reason in keyed]
-    if not any(refused):
+    kinds = [CANCELLATION_REASONS.get(str(reason.get("Code")), TRANSIENT) for reason in reasons]
+    if PERMANENT in kinds:
+        refusals = [
+            f"entry {position} ({_entry_table(request.entries[position])}): {reasons[position].get('Code')} "
+            f"{reasons[position].get('Message') or ''}".rstrip()
+            for position, kind in enumerate(kinds)
+            if kind == PERMANENT
+        ]
+        raise TransactionRefused(
+            f"{TRANSACT_ADAPTER}: key {key!r}: DynamoDB cancelled the transaction for good: {'; '.join(refusals)}"
+        ) from error
+    keyed = [kinds[position] for position in request.positions]
+    if TRANSIENT in keyed or STORED not in keyed:  # a conflict or throttling; or a condition of the caller's own
         raise error
-    if not all(refused):
+    refused = [kind == STORED for kind in keyed]
+    if not all(refused):  # only "None" proves an item absent
         tables = sorted({put.table_name for (put, _), exists in zip(request.puts, refused, strict=True) if exists})
         raise ItemMismatch(
             f"{TRANSACT_ADAPTER}: key {key!r} is stored in table(s) {tables} but not in all the transaction's "
@@ -393,8 +435,15 @@ def _replay_items(client: Any, error: ClientError, request: _Transaction, key: s
             table_name=tables[0],
             attributes=(),
         ) from error
-    items = [reason.get("Item") or {} for reason in keyed]
+    items = [reasons[position].get("Item") or {} for position in request.positions]
     return items if all(items) else _transact_get(client, request.puts)
+
+
+def _entry_table(entry: Mapping[str, Any]) -> str:
+    """``<action> on table <name>`` of a ``TransactWriteItems`` entry, for a message."""
+    for action, body in entry.items():
+        return f"{action} on table {body.get('TableName')!r}" if isinstance(body, Mapping) else action
+    return "an empty entry"
 
 
 def _transact_get(client: Any, puts: list[tuple[TransactPut, dict[str, Any]]]) -> list[dict[str, Any]]:

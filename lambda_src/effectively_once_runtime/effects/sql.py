@@ -281,7 +281,8 @@ def insert_once(
     :raises Exception: the driver's own errors pass through unchanged: no unique constraint on ``key_column``, a
         conflict on another unique constraint, a lock timeout, and in PostgreSQL at ``REPEATABLE READ`` or
         ``SERIALIZABLE`` a concurrent insert of the same key (``SerializationFailure``, SQLSTATE 40001: retry the
-        transaction).
+        transaction) and a deadlock with the caller's own statements (``DeadlockDetected``, 40P01). Both stay
+        transient: keep their classes (``psycopg.OperationalError``) out of ``Consumer(permanent=...)``.
     """
     dialect = _dialect_of(conn)
     key = adapter_key(ADAPTER, idempotency_key, name)
