@@ -421,17 +421,22 @@ def test_a_transaction_in_progress_under_the_same_token_is_transient() -> None:
 
 
 # --- the cancellation reasons (issue 55, item 2) ------------------------------------------------------------------
-def _cancelled(*codes: str) -> tuple[Any, Stubber]:
+#: What :func:`_cancelled` says is stored: the first execution's items, at 09:00 (a replay is sent at 10:00).
+STORED_ITEMS = [
+    {"pk": {"S": KEY}, "total": {"N": "100"}, "at": {"S": "09:00"}},
+    {"pk": {"S": KEY}, "sk": {"S": "ordered"}, "kind": {"S": "ordered"}},
+]
+REPLAYED = [{"pk": KEY, "total": Decimal(100), "at": "09:00"}, {"pk": KEY, "sk": "ordered", "kind": "ordered"}]
+
+
+def _cancelled(*codes: str, with_items: bool = True) -> tuple[Any, Stubber]:
     """A client whose ``TransactWriteItems`` of :func:`_order_transaction` (two keyed puts, one entry of the
-    caller's own) is cancelled with ``codes``, one per entry; a refused keyed put's reason carries its stored item."""
+    caller's own) is cancelled with ``codes``, one per entry; a refused keyed put's reason carries its stored item
+    (:data:`STORED_ITEMS`) unless not ``with_items``."""
     client, stub = _stubbed()
-    stored = [
-        {"pk": {"S": KEY}, "total": {"N": "100"}, "at": {"S": "10:00"}},
-        {"pk": {"S": KEY}, "sk": {"S": "ordered"}, "kind": {"S": "ordered"}},
-    ]
     reasons = [{"Code": code, "Message": f"{code} here"} for code in codes]
-    for reason, item in zip(reasons, stored, strict=False):  # the keyed puts come first
-        if reason["Code"] == "ConditionalCheckFailed":
+    for reason, item in zip(reasons, STORED_ITEMS, strict=False):  # the keyed puts come first
+        if reason["Code"] == "ConditionalCheckFailed" and with_items:
             reason["Item"] = item
     stub.add_client_error(
         "transact_write_items",
@@ -458,6 +463,9 @@ def test_a_conflict_beside_a_refused_keyed_put_during_a_replay_is_transient_not_
     [
         (("ConditionalCheckFailed", "ConditionalCheckFailed", "None"), "replayed"),
         (("ConditionalCheckFailed", "ConditionalCheckFailed", "TransactionConflict"), "replayed"),
+        (("ConditionalCheckFailed", "ConditionalCheckFailed", "ValidationError"), "replayed"),
+        (("ConditionalCheckFailed", "ConditionalCheckFailed", "ItemCollectionSizeLimitExceeded"), "replayed"),
+        (("TransactionConflict", "ConditionalCheckFailed", "ValidationError"), "transient"),
         (("ConditionalCheckFailed", "None", "None"), ItemMismatch),
         (("ConditionalCheckFailed", "ThrottlingError", "None"), "transient"),
         (("ProvisionedThroughputExceeded", "ConditionalCheckFailed", "None"), "transient"),
@@ -478,7 +486,7 @@ def test_every_cancellation_reason_is_stored_absent_transient_or_permanent(
 
     with stub:
         if outcome == "replayed":
-            assert transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)[0]["at"] == "10:00"
+            assert transact_write(client=client, items=_order_transaction(), idempotency_key=KEY) == REPLAYED
             return
         with pytest.raises(ClientError if outcome == "transient" else outcome) as caught:
             transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)
@@ -486,6 +494,39 @@ def test_every_cancellation_reason_is_stored_absent_transient_or_permanent(
     assert isinstance(caught.value, PermanentError) == (outcome != "transient")
     if outcome is TransactionRefused:
         assert all(f"{code} here" in str(caught.value) for code in codes if CANCELLATION_REASONS[code] == PERMANENT)
+
+
+def test_a_refused_keyed_put_without_its_item_is_read_back() -> None:
+    client, stub = _cancelled("ConditionalCheckFailed", "ConditionalCheckFailed", "None", with_items=False)
+    gets = [
+        {"Get": {"TableName": "outbox", "Key": {"pk": {"S": KEY}}}},
+        {"Get": {"TableName": "events", "Key": {"pk": {"S": KEY}, "sk": {"S": "ordered"}}}},
+    ]
+    stub.add_response("transact_get_items", {"Responses": [{"Item": i} for i in STORED_ITEMS]}, {"TransactItems": gets})
+
+    with stub:
+        assert transact_write(client=client, items=_order_transaction(), idempotency_key=KEY) == REPLAYED
+        stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    "reasons",
+    [[{"Code": "ConditionalCheckFailed"}], [{"Code": "ConditionalCheckFailed"}, {}, {}]],
+    ids=["one of 3", "no code"],
+)
+def test_reasons_that_do_not_answer_each_entry_are_transient(reasons: list[dict[str, Any]]) -> None:
+    """A reason missing for an entry, or a reason without a code, proves nothing: the error goes up as it is."""
+    client, stub = _stubbed()
+    stub.add_client_error(
+        "transact_write_items",
+        service_error_code="TransactionCanceledException",
+        modeled_fields={"CancellationReasons": reasons},
+    )
+
+    with stub, pytest.raises(ClientError) as caught:
+        transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)
+
+    assert not isinstance(caught.value, PermanentError)
 
 
 def test_the_cancellation_reasons_table_names_every_code_aws_documents() -> None:

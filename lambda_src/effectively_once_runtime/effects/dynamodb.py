@@ -51,8 +51,11 @@ TOKEN_WINDOW_SECONDS = 600
 #: each). ``absent``: the action was fine (the code ``None``): a keyed put's item is not stored. ``stored``: a
 #: condition refused the action (``ConditionalCheckFailed``): a keyed put's item is there, and a condition of the
 #: caller's own entries stays transient. ``transient``: the same request may succeed later (another write to the
-#: item was in progress; throttling). ``permanent``: the same request can never succeed (a request DynamoDB cannot
-#: take; an item collection over its size limit). A code not listed here is transient.
+#: item was in progress; throttling). ``permanent``: DynamoDB refuses the request as it stands, against the items
+#: as they are (``ValidationError``: an item grown past 400 KB, a type mismatch, a number overflow;
+#: ``ItemCollectionSizeLimitExceeded``): retried unchanged it fails again, so the record goes to the DLQ with its
+#: reason rather than round the queue until ``maxReceiveCount``. A code not listed here, or a reason without one, is
+#: transient. Only a stored keyed put's reason outranks the others: a replay is answered from the stored items.
 ABSENT, STORED, TRANSIENT, PERMANENT = "absent", "stored", "transient", "permanent"
 CANCELLATION_REASONS: Mapping[str, str] = MappingProxyType(
     {
@@ -95,9 +98,9 @@ class TokenMismatch(PermanentError):
 
 
 class TransactionRefused(PermanentError):
-    """DynamoDB cancelled the transaction for a reason no retry changes (a ``permanent`` code of
-    :data:`CANCELLATION_REASONS`): the message names the key, each such entry's position and table, and its code and
-    message."""
+    """DynamoDB refused the transaction as it stands (a ``permanent`` code of :data:`CANCELLATION_REASONS` for a
+    keyed put, or for an entry of the caller's own while every keyed put's item is proven absent): the message names
+    the key, each such entry's position and table, and its code and message."""
 
 
 class StoredItemGone(Exception):
@@ -243,7 +246,9 @@ def transact_write(
     :raises ItemMismatch: a replay whose compared attributes differ from a stored item's, or whose keyed items are
         stored only in part: some refused by their condition, the others proven absent (``None``) (permanent).
     :raises TransactionRefused: DynamoDB cancelled the transaction with a ``permanent`` reason of
-        :data:`CANCELLATION_REASONS` for any entry (``ValidationError``, ``ItemCollectionSizeLimitExceeded``).
+        :data:`CANCELLATION_REASONS` (``ValidationError``, ``ItemCollectionSizeLimitExceeded``) for a keyed put, or
+        for an entry of your own while no keyed item is stored (permanent). A replay (every keyed item stored) is
+        answered from the stored items whatever your entries met.
     :raises TokenMismatch: ``IdempotentParameterMismatchException`` and the items are not stored (permanent).
     :raises StoredItemGone: the keys exist but their items could not be read back (transient).
     :raises InvalidEffectCall: as ``put_item``; no ``TransactPut``, more than ``MAX_TRANSACT_ITEMS`` entries, two
@@ -411,8 +416,12 @@ def _replay_items(client: Any, error: ClientError, request: _Transaction, key: s
     reasons = error.response.get("CancellationReasons") or []
     if code != "TransactionCanceledException" or len(reasons) != len(request.entries):
         raise error
-    kinds = [CANCELLATION_REASONS.get(str(reason.get("Code")), TRANSIENT) for reason in reasons]
-    if PERMANENT in kinds:
+    kinds = [CANCELLATION_REASONS.get(reason.get("Code") or "<missing>", TRANSIENT) for reason in reasons]
+    keyed = [kinds[position] for position in request.positions]
+    if all(kind == STORED for kind in keyed):  # a replay: the items are there, whatever the other entries met
+        items = [reasons[position].get("Item") or {} for position in request.positions]
+        return items if all(items) else _transact_get(client, request.puts)
+    if PERMANENT in keyed or (PERMANENT in kinds and all(kind == ABSENT for kind in keyed)):
         refusals = [
             f"entry {position} ({_entry_table(request.entries[position])}): {reasons[position].get('Code')} "
             f"{reasons[position].get('Message') or ''}".rstrip()
@@ -420,23 +429,19 @@ def _replay_items(client: Any, error: ClientError, request: _Transaction, key: s
             if kind == PERMANENT
         ]
         raise TransactionRefused(
-            f"{TRANSACT_ADAPTER}: key {key!r}: DynamoDB cancelled the transaction for good: {'; '.join(refusals)}"
+            f"{TRANSACT_ADAPTER}: key {key!r}: DynamoDB refused the transaction as it stands: {'; '.join(refusals)}"
         ) from error
-    keyed = [kinds[position] for position in request.positions]
     if TRANSIENT in keyed or STORED not in keyed:  # a conflict or throttling; or a condition of the caller's own
         raise error
-    refused = [kind == STORED for kind in keyed]
-    if not all(refused):  # only "None" proves an item absent
-        tables = sorted({put.table_name for (put, _), exists in zip(request.puts, refused, strict=True) if exists})
-        raise ItemMismatch(
-            f"{TRANSACT_ADAPTER}: key {key!r} is stored in table(s) {tables} but not in all the transaction's "
-            "tables: it was written by another request",
-            key=key,
-            table_name=tables[0],
-            attributes=(),
-        ) from error
-    items = [reasons[position].get("Item") or {} for position in request.positions]
-    return items if all(items) else _transact_get(client, request.puts)
+    # Some keyed items stored, the others proven absent (only "None" proves that): another request wrote the key.
+    tables = sorted({put.table_name for (put, _), kind in zip(request.puts, keyed, strict=True) if kind == STORED})
+    raise ItemMismatch(
+        f"{TRANSACT_ADAPTER}: key {key!r} is stored in table(s) {tables} but not in all the transaction's "
+        "tables: it was written by another request",
+        key=key,
+        table_name=tables[0],
+        attributes=(),
+    ) from error
 
 
 def _entry_table(entry: Mapping[str, Any]) -> str:
