@@ -186,8 +186,8 @@ class DeadLetterQueue(RuntimeQueue):
         group = record.attributes.message_group_id
         if group:  # a FIFO group, or a fair queue's tenant (a standard queue's record may carry one): kept
             request["MessageGroupId"] = group
-        if group and names.is_fifo_address(self.url):  # SQS refuses a deduplication id on a standard queue
-            request["MessageDeduplicationId"] = deduplication_id(record)
+            if names.is_fifo_address(self.url):  # SQS refuses a deduplication id on a standard queue
+                request["MessageDeduplicationId"] = deduplication_id(record)
         return request
 
     def send(self, record: SQSRecord, error: BaseException, function_name: str | None) -> str:

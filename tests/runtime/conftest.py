@@ -95,26 +95,25 @@ def redeliver(record: dict[str, Any]) -> dict[str, Any]:
 def lose_responses(
     client: Any,
     operation: str,
-    times: int = 1,
     matching: bytes = b"",
     before_retry: Callable[[], None] | None = None,
 ) -> list[int]:
-    """Lose the first ``times`` successful answers to ``operation`` (its API name, ``"PutItem"``) on ``client`` (a
-    JSON-protocol client: DynamoDB) whose request body holds ``matching``, on their way back, as a read timeout after
+    """Lose the first successful answer to ``operation`` (its API name, ``"PutItem"``) on ``client`` (a
+    JSON-protocol client: DynamoDB) whose request body holds ``matching``, on its way back, as a read timeout after
     the service performed the request: botocore's retry handler is told to send the request again (``needs-retry``,
     registered first), so the retry meets what the lost attempt wrote, as on AWS when a response is lost ("Error
     retries and exponential backoff in AWS", AWS SDKs and Tools Reference Guide: the SDKs retry timeouts). The answer
     the caller gets is the retry's. ``before_retry`` runs between the lost answer and the retry (another writer's
     turn; give it a client of its own).
 
-    :returns: a list the hook appends each lost attempt's number to (1 for the first attempt)."""
+    :returns: a list the hook appends the lost attempt's number to (1 for the first attempt)."""
     lost: list[int] = []
     service = client.meta.service_model.service_id.hyphenize()
 
     def send_again(response: Any, attempts: int, caught_exception: Any, request_dict: Any, **_: Any) -> int | None:
         answered = caught_exception is None and response is not None and response[0].status_code < 300
         body = request_dict.get("body") or b""
-        if len(lost) < times and answered and matching in (body.encode() if isinstance(body, str) else body):
+        if not lost and answered and matching in (body.encode() if isinstance(body, str) else body):
             lost.append(attempts)
             if before_retry is not None:
                 before_retry()

@@ -391,6 +391,30 @@ def test_a_retry_refused_by_another_attempts_claim_is_a_replay(
     assert mailer.sent == [] and len(_warnings(caplog, names.MSG_EFFECT_POSSIBLY_LOST)) == 1
 
 
+def test_a_count_sent_again_after_another_attempt_completed_returns_the_stored_result(
+    markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """at_least_once: A sends and is slow; B counts (its token on the marker), the answer is lost, and before the
+    retry A marks the marker done. B's retry is refused by a done marker holding B's token: that is A's completion,
+    not B's claim, so B returns A's stored result and calls nothing."""
+    mailer = Mailer()
+    mailer.fail_after.append(Killed())
+    with pytest.raises(Killed):
+        _send(mailer, markers, AT_LEAST_ONCE)  # A: sent, not yet done
+    other = boto3.client("dynamodb", region_name=REGION)
+
+    def a_completes() -> None:
+        [marker] = other.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+        done = {"status": {"S": DONE}, "stored_result": {"S": '{"MessageId":"m-1"}'}}
+        other.put_item(TableName=IDEMPOTENCY_TABLE, Item={**marker, **done})
+
+    lost = lose_responses(ddb, "UpdateItem", before_retry=a_completes)
+
+    assert _send(mailer, markers, AT_LEAST_ONCE) == {"MessageId": "m-1"}
+
+    assert lost == [1] and mailer.sent == ["a@example.com"], "B called nothing"
+
+
 def test_a_release_sent_again_undoes_the_attempt_once(
     markers: MarkerTable, ddb: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

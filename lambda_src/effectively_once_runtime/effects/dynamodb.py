@@ -247,8 +247,8 @@ def transact_write(
         stored only in part: some refused by their condition, the others proven absent (``None``) (permanent).
     :raises TransactionRefused: DynamoDB cancelled the transaction with a ``permanent`` reason of
         :data:`CANCELLATION_REASONS` (``ValidationError``, ``ItemCollectionSizeLimitExceeded``) for a keyed put, or
-        for an entry of your own while no keyed item is stored (permanent). A replay (every keyed item stored) is
-        answered from the stored items whatever your entries met.
+        for an entry of your own while every keyed item is proven absent (the reason ``None``) (permanent). A
+        replay (every keyed item stored) is answered from the stored items whatever your entries met.
     :raises TokenMismatch: ``IdempotentParameterMismatchException`` and the items are not stored (permanent).
     :raises StoredItemGone: the keys exist but their items could not be read back (transient).
     :raises InvalidEffectCall: as ``put_item``; no ``TransactPut``, more than ``MAX_TRANSACT_ITEMS`` entries, two

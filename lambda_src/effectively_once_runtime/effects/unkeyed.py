@@ -248,7 +248,7 @@ class _Marked:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         response, found = self._write("put_item", request)
-        if found is not None and self._own(found):
+        if found is not None and _status(found) != DONE and self._own(found):  # done: another attempt completed it
             return {"Attributes": found}, None
         return response, found
 

@@ -10,8 +10,10 @@ messages whose visibility timeout has ended. ``SQSBackend.receive_message`` take
 its pass reaches it, so of a batch that timed out together the first message is skipped (its group still holds the
 others) and a later one is delivered first. This module's patch counts a group in flight while any of its messages
 is invisible, whatever made it so (a receive, ``ChangeMessageVisibility`` or its batch form, a delete that failed, a
-handler killed), and takes every timed-out message out of the pending set before a receive looks at the queue, so
-the group's messages come back in order, in one batch as SQS sends them.
+handler killed), so the group's messages come back in order. It also takes every timed-out message out of the
+pending set before a receive looks at the queue, so they come back in one batch as SQS sends them (moto's pass
+would otherwise take each out as it reaches it, count the group's messages it has just handed out as in flight, and
+split the batch).
 
 A receive happens at one instant (report 11, issue 54). moto reads its clock again for every message it looks at
 (``Message.visible``), so a visibility timeout that ended during a receive was seen as running by one reading and as

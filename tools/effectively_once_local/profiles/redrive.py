@@ -192,8 +192,8 @@ def local_move(
             system = message.get("Attributes", {})
             if "MessageGroupId" in system:  # a FIFO group, or a fair queue's tenant: kept
                 request["MessageGroupId"] = system["MessageGroupId"]
-            if "MessageGroupId" in system and names.is_fifo_address(target.source_url):  # refused on a standard one
-                request["MessageDeduplicationId"] = redrive_dedup_id(message["MessageId"])
+                if names.is_fifo_address(target.source_url):  # SQS refuses a deduplication id on a standard queue
+                    request["MessageDeduplicationId"] = redrive_dedup_id(message["MessageId"])
             sqs.send_message(**request)
             sqs.delete_message(QueueUrl=target.dlq_url, ReceiptHandle=message["ReceiptHandle"])
             moved += 1
