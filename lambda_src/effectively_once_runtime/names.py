@@ -149,6 +149,10 @@ MSG_INVALID_RECORD = "invalid record"
 #: A record written before numbers were canonical (0.4.0) answered through its old key or validation hash (field
 #: ``reason``: which); quiet once those records expired (``legacy_hashes``).
 MSG_LEGACY_HASH = "legacy hash accepted"
+#: The attribute holding the token of the attempt that wrote a claim: Powertools' in-progress record
+#: (``claim_token``) and an un-keyed effect's marker (``effects.unkeyed``). A refused claim whose stored item holds
+#: this attempt's token met this attempt's own write, sent again by the SDK after its answer was lost.
+ATTEMPT_TOKEN_ATTR = "attempt_token"
 #: One INFO line per ``s3:TestEvent`` S3 sent through a queue or a topic when a bucket's notification configuration
 #: was written (field ``reason``: the bucket and the time): acknowledged, no record processed, nothing dead-lettered.
 MSG_S3_TEST_EVENT = "s3 test event acknowledged"

@@ -24,6 +24,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from botocore.config import Config
 
 from .backoff import Backoff, sqs_clients
+from .claim_token import carry_claim_token
 from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
 from .legacy_hashes import accept_legacy_validation
@@ -106,6 +107,7 @@ def build_state(
             table_name=settings.table_name, boto_config=Config(region_name=region) if region else None
         )
     own(persistence_store, owner, settings.key_prefix)
+    carry_claim_token(persistence_store)
     accept_legacy_validation(persistence_store, spec.legacy_validate, getattr(owner, "logger", None) or Logger())
     config = IdempotencyConfig(
         event_key_jmespath=spec.powertools_key,

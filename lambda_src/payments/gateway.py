@@ -75,7 +75,8 @@ class LedgerGateway:
     ``key_prefix``: the idempotency key prefix whose scoped charge keys are stored under the bare payment id
     (``None``: every key as given).
 
-    ``calls`` counts every call received, ``replays`` those answered from an idempotency key.
+    ``calls`` counts every call received, ``replays`` those answered from an idempotency key (an SDK retry of the
+    call's own put, its answer lost, meets the item with this call's ``charged_at``: no replay).
     """
 
     def __init__(self, table_name: str, client: Any | None = None, *, key_prefix: str | None = None) -> None:
@@ -110,7 +111,11 @@ class LedgerGateway:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
-            return self._replay(payment, charge_id, exc.response.get("Item") or {}, charged_at)
+            old = exc.response.get("Item") or {}
+            if old.get("charged_at", {}).get("S") != charged_at:
+                return self._replay(payment, charge_id, old, charged_at)
+            # This call's own item (its charged_at, to the microsecond): the SDK sent the put again after its answer
+            # was lost, and the retry met the first try's write. A new charge, not a replay.
         return Charge(
             charge_id=charge_id,
             payment_id=payment.payment_id,

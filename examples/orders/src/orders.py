@@ -67,11 +67,16 @@ def confirm(order: dict[str, Any], *, idempotency_key: str, legacy_field: str = 
             TableName=os.environ[ENV_OUTBOX_TABLE],
             Item=item,
             ConditionExpression=f"attribute_not_exists({OUTBOX_KEY})",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
             raise
-        return {"order_id": str(order["order_id"]), "replayed": True}
+        # The item with this call's own confirmed_at is the first try's write, met by the SDK's retry of the put
+        # after its answer was lost: not a replay.
+        stored = exc.response.get("Item", {}).get("confirmed_at", {}).get("S")
+        if stored != item["confirmed_at"]["S"]:
+            return {"order_id": str(order["order_id"]), "replayed": True}
     return {"order_id": str(order["order_id"]), "replayed": False}
 
 

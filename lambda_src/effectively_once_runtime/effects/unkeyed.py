@@ -52,7 +52,7 @@ DELIVERY_MODES = (AT_MOST_ONCE, AT_LEAST_ONCE)
 #: What every marker id holds after the key prefix: ``<key prefix>#effect-marker#...``.
 MARKER_INFIX = "effect-marker"
 #: The marker attribute holding the token of the attempt that claimed it or last counted an attempt on it.
-TOKEN_ATTR = "attempt_token"
+TOKEN_ATTR = names.ATTEMPT_TOKEN_ATTR
 #: A marker's ``status``: claimed or attempted (``pending``), returned (``done``), counted as possibly lost (``lost``).
 PENDING, DONE, LOST = "pending", "done", "lost"
 #: The largest result, in bytes of JSON, stored on a ``done`` marker (a replay returns it). DynamoDB holds 400 KB per
