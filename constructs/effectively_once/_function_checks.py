@@ -1,17 +1,19 @@
 """The synth-time checks of the consumer constructs on their function: the function's timeout and one
-``IdempotentQueueConsumer`` per function, and for both consumers the stack they are created in (docs/validation.md
-lists every rule with its source)."""
+``IdempotentQueueConsumer`` per function, for both consumers the stack they are created in, and the function's
+concurrency mode (docs/validation.md lists every rule with its source)."""
 
 from __future__ import annotations
 
+import jsii
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_lambda as lambda_
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from effectively_once_runtime import names
 
 from . import limits
-from ._validation import Described, check_duration_range, fail, is_unresolved
+from ._environment_size import function_variables
+from ._validation import Described, check_duration_range, fail, is_unresolved, message
 
 #: The variables the runtime reads once per function: a second consumer on the function would overwrite them.
 SHARED_SETTINGS = (names.ENV_DEAD_LETTER_QUEUE_URL, names.ENV_EXPIRY_SECONDS, names.ENV_KEY_PREFIX)
@@ -132,3 +134,35 @@ def _same_function(a: lambda_.IFunction, b: lambda_.IFunction) -> bool:
         return True
     arn_a, arn_b = a.function_arn, b.function_arn
     return not is_unresolved(arn_a) and arn_a == arn_b
+
+
+#: Why a consumer's function runs one request per process: the runtime's docstring of ``refuse_shared_process``.
+CONCURRENCY_MODE_DOC = (
+    "AWS Lambda Developer Guide, Python runtime for Lambda Managed Instances (one process per concurrent request); "
+    "aws/aws-lambda-python-runtime-interface-client#215 (the experimental thread and hybrid modes)"
+)
+
+
+@jsii.implements(IValidation)
+class ConcurrencyMode:
+    """Validation of a consumer: its function's ``AWS_LAMBDA_CONCURRENCY_MODE``, when set to a literal, is
+    ``process`` (the runtime refuses any other at cold start, ``settings.refuse_shared_process``). A validation, so
+    a variable set after the consumer counts too; a deploy-time value is left to the runtime."""
+
+    def __init__(self, function: lambda_.Function) -> None:
+        self._function = function
+
+    def validate(self) -> list[str]:
+        value = function_variables(self._function).get(names.ENV_CONCURRENCY_MODE)
+        if not isinstance(value, str) or value.strip().lower() in ("", names.PROCESS_CONCURRENCY_MODE):
+            return []
+        return [
+            message(
+                f"environment variable {names.ENV_CONCURRENCY_MODE} of function {self._function.node.path}",
+                value,
+                f"must be unset or {names.PROCESS_CONCURRENCY_MODE!r}: in the thread and hybrid modes requests share "
+                "one process, and the runtime holds one Lambda context, deadline and batch per process (its handler "
+                "refuses to start)",
+                CONCURRENCY_MODE_DOC,
+            )
+        ]

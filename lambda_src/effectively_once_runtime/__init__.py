@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidEffectCall, InvalidRecord, PermanentError, UnsupportedEvent
+from .errors import ConcurrencyModeRefused, InvalidEffectCall, InvalidRecord, PermanentError, UnsupportedEvent
 from .settings import RuntimeSettings
 
 if TYPE_CHECKING:
     from .consumer import Consumer, ConsumerState
 
 __all__ = [
+    "ConcurrencyModeRefused",
     "Consumer",
     "ConsumerState",
     "InvalidEffectCall",

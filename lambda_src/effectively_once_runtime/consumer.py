@@ -62,6 +62,7 @@ from . import effect_keys, events, identity, names
 from .dead_letter import check_permanent
 from .deadline import check_margin
 from .dispatch import Dispatch
+from .errors import ConcurrencyModeRefused
 from .execution import KeyRules, RecordExecution, RecordFunction
 from .record_keys import (
     DELIVERY_ID_KEYS,
@@ -305,6 +306,7 @@ class Consumer:
         :raises ValueError: the environment is incomplete or malformed (``RuntimeSettings.from_env``),
             ``DEAD_LETTER_QUEUE_URL`` is not a queue URL, or the persistence layer already serves another
             ``Consumer`` (the message names both key prefixes).
+        :raises ConcurrencyModeRefused: ``AWS_LAMBDA_CONCURRENCY_MODE`` runs requests side by side in one process.
         """
         spec = StateSpec(
             self.key_prefix,
@@ -333,13 +335,17 @@ class Consumer:
         so the first invocation does not spend its function timeout creating SDK clients (the init phase has a
         limit of its own; "initialize SDK clients and database connections outside of the function handler").
         Anything that fails here (an incomplete environment, no Region) is left for the first invocation, which
-        raises it as without this call. Sources: https://docs.aws.amazon.com/lambda/latest/dg/best-practices.html,
+        raises it as without this call; a concurrency mode the runtime refuses fails the init phase itself. Sources:
+        https://docs.aws.amazon.com/lambda/latest/dg/best-practices.html,
         https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html (Init phase).
 
         :returns: the state, or ``None`` when it could not be built yet.
+        :raises ConcurrencyModeRefused: ``AWS_LAMBDA_CONCURRENCY_MODE`` runs requests side by side in one process.
         """
         try:
             return self.state
+        except ConcurrencyModeRefused:
+            raise  # no invocation of this environment can run: say so before the first one
         except Exception:  # noqa: BLE001 - the first invocation builds it again and raises the error there
             return None
 

@@ -42,3 +42,9 @@ class UnsupportedEvent(ValueError):
     records, Kafka, Amazon MQ, records of mixed sources, or a malformed ``Records`` list. It is about the whole
     invocation, not one record: the handler raises it, so no record of that event is processed. The message is
     one line naming what arrived and what is taken."""
+
+
+class ConcurrencyModeRefused(RuntimeError):
+    """The function runs in a concurrency mode where requests share one process (``AWS_LAMBDA_CONCURRENCY_MODE``
+    ``thread`` or ``hybrid``, Lambda Managed Instances' experimental Python modes): the runtime holds one Lambda
+    context, deadline and batch per process, so it refuses to start (``settings.refuse_shared_process``)."""

@@ -36,6 +36,12 @@ ENV_ON_FAILURE_DIRECT = "ON_FAILURE_DIRECT"
 #: ``IdempotentQueueConsumer`` (an ``ExistingQueue``'s given facts included); the runtime's per-record backoff
 #: (``backoff.py``) and receive budget read it. Unset or empty: no queue is known.
 ENV_SOURCE_QUEUES = "SOURCE_QUEUES"
+#: How Lambda Managed Instances runs concurrent requests of a Python function (Lambda's experimental Python 3.14
+#: images; unset on the production runtimes, which run one process per concurrent request): ``process``, ``thread``
+#: or ``hybrid``. The runtime runs unset or ``process`` only (``settings.refuse_shared_process``).
+ENV_CONCURRENCY_MODE = "AWS_LAMBDA_CONCURRENCY_MODE"
+#: The one value of ``ENV_CONCURRENCY_MODE`` where each concurrent request has a process of its own.
+PROCESS_CONCURRENCY_MODE = "process"
 
 # --- defaults --------------------------------------------------------------------------------------------------------
 #: Seconds a completed record answers duplicates when ``IDEMPOTENCY_EXPIRY_SECONDS`` is unset (Powertools' default).

@@ -42,12 +42,42 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import names
+from .errors import ConcurrencyModeRefused
 
 #: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``: DynamoDB's item APIs take it as ``TableName``
 #: (Amazon DynamoDB Developer Guide, "DynamoDB API operations supported by resource-based policies"), but a
 #: request goes to the client's own Region (botocore's DynamoDB endpoint rule set), hence the region group.
 _TABLE_ARN = re.compile(r"arn:[a-z-]+:dynamodb:(?P<region>[a-z0-9-]+):[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}")
 _DIGITS = re.compile(r"[0-9]{1,12}")
+
+
+def refuse_shared_process(env: Mapping[str, str] | None = None) -> None:
+    """Refuse a concurrency mode where requests share this process.
+
+    On Lambda Managed Instances the production Python runtimes run each concurrent request in a process of its own
+    (AWS Lambda Developer Guide, "Python runtime for Lambda Managed Instances",
+    https://docs.aws.amazon.com/lambda/latest/dg/lambda-managed-instances-python-runtime.html); Lambda's experimental
+    Python 3.14 images add ``AWS_LAMBDA_CONCURRENCY_MODE`` ``thread`` and ``hybrid``, where requests run side by side
+    in one process and share its module state (aws/aws-lambda-python-runtime-interface-client#215). The runtime
+    holds one Lambda context per process, on the state's one ``IdempotencyConfig``, and one deadline and batch: in
+    such a mode the last request's deadline would become every in-flight record's in-progress expiry (a 1 s request
+    holding its key for 15 minutes after a kill, a 15-minute request's claim expiring after 1 s). Unset, empty or
+    ``process`` (any case) runs; any other value, a mode this runtime does not know included, is refused.
+
+    :raises ConcurrencyModeRefused: ``AWS_LAMBDA_CONCURRENCY_MODE`` names another mode; the message names the value
+        and what to set instead.
+    """
+    env = os.environ if env is None else env
+    raw = env.get(names.ENV_CONCURRENCY_MODE)
+    if raw is None or raw.strip().lower() in ("", names.PROCESS_CONCURRENCY_MODE):
+        return
+    raise ConcurrencyModeRefused(
+        f"{names.ENV_CONCURRENCY_MODE}={raw!r}: effectively_once_runtime runs one request per process only (unset, "
+        f"or {names.PROCESS_CONCURRENCY_MODE!r}, the default of Lambda Managed Instances). In this mode requests "
+        "share the process, and the runtime holds one Lambda context, deadline and batch per process: the last "
+        "request's deadline would become every in-flight record's in-progress expiry. Unset the variable or set it "
+        f"to {names.PROCESS_CONCURRENCY_MODE!r}"
+    )
 
 
 def table_region(name: str, table: str) -> str | None:

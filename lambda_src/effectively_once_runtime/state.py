@@ -29,7 +29,7 @@ from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
 from .legacy_hashes import accept_legacy_validation
 from .on_failure import OnFailureQueue
-from .settings import RuntimeSettings
+from .settings import RuntimeSettings, refuse_shared_process
 
 #: Builds the persistence layer from the settings: ``(table_name=..., boto_config=...)`` like
 #: ``DynamoDBPersistenceLayer`` (the default) or a subclass of it.
@@ -95,7 +95,10 @@ def build_state(
     :raises ValueError: the environment is incomplete or malformed (``RuntimeSettings.from_env``),
         ``DEAD_LETTER_QUEUE_URL`` or ``ON_FAILURE_QUEUE_URL`` is not a queue URL, or the persistence layer already
         serves another owner.
+    :raises ConcurrencyModeRefused: ``AWS_LAMBDA_CONCURRENCY_MODE`` runs requests side by side in this process
+        (``settings.refuse_shared_process``).
     """
+    refuse_shared_process(env)
     settings = RuntimeSettings.from_env(default_key_prefix=spec.key_prefix, env=env)
     url = settings.dead_letter_queue_url
     dead_letter = DeadLetterQueue(url) if url else None
