@@ -25,7 +25,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConcurrencyModeRefused, InvalidEffectCall, InvalidRecord, PermanentError, UnsupportedEvent
+from .errors import (
+    ConcurrencyModeRefused,
+    InvalidEffectCall,
+    InvalidRecord,
+    PermanentError,
+    UnknownRecordStatus,
+    UnsupportedEvent,
+)
 from .settings import RuntimeSettings
 
 if TYPE_CHECKING:
@@ -39,6 +46,7 @@ __all__ = [
     "InvalidRecord",
     "PermanentError",
     "RuntimeSettings",
+    "UnknownRecordStatus",
     "UnsupportedEvent",
 ]
 

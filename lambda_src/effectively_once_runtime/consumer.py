@@ -316,6 +316,7 @@ class Consumer:
             self._functions,
             self.persistence_layer,
             legacy_validate=self._execution.rules.validate_path,
+            function_timeout_ms=lambda: self._execution.deadline.start_ms,
         )
         execution = self._execution
         self._state = build_state(

@@ -48,3 +48,17 @@ class ConcurrencyModeRefused(RuntimeError):
     """The function runs in a concurrency mode where requests share one process (``AWS_LAMBDA_CONCURRENCY_MODE``
     ``thread`` or ``hybrid``, Lambda Managed Instances' experimental Python modes): the runtime holds one Lambda
     context, deadline and batch per process, so it refuses to start (``settings.refuse_shared_process``)."""
+
+
+class UnknownRecordStatus(PermanentError):
+    """The idempotency record of a key holds a status the runtime does not know (Powertools writes ``INPROGRESS`` and
+    ``COMPLETED``; ``EXPIRED`` is only computed): no retry reads it otherwise, so the record goes to the DLQ on first
+    sight with this reason (``claims.py``). docs/runbook.md says what to do."""
+
+    def __init__(self, record_id: str, status: object) -> None:
+        self.record_id, self.status = record_id, status
+        super().__init__(
+            f"idempotency record {record_id} holds status {status!r}, which the runtime does not know (Powertools "
+            "writes INPROGRESS and COMPLETED): check what wrote it, then delete the record and redrive the message "
+            "(docs/runbook.md, 'A record with an unknown status')"
+        )

@@ -38,7 +38,7 @@ from .dead_letter import is_permanent
 from .deadline import Deadline
 from .effect_results import EffectResults
 from .effects._context import EffectCall, running
-from .errors import InvalidRecord, PermanentError
+from .errors import InvalidRecord, PermanentError, UnknownRecordStatus
 from .legacy_hashes import legacy_key_record
 from .record_keys import key_text
 from .state import ConsumerState
@@ -55,7 +55,12 @@ _UNDECIDED = _Undecided()
 RecordFunction = Callable[[dict[str, Any]], Any]
 
 #: The log keys of one record, removed when it is done.
-RECORD_KEYS = (names.FIELD_MESSAGE_ID, names.FIELD_RECEIVE_COUNT, names.FIELD_IDEMPOTENCY_KEY)
+RECORD_KEYS = (
+    names.FIELD_MESSAGE_ID,
+    names.FIELD_RECEIVE_COUNT,
+    names.FIELD_IDEMPOTENCY_KEY,
+    names.FIELD_IDEMPOTENCY_STATUS,
+)
 #: Completion retries: the first delay, the factor and the longest delay (seconds), and the most attempts.
 _COMPLETION_FIRST_DELAY, _COMPLETION_BACKOFF, _COMPLETION_MAX_DELAY, _COMPLETION_ATTEMPTS = 0.1, 2.0, 2.0, 5
 #: Outside an invocation nothing limits the completion retries.
@@ -269,8 +274,9 @@ class RecordExecution:
         """One payload, through the idempotency layer (the path of every record and direct invocation).
         ``checked``: ``screen`` already ran the consumer's ``check`` on it (not run again).
 
-        :raises PermanentError: bad input (``InvalidRecord``: not an object, no key, a key expression that failed)
-            or the record function's own.
+        :raises PermanentError: bad input (``InvalidRecord``: not an object, no key, a key expression that failed),
+            the key's stored record holds a status the runtime does not know (``UnknownRecordStatus``), or the
+            record function's own.
         :raises IdempotencyAlreadyInProgressError: the key is being processed elsewhere.
         :raises IdempotencyValidationError: the key was stored with another payload (``validate``).
         :raises IdempotencyPersistenceLayerError: the record could not be completed after retries.
@@ -312,6 +318,8 @@ class RecordExecution:
         except IdempotencyKeyError as exc:
             raise InvalidRecord(f"no idempotency key: {self.rules.key!r} found nothing in the body") from exc
         except IdempotencyPersistenceLayerError as exc:
+            if isinstance(exc.__cause__, UnknownRecordStatus):
+                raise exc.__cause__ from None  # Powertools wraps what its claim raised: this is the reason
             if not run.returned:
                 raise
             self._complete(state, body, run, exc)

@@ -113,7 +113,8 @@ FIELD_IDEMPOTENCY_KEY = "idempotency_key"
 FIELD_MESSAGE_ID = "message_id"
 #: A number (``ApproximateReceiveCount``), so Logs Insights can aggregate it.
 FIELD_RECEIVE_COUNT = "receive_count"
-#: Status of the stored record that answered a duplicate (``COMPLETED``).
+#: Status of the stored record that answered a duplicate (``COMPLETED``), or that refused the record's claim (a log key
+#: of the record's later lines: ``idempotency rejected``, ``record failed``, ``claims.py``).
 FIELD_IDEMPOTENCY_STATUS = "idempotency_status"
 #: Exception class name of an idempotency rejection (``IdempotencyValidationError``, ...).
 FIELD_IDEMPOTENCY_ERROR = "idempotency_error"
@@ -156,9 +157,12 @@ MSG_INVALID_RECORD = "invalid record"
 #: ``reason``: which); quiet once those records expired (``legacy_hashes``).
 MSG_LEGACY_HASH = "legacy hash accepted"
 #: The attribute holding the token of the attempt that wrote a claim: Powertools' in-progress record
-#: (``claim_token``) and an un-keyed effect's marker (``effects.unkeyed``). A refused claim whose stored item holds
+#: (``claims``) and an un-keyed effect's marker (``effects.unkeyed``). A refused claim whose stored item holds
 #: this attempt's token met this attempt's own write, sent again by the SDK after its answer was lost.
 ATTEMPT_TOKEN_ATTR = "attempt_token"
+#: One WARNING line when an in-progress record without an in-progress expiry, older than the function timeout and a
+#: margin, is removed so the key can be claimed (``claims.py``; field ``reason``: the record and its write time).
+MSG_STALE_CLAIM_TAKEN_OVER = "stale in-progress record taken over"
 #: One INFO line per ``s3:TestEvent`` S3 sent through a queue or a topic when a bucket's notification configuration
 #: was written (field ``reason``: the bucket and the time): acknowledged, no record processed, nothing dead-lettered.
 MSG_S3_TEST_EVENT = "s3 test event acknowledged"

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from botocore.config import Config
 
 from .backoff import Backoff, sqs_clients
-from .claim_token import carry_claim_token
+from .claims import guard_claims
 from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
 from .legacy_hashes import accept_legacy_validation
@@ -70,6 +70,9 @@ class StateSpec:
     :ivar persistence_layer: builds the layer when none is given.
     :ivar legacy_validate: the ``validate`` expression as given, whose hash before 0.4.0 is still accepted
         (``legacy_hashes.accept_legacy_validation``), or ``None``.
+    :ivar function_timeout_ms: the function timeout in milliseconds now (the current invocation's remaining time at
+        its start), ``None`` outside an invocation: how long a claim without an in-progress expiry may be held
+        (``claims.guard_claims``).
     """
 
     key_prefix: str
@@ -79,6 +82,7 @@ class StateSpec:
     functions: Any
     persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer
     legacy_validate: Any = None
+    function_timeout_ms: Callable[[], int | None] = lambda: None
 
 
 def build_state(
@@ -102,16 +106,8 @@ def build_state(
     settings = RuntimeSettings.from_env(default_key_prefix=spec.key_prefix, env=env)
     url = settings.dead_letter_queue_url
     dead_letter = DeadLetterQueue(url) if url else None
-    if persistence_store is None:
-        # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
-        # takes as TableName): a request goes to the client's own Region, so build the client in the table's.
-        region = settings.table_region
-        persistence_store = spec.persistence_layer(
-            table_name=settings.table_name, boto_config=Config(region_name=region) if region else None
-        )
-    own(persistence_store, owner, settings.key_prefix)
-    carry_claim_token(persistence_store)
-    accept_legacy_validation(persistence_store, spec.legacy_validate, getattr(owner, "logger", None) or Logger())
+    logger = getattr(owner, "logger", None) or Logger()
+    persistence_store = _layer(spec, settings, owner, logger, persistence_store)
     config = IdempotencyConfig(
         event_key_jmespath=spec.powertools_key,
         payload_validation_jmespath=spec.validate or "",
@@ -131,12 +127,36 @@ def build_state(
     markers = marker_table(settings, persistence_store)
     on_failure_url = settings.on_failure_queue_url
     on_failure = OnFailureQueue(on_failure_url, direct=settings.on_failure_direct) if on_failure_url else None
-    logger = getattr(owner, "logger", None) or Logger()
     backoff = None
     if settings.source_queues:
         backoff = Backoff(settings.source_queues, sqs_clients(), logger, getattr(owner, "metrics", None))
         backoff.warm()  # its clients now (the init phase with Consumer.warm), not on a batch's time
     return ConsumerState(settings, persistence_store, config, process, dead_letter, markers, on_failure, backoff)
+
+
+def _layer(
+    spec: StateSpec,
+    settings: RuntimeSettings,
+    owner: object,
+    logger: Logger,
+    given: BasePersistenceLayer | None,
+) -> BasePersistenceLayer:
+    """The persistence layer: ``given``, or built by ``spec.persistence_layer``; owned by ``owner``, its refused
+    claims read by ``claims.guard_claims`` and its legacy validation hashes accepted (``legacy_hashes``)."""
+    store = given
+    if store is None:
+        # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
+        # takes as TableName): a request goes to the client's own Region, so build the client in the table's.
+        region = settings.table_region
+        store = spec.persistence_layer(
+            table_name=settings.table_name, boto_config=Config(region_name=region) if region else None
+        )
+    own(store, owner, settings.key_prefix)
+    guard_claims(
+        store, logger=logger, expiry_seconds=settings.expiry_seconds, function_timeout_ms=spec.function_timeout_ms
+    )
+    accept_legacy_validation(store, spec.legacy_validate, logger)
+    return store
 
 
 def marker_table(settings: RuntimeSettings, store: BasePersistenceLayer) -> MarkerTable:

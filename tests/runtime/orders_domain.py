@@ -21,6 +21,11 @@ class Unfulfillable(PermanentError):
     """A business rule of the orders domain: never retried into success."""
 
 
+class Killed(BaseException):
+    """The process dying inside the record function (an order with ``"kill": true``): no ``Exception``, so nothing
+    catches it as one and Powertools leaves the claim in place."""
+
+
 @dataclass
 class Orders:
     consumer: Consumer
@@ -71,6 +76,8 @@ def build_consumer(confirmed: list[str | None], **options: Any) -> Consumer:
     @consumer.record
     def handle(body: dict[str, Any]) -> dict[str, Any]:
         item = body["order"]
+        if item.get("kill"):
+            raise Killed(f"killed while processing {item['id']}")
         if item.get("unfulfillable"):
             raise Unfulfillable(f"order {item['id']} cannot be fulfilled")
         return confirm(item)

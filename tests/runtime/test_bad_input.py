@@ -18,6 +18,7 @@ from payments.persistence import LEGACY_PAYLOAD_VALIDATION_JMESPATH, PAYLOAD_VAL
 from payments.settings import DEFAULT_KEY_PREFIX
 
 from .conftest import (
+    HANDLER_ENV,
     IDEMPOTENCY_TABLE,
     Env,
     failures,
@@ -241,7 +242,8 @@ def test_payment_id_reused_for_another_account_directly_is_a_validation_error(aw
 
 
 def _write_legacy_record(aws: Env, body: dict[str, Any], *, status: str = "COMPLETED") -> dict[str, Any]:
-    """A record as the handler wrote it before account_id joined the payload validation (hash of [amount, currency])."""
+    """A record as the handler wrote it just now, before account_id joined the payload validation (hash of [amount,
+    currency]): its expiration is the handler's expiry from now (an older in-progress one is taken over)."""
     stored = {
         "charge_id": body["payment_id"],
         "payment_id": body["payment_id"],
@@ -255,7 +257,7 @@ def _write_legacy_record(aws: Env, body: dict[str, Any], *, status: str = "COMPL
         Item={
             "id": {"S": _key(body["payment_id"])},
             "status": {"S": status},
-            "expiration": {"N": str(int(time.time()) + 3600)},
+            "expiration": {"N": str(int(time.time()) + int(HANDLER_ENV["IDEMPOTENCY_EXPIRY_SECONDS"]))},
             "data": {"S": json.dumps(stored, sort_keys=True)},
             "validation": {"S": _hash([body["amount"], body["currency"]])},
         },

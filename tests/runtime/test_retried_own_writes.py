@@ -1,6 +1,6 @@
 """Issue 55, item 1b: a conditional write whose answer is lost after DynamoDB wrote it, sent again by botocore, meets
 its own item, and that is no other attempt. Powertools' in-progress claim carries this attempt's token
-(``claim_token``): before it, the first delivery failed as "already in progress" and its key stayed held until the
+(``claims``): before it, the first delivery failed as "already in progress" and its key stayed held until the
 in-progress expiry. The sample's ledger and the orders example's outbox answered their own retried put as a replay.
 Through a ``Consumer``'s handler (and the writers' own calls) against moto's DynamoDB in process, the loss injected
 at botocore's retry handler (``lose_responses``)."""
@@ -15,11 +15,12 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
 from effectively_once_runtime import names
-from effectively_once_runtime.claim_token import carry_claim_token
+from effectively_once_runtime.claims import guard_claims
 from payments.gateway import LedgerGateway
 from payments.model import Payment
 
@@ -130,8 +131,9 @@ def test_only_powertools_dynamodb_layers_carry_the_token() -> None:
 
     store = DynamoDBPersistenceLayer(table_name=IDEMPOTENCY_TABLE, boto3_client=boto3.client("dynamodb", REGION))
 
-    assert carry_claim_token(Elsewhere()) is False
-    assert carry_claim_token(store) is True and carry_claim_token(store) is True
+    guard = partial(guard_claims, logger=Logger(service="test"), expiry_seconds=3600)
+    assert guard(Elsewhere()) is False
+    assert guard(store) is True and guard(store) is True
 
 
 # --- the sample's ledger and the orders example's outbox: their own put sent again is no replay ---------------------
