@@ -10,7 +10,7 @@ from constructs import Construct
 from effectively_once_runtime import names
 
 from . import limits
-from ._validation import Described, check_range, fail, is_unresolved, seconds, shown, warn
+from ._validation import Described, check_range, check_type, fail, is_unresolved, seconds, shown, warn
 
 
 def check_mapping(
@@ -328,3 +328,56 @@ def visibility_timeout_needed(timeout: Duration, window: Duration) -> ValueError
         f"{limits.LAMBDA_SQS_VISIBILITY_TIMEOUT_FACTOR} x the largest function timeout + max_batching_window",
         f"{limits.LAMBDA_SQS_VISIBILITY_DOC}; {limits.CFN_TOKEN_DOC}",
     )
+
+
+#: Why two consumers must not share a key prefix on one table: the runtime's ``operations.py`` docstring.
+SHARED_PREFIX_DOC = (
+    "Powertools for AWS Lambda (Python), Idempotency (the record's id is the key prefix and the hash of the key); "
+    "docs/runtime.md, 'Two operations, one table'"
+)
+#: The attribute each consumer construct sets to what it claims: ``(key_prefix, table, function, shared_prefix)``.
+PREFIX_CLAIM_ATTR = "_effectively_once_prefix_claim"
+
+
+def _same(a: object, b: object, attribute: str) -> bool:
+    """Whether two constructs are one resource: the same object, or equal literal values of ``attribute`` (an ARN:
+    one resource imported twice)."""
+    if a is b:
+        return True
+    first, second = getattr(a, attribute, None), getattr(b, attribute, None)
+    return isinstance(first, str) and not is_unresolved(first) and first == second
+
+
+def check_shared_prefix(
+    consumer: Construct, function: lambda_.IFunction, table: Construct, key_prefix: str | None, shared_prefix: bool
+) -> None:
+    """No two consumers of one app on one table with the same ``key_prefix`` prop and different functions, unless
+    both say ``shared_prefix=True``; records ``consumer``'s claim for the consumers created after it. A prefix left
+    to the handler's ``Consumer`` (``None``) or a deploy-time value is not seen here (the runtime's
+    ``Consumer(operation=...)`` guards it).
+
+    :raises ValueError: another consumer holds the prefix on the table with another function; the message names both
+        consumers, both functions and the prefix.
+    """
+    check_type("shared_prefix", shared_prefix, bool, "a bool")
+    if key_prefix is None or is_unresolved(key_prefix):
+        return
+    for other in consumer.node.root.node.find_all():
+        claim = getattr(other, PREFIX_CLAIM_ATTR, None)
+        if other is consumer or claim is None:
+            continue
+        prefix, other_table, other_function, other_shared = claim
+        if prefix != key_prefix or not _same(table, other_table, "table_arn"):
+            continue
+        if _same(function, other_function, "function_arn") or (shared_prefix and other_shared):
+            continue
+        raise fail(
+            f"key_prefix of {consumer.node.path} (function {function.node.path})",
+            key_prefix,
+            f"must not be the key_prefix of {other.node.path} (function {other_function.node.path}) on the same "
+            "idempotency table: their records share ids, so one consumer's record answers the other's message as a "
+            "duplicate (a refund acknowledged by the charge's record, never run). Give each its own key_prefix, or "
+            "pass shared_prefix=True on both when they run one operation",
+            SHARED_PREFIX_DOC,
+        )
+    setattr(consumer, PREFIX_CLAIM_ATTR, (key_prefix, table, function, shared_prefix))

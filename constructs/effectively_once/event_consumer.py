@@ -23,7 +23,7 @@ from constructs import Construct, IValidation
 from effectively_once_runtime import names
 
 from . import limits
-from ._consumer_checks import check_idempotency_expiry, check_key_prefix
+from ._consumer_checks import check_idempotency_expiry, check_key_prefix, check_shared_prefix
 from ._consumer_core import ConsumerCore, check_table, expiry_value, per_minute
 from ._environment_size import function_variables
 from ._existing_queue_checks import resolve
@@ -147,6 +147,11 @@ class IdempotentEventConsumer(ConsumerCore):
         Lambda's 6-hour maxima).
     :param key_prefix: ``IDEMPOTENCY_KEY_PREFIX``: printable, no whitespace, at most 2015 UTF-8 bytes.
         :default: ``None``: not set; the handler's ``Consumer`` declares it.
+    :param shared_prefix: this consumer shares its ``key_prefix`` on its table with another consumer of the app on
+        another function on purpose (they run one operation): both must say so. :default: ``False``: two consumers
+        with one literal ``key_prefix`` on one table and different functions fail synth (their records would answer
+        each other's messages as duplicates; give each its own prefix, and each handler's ``Consumer`` its
+        ``operation=``).
     :param alarms: create the five alarms. :default: ``True``.
     :param alarm_action: added to every alarm. :default: ``None``: the alarms notify no one.
     :param alarm_thresholds: :default: ``EventAlarmThresholds()``.
@@ -172,7 +177,8 @@ class IdempotentEventConsumer(ConsumerCore):
         event invoke config for ``$LATEST`` (a second ``IdempotentEventConsumer``, an
         ``IdempotentQueueConsumer(async_invocation=...)``, ``function.configure_async_invoke``: Lambda keeps one per
         function and qualifier; the message names the function and the config); a function resource of another stack
-        than this construct's; ``table`` not an ``IdempotencyTable``; ``key_prefix`` breaking its rules; an
+        than this construct's; ``table`` not an ``IdempotencyTable``; ``key_prefix`` breaking its rules, or already held
+        on ``table`` by another consumer of the app on another function unless both say ``shared_prefix=True``; an
         ``idempotency_expiry`` under 1 second or a token in another unit than seconds; ``IDEMPOTENCY_TABLE_NAME`` or
         ``IDEMPOTENCY_KEY_PREFIX`` already set on the function to another table or prefix; a negative count threshold
         or a duration threshold under 1 second.
@@ -210,6 +216,7 @@ class IdempotentEventConsumer(ConsumerCore):
         on_failure_queue: sqs.IQueue | None = None,
         idempotency_expiry: Duration | None = None,
         key_prefix: str | None = None,
+        shared_prefix: bool = False,
         alarms: bool = True,
         alarm_action: cloudwatch.IAlarmAction | None = None,
         alarm_thresholds: EventAlarmThresholds | None = None,
@@ -226,6 +233,7 @@ class IdempotentEventConsumer(ConsumerCore):
         _check_props(retry_attempts, max_event_age, on_failure_queue, idempotency_expiry, thresholds, alarms)
         check_type("direct_invocations_async", direct_invocations_async, bool, "a bool")
         self._check_inputs(function, table, key_prefix)
+        check_shared_prefix(self, function, table, key_prefix, shared_prefix)
 
         self.function = function
         self.table = table

@@ -29,6 +29,7 @@ from ._consumer_checks import (
     check_mapping,
     check_provisioned_pollers,
     check_reserved_concurrency,
+    check_shared_prefix,
     visibility_timeout_needed,
 )
 from ._consumer_core import ConsumerCore, check_table, source_queues_value
@@ -156,6 +157,11 @@ class IdempotentQueueConsumer(ConsumerCore):
         partition key holds at most 2,048; checked here at synth).
         :default: ``None``: not set; the ``key_prefix`` your handler's ``Consumer`` declares applies (the sample's
         is ``effectively-once/payments``).
+    :param shared_prefix: this consumer shares its ``key_prefix`` on its table with another consumer of the app on
+        another function on purpose (they run one operation): both must say so. :default: ``False``: two consumers
+        with one literal ``key_prefix`` on one table and different functions fail synth (their records would answer
+        each other's messages as duplicates; give each its own prefix, and each handler's ``Consumer`` its
+        ``operation=``).
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
         handler's failed records; see :class:`AlarmThresholds`); an ``ExistingQueue`` without a dead-letter queue
         gets no DLQ-depth alarm. :default: ``True``.
@@ -195,7 +201,8 @@ class IdempotentQueueConsumer(ConsumerCore):
         and that consumer's path); ``function`` a resource of another stack than the consumer's (it names both stacks:
         otherwise ``app.synth()`` fails with a ``DependencyCycle``); the timeout of a given ``lambda.Function`` outside
         1..900 seconds (CloudFormation AWS::Lambda::Function ``Timeout``); ``key_prefix`` not printable, with
-        whitespace, or longer than 2015 UTF-8 bytes; an ``int`` prop
+        whitespace, or longer than 2015 UTF-8 bytes; ``key_prefix`` already held on ``table`` by another consumer of
+        the app on another function, unless both say ``shared_prefix=True`` (the message names both); an ``int`` prop
         (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count thresholds) that is not an
         ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``, ``max_concurrency`` or
         ``max_batching_window`` out of range; a ``provisioned_poller_config`` breaking the rules above; a batching
@@ -266,6 +273,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         event_source_mapping_metrics: bool = True,
         idempotency_expiry: Duration | None = None,
         key_prefix: str | None = None,
+        shared_prefix: bool = False,
         alarms: bool = True,
         alarm_action: cloudwatch.IAlarmAction | None = None,
         alarm_thresholds: AlarmThresholds | None = None,
@@ -279,6 +287,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         super().__init__(scope, id)
         # Every check before the first resource, in this order (a prop breaking two rules names the first).
         source = self._check_inputs(queue, function, table, key_prefix)
+        check_shared_prefix(self, function, table, key_prefix, shared_prefix)
         _check_mapping_props(source, batch_size, max_batching_window, max_concurrency, provisioned_poller_config)
         check_type("event_source_mapping_metrics", event_source_mapping_metrics, bool, "a bool")
         check_idempotency_expiry(idempotency_expiry)

@@ -64,6 +64,7 @@ from .deadline import check_margin
 from .dispatch import Dispatch
 from .errors import ConcurrencyModeRefused
 from .execution import KeyRules, RecordExecution, RecordFunction
+from .operations import OPERATION_ONLY, check_operation
 from .record_keys import (
     DELIVERY_ID_KEYS,
     MSG_KEY_IS_DELIVERY_ID,
@@ -144,6 +145,11 @@ class Consumer:
         changing the steps, for a consumer with stored records is a key change: they are keyed on the old form, so a
         redelivery of an old message whose raw key was not already normal runs again (turn it on with a new
         ``key_prefix`` or before the first deploy). :default: ``()``: off, keys exactly as found.
+    :param operation: what this consumer does to a key (``"charge"``, ``"refund"``): 1 to 64 letters, digits or
+        ``-_.:/``, stored with each record in its validation hash (``operations.py``). A record another operation
+        wrote under the same key prefix is then ``OperationMismatch`` (permanent: the DLQ on first sight, naming both),
+        never a duplicate; a record written without one is answered as before. Give it wherever a table and a prefix
+        are shared. :default: ``None``: records carry no operation.
     :param persistence_layer: builds the persistence layer, called as ``persistence_layer(table_name=...,
         boto_config=...)`` at cold start (e.g. a ``DynamoDBPersistenceLayer`` subclass that accepts records written
         under an older ``validate``). One layer serves one ``Consumer``. :default: ``DynamoDBPersistenceLayer``.
@@ -154,7 +160,8 @@ class Consumer:
     :raises ValueError: ``key_prefix`` is empty, holds whitespace or is longer than 2015 UTF-8 bytes (the stored key
         ``<key_prefix>#<md5 hex>`` must fit DynamoDB's 2,048-byte partition key); ``key`` or ``validate`` is not a
         JMESPath or names an unknown function; ``envelope`` or ``effect_key`` is not one of its values;
-        ``deadline_margin`` is negative; ``normalize`` names a step that is not one of ``identity.NORMALIZATIONS``.
+        ``deadline_margin`` is negative; ``normalize`` names a step that is not one of ``identity.NORMALIZATIONS``;
+        ``operation`` breaks its rule.
     :raises TypeError: ``permanent`` holds something that is not an exception type; ``normalize`` is not a string
         or a sequence of strings; ``check`` is not callable.
     """
@@ -172,6 +179,7 @@ class Consumer:
         deadline_margin: float | None = None,
         raise_on_no_idempotency_key: bool = True,
         normalize: str | Sequence[str] = (),
+        operation: str | None = None,
         persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer,
         service: str | None = None,
         namespace: str | None = None,
@@ -186,6 +194,7 @@ class Consumer:
         self.effect_key = effect_keys.check_mode(effect_key or effect_keys.BUSINESS)
         self.deadline_margin = check_margin(deadline_margin)
         self.raise_on_no_idempotency_key = raise_on_no_idempotency_key
+        self.operation = check_operation(operation)
         self.persistence_layer = persistence_layer
         key_path = events.compile_expression("key", key)
         validate_path = None if validate is None else events.compile_expression("validate", validate)
@@ -195,6 +204,8 @@ class Consumer:
         # float of integral value hashes as before (legacy_hashes answers the records of those that had one).
         self._powertools_key = normalizing_expression(key_path)
         self._powertools_validate = None if validate_path is None else canonical_expression(validate_path)
+        if self._powertools_validate is None and self.operation is not None:
+            self._powertools_validate = OPERATION_ONLY  # the stored hash then holds the operation alone
         self._functions = NormalizingFunctions(self.normalize)
         self._state: ConsumerState | None = None
         self._effect_names: set[str] = set()
@@ -317,6 +328,7 @@ class Consumer:
             self.persistence_layer,
             legacy_validate=self._execution.rules.validate_path,
             function_timeout_ms=lambda: self._execution.deadline.start_ms,
+            operation=self.operation,
         )
         execution = self._execution
         self._state = build_state(

@@ -29,6 +29,7 @@ from .dead_letter import DeadLetterQueue
 from .effects._context import MarkerTable
 from .legacy_hashes import accept_legacy_validation
 from .on_failure import OnFailureQueue
+from .operations import mark_operation
 from .settings import RuntimeSettings, refuse_shared_process
 
 #: Builds the persistence layer from the settings: ``(table_name=..., boto_config=...)`` like
@@ -73,6 +74,7 @@ class StateSpec:
     :ivar function_timeout_ms: the function timeout in milliseconds now (the current invocation's remaining time at
         its start), ``None`` outside an invocation: how long a claim without an in-progress expiry may be held
         (``claims.guard_claims``).
+    :ivar operation: ``Consumer(operation=...)``, stored with each record (``operations.mark_operation``), or ``None``.
     """
 
     key_prefix: str
@@ -83,6 +85,7 @@ class StateSpec:
     persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer
     legacy_validate: Any = None
     function_timeout_ms: Callable[[], int | None] = lambda: None
+    operation: str | None = None
 
 
 def build_state(
@@ -142,7 +145,8 @@ def _layer(
     given: BasePersistenceLayer | None,
 ) -> BasePersistenceLayer:
     """The persistence layer: ``given``, or built by ``spec.persistence_layer``; owned by ``owner``, its refused
-    claims read by ``claims.guard_claims`` and its legacy validation hashes accepted (``legacy_hashes``)."""
+    claims read by ``claims.guard_claims``, its records marked with the consumer's operation (``operations``) and its
+    legacy validation hashes accepted (``legacy_hashes``)."""
     store = given
     if store is None:
         # The table may live in another Region than the function (the constructs pass its ARN, which DynamoDB
@@ -155,6 +159,7 @@ def _layer(
     guard_claims(
         store, logger=logger, expiry_seconds=settings.expiry_seconds, function_timeout_ms=spec.function_timeout_ms
     )
+    mark_operation(store, spec.operation)  # inside the legacy acceptance, which wraps it
     accept_legacy_validation(store, spec.legacy_validate, logger)
     return store
 
