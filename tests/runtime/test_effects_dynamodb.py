@@ -15,7 +15,8 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from effectively_once_runtime import Consumer, PermanentError, names
+from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError, names
+from effectively_once_runtime.effects._context import EffectCall, running
 from effectively_once_runtime.effects.dynamodb import (
     ABSENT,
     CANCELLATION_REASONS,
@@ -158,13 +159,21 @@ def test_a_sort_key_table_takes_one_item_per_sort_key_and_replays_each(ddb: Any)
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
-        ({"item": {"pk": "x"}}, ValueError, r"item must not hold the key attributes \['pk'\]"),
-        ({"item": {"a": 1}, "compare": ("b",)}, ValueError, r"compare names attributes that are not in the item"),
+        ({"item": {"pk": "x"}}, InvalidEffectCall, r"item must not hold the key attributes \['pk'\]"),
+        (
+            {"item": {"a": 1}, "compare": ("b",)},
+            InvalidEffectCall,
+            r"compare names attributes that are not in the item",
+        ),
         ({"item": {"a": 1}, "compare": "a"}, TypeError, r"compare must be a collection of attribute names"),
         ({"item": {"a": 1}, "volatile": "a"}, TypeError, r"volatile must be a collection of attribute names"),
         ({"item": {"a": 1.5}}, TypeError, r"Float types are not supported"),
-        ({"item": {"a": 1}, "idempotency_key": "k" * 2049}, ValueError, r"over DynamoDB's 2048-byte partition key"),
-        ({"item": {"a": 1}, "sort_key": ("pk", "x")}, ValueError, r"sort_key names the partition key attribute"),
+        (
+            {"item": {"a": 1}, "idempotency_key": "k" * 2049},
+            InvalidEffectCall,
+            r"over DynamoDB's 2048-byte partition key",
+        ),
+        ({"item": {"a": 1}, "sort_key": ("pk", "x")}, InvalidEffectCall, r"sort_key names the partition key attribute"),
     ],
 )
 def test_fails_arguments_that_cannot_make_a_keyed_put(
@@ -281,9 +290,9 @@ def test_a_transaction_cancelled_by_a_condition_of_its_own_entries_is_raised_as_
 @pytest.mark.parametrize(
     ("items", "error", "match"),
     [
-        ([{"Put": {"TableName": "outbox", "Item": {"pk": {"S": "x"}}}}], ValueError, "at least one TransactPut"),
-        ([TransactPut("outbox", "pk", {"a": 1}), TransactPut("outbox", "pk", {"b": 1})], ValueError, "one item"),
-        ([TransactPut("outbox", "pk", {})] + [{"ConditionCheck": {}}] * 100, ValueError, "at most 100"),
+        ([{"Put": {"TableName": "outbox", "Item": {"pk": {"S": "x"}}}}], InvalidEffectCall, "at least one TransactPut"),
+        ([TransactPut("outbox", "pk", {"a": 1}), TransactPut("outbox", "pk", {"b": 1})], InvalidEffectCall, "one item"),
+        ([TransactPut("outbox", "pk", {})] + [{"ConditionCheck": {}}] * 100, InvalidEffectCall, "at most 100"),
         ([TransactPut("outbox", "pk", {}), ("Put", {})], TypeError, "takes TransactPut or TransactWriteItems"),
     ],
 )
@@ -603,3 +612,83 @@ def test_an_effect_re_executed_after_a_crash_before_completion_gets_its_stored_i
     assert len(executed) == 2, "the effect ran twice"
     assert again == [[f"{KEY}#shipment", 1], [f"{KEY}#invoice", 1]], "the second execution got the first's items"
     assert len(_scan(orders.dynamodb, "outbox")) == 2
+
+
+# --- each :raises condition of the docstrings (issue 55, item 6b) ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("table", "item", "code"),
+    [
+        ("no-such-table", {"a": 1}, "ResourceNotFoundException"),
+        ("outbox", {"blob": b"x" * (400 * 1024 + 1)}, "ValidationException"),  # an item over 400 KB
+    ],
+    ids=["missing-table", "item-over-400-kb"],
+)
+def test_put_item_raises_any_other_dynamodb_error_as_the_client_error_it_is(
+    ddb: Any, table: str, item: dict[str, Any], code: str
+) -> None:
+    with pytest.raises(ClientError) as caught:
+        put_item(client=ddb, table_name=table, key_attribute="pk", item=item, idempotency_key=KEY)
+
+    assert caught.value.response["Error"]["Code"] == code
+    assert not isinstance(caught.value, PermanentError), "transient: SQS retries it"
+    assert _scan(ddb, "outbox") == []
+
+
+def test_put_item_raises_throttling_as_the_client_error_it_is() -> None:
+    client, stub = _stubbed()
+    stub.add_client_error("put_item", service_error_code="ProvisionedThroughputExceededException")
+
+    with stub, pytest.raises(ClientError) as caught:
+        _put(client, {"a": 1})
+
+    assert caught.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+    assert not isinstance(caught.value, PermanentError)
+
+
+def test_a_transaction_whose_refused_items_cannot_be_read_back_is_transient() -> None:
+    """Every keyed put refused by its condition (a replay), the reasons without their items, and one item gone by
+    the ``TransactGetItems`` read-back (a TTL deleted it): ``StoredItemGone``, never an answer made of nothing."""
+    client, stub = _cancelled("ConditionalCheckFailed", "ConditionalCheckFailed", "None", with_items=False)
+    stub.add_response("transact_get_items", {"Responses": [{"Item": STORED_ITEMS[0]}, {}]})
+
+    with stub, pytest.raises(StoredItemGone, match="exists in table 'events' but its item is gone") as caught:
+        transact_write(client=client, items=_order_transaction(), idempotency_key=KEY)
+
+    assert not isinstance(caught.value, PermanentError)
+
+
+@pytest.mark.parametrize(
+    ("put", "options", "error", "match"),
+    [
+        (TransactPut("outbox", "pk", {"pk": "x"}), {}, InvalidEffectCall, "item must not hold the key attributes"),
+        (TransactPut("outbox", "pk", {"a": 1}, compare=("b",)), {}, InvalidEffectCall, "compare names attributes"),
+        (TransactPut("outbox", "pk", {"a": 1}), {"idempotency_key": "k" * 2049}, InvalidEffectCall, "2048-byte"),
+        (TransactPut("outbox", "pk", {"a": 1}, compare="a"), {}, TypeError, "compare must be a collection"),
+        (TransactPut("outbox", "pk", {"a": 1}, volatile="a"), {}, TypeError, "volatile must be a collection"),
+        (TransactPut("outbox", "pk", {"a": 1.5}), {}, TypeError, "Float types are not supported"),
+    ],
+    ids=[
+        "key-attribute-in-item",
+        "compare-not-in-item",
+        "key-over-2048-bytes",
+        "compare-string",
+        "volatile-string",
+        "float",
+    ],
+)
+def test_transact_write_refuses_what_put_item_refuses_before_any_write(
+    ddb: Any, put: TransactPut, options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        transact_write(client=ddb, items=[put, *_order_transaction()[2:]], **{"idempotency_key": KEY, **options})
+
+    assert _scan(ddb, "outbox") == [] and _scan(ddb, "stock") == []
+
+
+def test_transact_write_refuses_a_second_call_with_one_name_in_one_effect(ddb: Any) -> None:
+    with running(EffectCall("reserve", KEY, record_key="o-1")):
+        transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+        with pytest.raises(InvalidEffectCall, match="called twice in effect 'reserve' with name=None"):
+            transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+
+    assert _reserved(ddb) == 1 and len(_scan(ddb, "outbox")) == 1

@@ -18,7 +18,7 @@ import pytest
 from moto import mock_aws
 
 from effectively_once_local.aws.provider_stand_in import ProviderStandIn, executions_per_key, read_calls
-from effectively_once_runtime import Consumer, PermanentError
+from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError
 from effectively_once_runtime.effects import _context
 from effectively_once_runtime.effects.http import (
     MIN_ATTEMPT_SECONDS,
@@ -27,6 +27,7 @@ from effectively_once_runtime.effects.http import (
     canonical_json,
     post_json,
     retry_after_seconds,
+    sf_string,
 )
 
 from .conftest import HANDLER_ENV, IDEMPOTENCY_TABLE, REGION, FakeClock, FakeLambdaContext, create_table, sqs_record
@@ -303,7 +304,7 @@ def test_fails_when_one_effect_calls_it_twice_with_one_name(
 ) -> None:
     with _context.running(_context.EffectCall("charge", "k", record_key="r")):
         _post(provider, clock, idempotency_key="k", name="a")
-        with pytest.raises(ValueError, match="called twice in effect 'charge' with name='a'"):
+        with pytest.raises(InvalidEffectCall, match="called twice in effect 'charge' with name='a'"):
             _post(provider, clock, idempotency_key="k", name="a")
 
     assert len(read_calls(log)) == 1
@@ -485,3 +486,62 @@ def test_a_consumer_raises_422_to_a_direct_caller_as_permanent(
 
     assert raised.value.status == 422 and consumer.is_permanent(raised.value)
     assert executions_per_key(log) == {"shop/http#charge#o-9": 1}
+
+
+# --- each :raises condition of the docstrings (issue 55, item 6b) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [408, 409, 425, 429])
+def test_each_transient_4xx_on_the_last_attempt_is_a_transient_error(
+    recorder: Any, clock: FakeClock, status: int
+) -> None:
+    recorder.answer = (status, [("Content-Type", "application/json")], b"{}")
+
+    with pytest.raises(HttpTransientError) as raised:
+        post_json(recorder.url + PATH, CHARGE, idempotency_key="k", max_attempts=2, sleep=clock.sleep, clock=clock)
+
+    assert (raised.value.status, raised.value.attempts) == (status, 2)
+    assert not isinstance(raised.value, PermanentError), "SQS redelivers the record"
+    assert len(recorder.requests) == 2 and len(clock.waits) == 1
+
+
+def test_a_1xx_final_answer_is_permanent(recorder: Any, clock: FakeClock) -> None:
+    """``http.client`` reads past ``100 Continue`` only: any other ``1xx`` is the final answer, never a success."""
+    recorder.answer = (103, [], b"")
+
+    with pytest.raises(HttpPermanentError, match="answered 103") as raised:
+        post_json(recorder.url + PATH, CHARGE, idempotency_key="k", sleep=clock.sleep, clock=clock)
+
+    assert raised.value.status == 103 and isinstance(raised.value, PermanentError)
+    assert len(recorder.requests) == 1 and clock.waits == [], "not retried"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"payload": {"amount": float("inf")}}, "the payload is not JSON"),
+        ({"payload": {"amount": float("-inf")}}, "the payload is not JSON"),
+        ({"name": ""}, "name must be a non-empty string or None"),
+    ],
+    ids=["infinity", "minus-infinity", "empty-name"],
+)
+def test_fails_before_any_request_on_infinity_or_an_empty_name(
+    recorder: Any, options: dict[str, Any], message: str
+) -> None:
+    arguments: dict[str, Any] = {"payload": CHARGE, "idempotency_key": "k", **options}
+
+    with pytest.raises(InvalidEffectCall, match=message):
+        post_json(recorder.url + PATH, arguments.pop("payload"), **arguments)
+
+    assert recorder.requests == []
+
+
+def test_the_helpers_refuse_what_json_and_an_sf_string_cannot_carry() -> None:
+    with pytest.raises(TypeError):
+        canonical_json({"at": object()})
+    with pytest.raises(ValueError, match="Out of range float values"):
+        canonical_json(float("nan"))
+    for value in ("ordre-été", "a\nb", "\x7f"):
+        with pytest.raises(ValueError, match="an sf-string holds printable ASCII only"):
+            sf_string(value)
+    assert sf_string(' !"~') == '" !\\"~"'

@@ -12,10 +12,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from effectively_once_runtime import PermanentError, names
+from effectively_once_runtime import InvalidEffectCall, PermanentError, names
 from effectively_once_runtime.effect_keys import MAX_EFFECT_KEY_CHARS, form
+from effectively_once_runtime.effects import _context
 from effectively_once_runtime.effects.messaging import (
     DEDUPLICATION_INTERVAL_SECONDS,
     MessageRejected,
@@ -24,7 +26,7 @@ from effectively_once_runtime.effects.messaging import (
     send_fifo,
     send_message,
 )
-from effectively_once_runtime.effects.unkeyed import AT_LEAST_ONCE, AT_MOST_ONCE, MarkerTable
+from effectively_once_runtime.effects.unkeyed import AT_LEAST_ONCE, AT_MOST_ONCE, MarkerTable, MarkerUnavailable
 
 from .conftest import HANDLER_ENV, IDEMPOTENCY_TABLE, REGION, create_table
 
@@ -153,7 +155,7 @@ def test_fails_on_a_standard_queue_or_topic_pointing_to_the_unkeyed_variant(
     content = {"body": "b"} if adapter is send_fifo else {"message": "m"}
     client = aws.sqs if adapter is send_fifo else aws.sns
 
-    with pytest.raises(ValueError, match="ending in '.fifo'") as raised:
+    with pytest.raises(InvalidEffectCall, match="ending in '.fifo'") as raised:
         adapter(client=client, message_group_id="g", idempotency_key="k", **target, **content)
 
     assert variant in str(raised.value) and "delivery=" in str(raised.value)
@@ -162,7 +164,7 @@ def test_fails_on_a_standard_queue_or_topic_pointing_to_the_unkeyed_variant(
 def test_fails_on_an_empty_message_group(aws: Aws) -> None:
     url = aws.queue("orders.fifo")
 
-    with pytest.raises(ValueError, match="needs a non-empty message_group_id"):
+    with pytest.raises(InvalidEffectCall, match="needs a non-empty message_group_id"):
         send_fifo(client=aws.sqs, queue_url=url, body="b", message_group_id="", idempotency_key="k")
 
     assert aws.messages(url) == []
@@ -246,7 +248,7 @@ def test_send_message_at_least_once_after_a_kill_sends_again_and_counts_the_repe
 def test_send_message_to_a_fifo_queue_needs_a_group_and_sets_the_deduplication_id(aws: Aws) -> None:
     url = aws.queue("mail.fifo")
 
-    with pytest.raises(ValueError, match="needs a non-empty message_group_id"):
+    with pytest.raises(InvalidEffectCall, match="needs a non-empty message_group_id"):
         send_message(
             client=aws.sqs, queue_url=url, body="b", delivery=AT_MOST_ONCE, idempotency_key="k", markers=aws.markers
         )
@@ -297,3 +299,170 @@ def test_publish_to_a_standard_topic_with_delivery_publishes_once(aws: Aws, deli
         )
 
     assert [json.loads(m["Body"]) for m in aws.messages(url)] == [{"order": "o-5"}]
+
+
+# --- each :raises condition of the docstrings (issue 55, item 6b) ---------------------------------------------------
+FIFO_ADAPTERS = [send_fifo, publish_fifo]
+UNKEYED_ADAPTERS = [send_message, publish]
+
+
+def _target(aws: Aws, adapter: Any, name: str) -> tuple[str, str]:
+    """A queue (``send_*``) or a topic with a queue subscribed (``publish*``), FIFO for the FIFO adapters: the
+    address to send to, and the URL of the queue where what was sent arrives."""
+    fifo = adapter in FIFO_ADAPTERS
+    if adapter in (send_fifo, send_message):
+        url = aws.queue(f"{name}.fifo" if fifo else name)
+        return url, url
+    return aws.topic_to_queue(f"{name}.fifo" if fifo else name)
+
+
+def _send(aws: Aws, adapter: Any, address: str, client: Any = None, **options: Any) -> Any:
+    """``adapter`` with the arguments it needs (a group for FIFO, ``delivery`` and ``markers`` for the un-keyed
+    variants), ``options`` over them; an option given as ``None`` is left out."""
+    sqs = adapter in (send_fifo, send_message)
+    arguments: dict[str, Any] = {
+        "client": client or (aws.sqs if sqs else aws.sns),
+        "queue_url" if sqs else "topic_arn": address,
+        "body" if sqs else "message": "m",
+        "idempotency_key": "k",
+    }
+    if adapter in FIFO_ADAPTERS:
+        arguments["message_group_id"] = "g"
+    else:
+        arguments |= {"delivery": AT_MOST_ONCE, "markers": aws.markers}
+    arguments |= options
+    return adapter(**{name: value for name, value in arguments.items() if value is not None})
+
+
+def _markers(aws: Aws) -> list[dict[str, Any]]:
+    return aws.ddb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("adapter", FIFO_ADAPTERS + UNKEYED_ADAPTERS, ids=lambda a: a.__name__)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"idempotency_key": ""}, "idempotency_key must be the non-empty key"),
+        ({"name": ""}, "name must be a non-empty string or None"),
+    ],
+    ids=["empty-key", "empty-name"],
+)
+def test_every_adapter_refuses_an_empty_key_or_name_before_sending(
+    aws: Aws, adapter: Any, options: dict[str, Any], message: str
+) -> None:
+    address, url = _target(aws, adapter, "orders")
+
+    with pytest.raises(InvalidEffectCall, match=message):
+        _send(aws, adapter, address, **options)
+
+    assert aws.messages(url) == [] and _markers(aws) == []
+
+
+def test_publish_fifo_fails_on_an_empty_message_group(aws: Aws) -> None:
+    topic, url = _target(aws, publish_fifo, "orders")
+
+    with pytest.raises(InvalidEffectCall, match="publish_fifo needs a non-empty message_group_id"):
+        _send(aws, publish_fifo, topic, message_group_id="")
+
+    assert aws.messages(url) == []
+
+
+@pytest.mark.parametrize("adapter", FIFO_ADAPTERS + UNKEYED_ADAPTERS, ids=lambda a: a.__name__)
+def test_every_adapter_refuses_a_second_call_with_one_name_in_one_effect(aws: Aws, adapter: Any) -> None:
+    address, url = _target(aws, adapter, "orders")
+
+    with _context.running(_context.EffectCall("notify", "k", record_key="o-1")):
+        _send(aws, adapter, address, name="first")
+        with pytest.raises(InvalidEffectCall, match=f"{adapter.__name__} was called twice in effect 'notify'"):
+            _send(aws, adapter, address, name="first")
+
+    assert len(aws.messages(url)) == 1
+
+
+@pytest.mark.parametrize("adapter", UNKEYED_ADAPTERS, ids=lambda a: a.__name__)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"delivery": "exactly_once"}, "delivery must be one of"),
+        ({"markers": None}, r"needs markers=MarkerTable"),
+        ({"message_group_id": None, "fifo": True}, "needs a non-empty message_group_id"),
+        ({"idempotency_key": "k" * 100, "prefix": "p" * 2000}, "more than the 2048 a DynamoDB key holds"),
+    ],
+    ids=["delivery", "no-markers-outside-a-consumer", "fifo-without-a-group", "marker-id-too-long"],
+)
+def test_the_unkeyed_variants_refuse_what_unkeyed_refuses_before_sending(
+    aws: Aws, adapter: Any, options: dict[str, Any], message: str
+) -> None:
+    options = dict(options)  # the parameters are shared between the adapters' cases
+    fifo, prefix = options.pop("fifo", False), options.pop("prefix", None)
+    address, url = _target(aws, adapter, "orders.fifo" if fifo else "orders")
+    if prefix is not None:
+        options["markers"] = MarkerTable(table_name=IDEMPOTENCY_TABLE, key_prefix=prefix, client=aws.ddb)
+
+    with pytest.raises(InvalidEffectCall, match=message):
+        _send(aws, adapter, address, **options)
+
+    assert aws.messages(url) == [] and _markers(aws) == []
+
+
+@pytest.mark.parametrize("adapter", [send_fifo, publish_fifo, publish], ids=lambda a: a.__name__)
+def test_a_message_sqs_or_sns_refuses_is_permanent_from_every_adapter(aws: Aws, adapter: Any) -> None:
+    """``send_message``'s own case is above; SNS takes at most 256 KiB, SQS 1 MiB (moto checks both)."""
+    address, url = _target(aws, adapter, "orders")
+    too_long = "x" * ((1024 if adapter is send_fifo else 256) * 1024 + 1)
+    content = {"body": too_long} if adapter is send_fifo else {"message": too_long}
+
+    with pytest.raises(MessageRejected, match=rf"{adapter.__name__}: the message was refused \(Invalid") as raised:
+        _send(aws, adapter, address, **content)
+
+    assert isinstance(raised.value, PermanentError) and "xxxx" not in str(raised.value)
+    assert aws.messages(url) == []
+    assert _markers(aws) == [], "publish: nothing was published, so the claim is released"
+
+
+@pytest.mark.parametrize("adapter", UNKEYED_ADAPTERS, ids=lambda a: a.__name__)
+def test_a_marker_that_cannot_be_written_sends_nothing(aws: Aws, adapter: Any) -> None:
+    address, url = _target(aws, adapter, "orders")
+    missing = MarkerTable(table_name="no-such-table", key_prefix="shop/notify", client=aws.ddb)
+
+    with pytest.raises(MarkerUnavailable, match="put_item on marker"):
+        _send(aws, adapter, address, markers=missing)
+
+    assert aws.messages(url) == []
+
+
+@pytest.mark.parametrize("adapter", FIFO_ADAPTERS + UNKEYED_ADAPTERS, ids=lambda a: a.__name__)
+def test_any_other_client_error_is_raised_as_botocore_raised_it(aws: Aws, adapter: Any) -> None:
+    fifo = ".fifo" if adapter in FIFO_ADAPTERS else ""
+    if adapter in (send_fifo, send_message):
+        address = aws.queue("orders" + fifo).replace("/orders", "/missing")
+    else:
+        address = f"arn:aws:sns:{REGION}:123456789012:missing{fifo}"
+
+    with pytest.raises(ClientError) as raised:
+        _send(aws, adapter, address)
+
+    assert raised.value.response["Error"]["Code"] in ("AWS.SimpleQueueService.NonExistentQueue", "NotFound")
+    assert not isinstance(raised.value, PermanentError), "transient: SQS redelivers the record"
+
+
+class Unreachable:
+    """A client whose every call fails before any answer (no network): a ``BotoCoreError``, not a ``ClientError``."""
+
+    def send_message(self, **_: Any) -> Any:
+        raise EndpointConnectionError(endpoint_url="https://unreachable.invalid")
+
+    publish = send_message
+
+
+@pytest.mark.parametrize("adapter", FIFO_ADAPTERS + UNKEYED_ADAPTERS, ids=lambda a: a.__name__)
+def test_a_botocore_error_is_raised_as_it_came_and_leaves_the_marker_pending(aws: Aws, adapter: Any) -> None:
+    address, _url = _target(aws, adapter, "orders")
+
+    with pytest.raises(EndpointConnectionError) as raised:
+        _send(aws, adapter, address, client=Unreachable())
+
+    assert not isinstance(raised.value, PermanentError)
+    if adapter in UNKEYED_ADAPTERS:  # it may have been sent: the claim stays, and a replay counts it possibly lost
+        [marker] = _markers(aws)
+        assert marker["status"]["S"] == "pending"

@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from effectively_once_runtime.effects import _context, s3
-from effectively_once_runtime.errors import PermanentError
+from effectively_once_runtime.errors import InvalidEffectCall, PermanentError
 
 REGION = "us-east-1"
 BUCKET = "effects"
@@ -124,7 +124,7 @@ def test_name_gives_each_call_of_one_effect_its_own_key(client: Any) -> None:
     with _in_effect():
         receipt = _put(client, b"receipt", name="receipt")
         invoice = _put(client, b"invoice", name="invoice")
-        with pytest.raises(ValueError, match="called twice"):
+        with pytest.raises(InvalidEffectCall, match="called twice"):
             _put(client, b"invoice", name="invoice")
 
     assert (receipt.key, invoice.key) == (f"{KEY}#receipt", f"{KEY}#invoice")
@@ -139,11 +139,11 @@ def test_bad_arguments_are_refused_before_any_call(client: Any) -> None:
 
     fits = "é" * 498 + "/"  # 997 bytes in UTF-8, + the 27 of KEY: S3's 1,024
     assert len(_put(client, b"x", prefix=fits).key.encode()) == s3.MAX_OBJECT_KEY_BYTES
-    with pytest.raises(ValueError, match="1025 bytes"):
+    with pytest.raises(InvalidEffectCall, match="1025 bytes"):
         _put(client, b"x", prefix="a" + fits)
-    with pytest.raises(ValueError, match=s3.HASH_METADATA):
+    with pytest.raises(InvalidEffectCall, match=s3.HASH_METADATA):
         _put(client, b"x", metadata={"Effectively-Once-SHA256": "0" * 64})
-    with pytest.raises(ValueError, match="idempotency_key"):
+    with pytest.raises(InvalidEffectCall, match="idempotency_key"):
         s3.put_object(client=client, bucket=BUCKET, body=b"x", idempotency_key="")
     with pytest.raises(TypeError, match="bytes"):
         _put(client, "text")  # type: ignore[arg-type]
@@ -177,13 +177,13 @@ def test_object_name_names_the_object_by_the_business_key_or_the_effect_key(clie
 def test_object_name_is_refused_before_any_call_when_it_cannot_name_one_object(
     client: Any, options: dict[str, Any], message: str
 ) -> None:
-    with _in_effect(), pytest.raises(ValueError, match=message):
+    with _in_effect(), pytest.raises(InvalidEffectCall, match=message):
         _put(client, b"x", **options)
     assert client.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
 
 
 def test_object_name_with_the_business_key_needs_a_declared_effect(client: Any) -> None:
-    with pytest.raises(ValueError, match="has none .*use \\{effect_key\\}"):
+    with pytest.raises(InvalidEffectCall, match="has none .*use \\{effect_key\\}"):
         _put(client, b"x", object_name="invoices/{key}.json")
     assert _put(client, b"x", object_name="r/{effect_key}").key == f"r/{KEY}"
 
@@ -283,7 +283,9 @@ def test_a_412_whose_object_is_gone_by_the_read_back_writes_again(waits: list[fl
     assert waits == [s3.CONFLICT_RETRY_DELAYS_SECONDS[0]]
 
 
-@pytest.mark.parametrize(("code", "status"), [("AccessDenied", 403), ("NoSuchBucket", 404), ("InternalError", 500)])
+@pytest.mark.parametrize(
+    ("code", "status"), [("AccessDenied", 403), ("NoSuchBucket", 404), ("InternalError", 500), ("SlowDown", 503)]
+)
 def test_other_errors_are_raised_as_s3_answered_them(code: str, status: int, waits: list[float]) -> None:
     client, stub = _stubbed()
     stub.add_client_error("put_object", service_error_code=code, http_status_code=status)
@@ -293,3 +295,20 @@ def test_other_errors_are_raised_as_s3_answered_them(code: str, status: int, wai
 
     assert raised.value.response["Error"]["Code"] == code
     assert waits == []
+
+
+# --- each :raises condition of the docstrings (issue 55, item 6b) ---------------------------------------------------
+def test_an_empty_name_is_refused_before_any_call(client: Any) -> None:
+    with pytest.raises(InvalidEffectCall, match="name must be a non-empty string or None"):
+        _put(client, b"x", name="")
+
+    assert client.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_object_name_with_the_business_key_is_refused_for_a_record_processed_without_one(client: Any) -> None:
+    keyless = _context.EffectCall(record_key=None, effect="receipt", effect_key=KEY)
+
+    with _context.running(keyless), pytest.raises(InvalidEffectCall, match="a record without a key"):
+        _put(client, b"x", object_name="invoices/{key}.json")
+
+    assert client.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0

@@ -21,7 +21,7 @@ import pytest
 from effectively_once_runtime.effects import sql
 from effectively_once_runtime.effects._context import EffectCall, running
 from effectively_once_runtime.effects.sql import SqlRow, SqlRowMismatch, SqlRowMissing, insert_once
-from effectively_once_runtime.errors import PermanentError
+from effectively_once_runtime.errors import InvalidEffectCall, PermanentError
 from tests import postgres_server
 from tests.postgres_server import PostgresServer
 
@@ -298,7 +298,7 @@ def test_name_gives_each_call_its_own_row(db: Db) -> None:
 def test_fails_the_same_name_twice_in_one_effect(db: Db) -> None:
     with running(EffectCall(record_key="o-1", effect="confirm", effect_key=KEY)):
         insert(db.conn)
-        with pytest.raises(ValueError, match="called twice in effect 'confirm'"):
+        with pytest.raises(InvalidEffectCall, match="called twice in effect 'confirm'"):
             insert(db.conn)
         insert(db.conn, name="second")
 
@@ -351,7 +351,7 @@ BAD_NAMES = [
 
 @pytest.mark.parametrize(("bad", "what"), BAD_NAMES)
 def test_fails_a_name_that_is_not_a_plain_identifier(db: Db, bad: dict[str, Any], what: str) -> None:
-    with pytest.raises(ValueError, match=f"{what} .* is not a plain identifier"):
+    with pytest.raises(InvalidEffectCall, match=f"{what} .* is not a plain identifier"):
         insert(db.conn, **bad)
 
     assert (db.count("orders"), db.count("effects")) == (0, 0)
@@ -361,6 +361,9 @@ BAD_ARGUMENTS = [
     pytest.param({"row": {**ROW, "effect_key": "x"}}, "must not contain the key column", id="key-column-in-row"),
     pytest.param({"compare": ["missing"]}, r"compare names columns that are not in row: \['missing'\]", id="compare"),
     pytest.param({"volatile": "amount"}, "volatile must be a collection", id="volatile-string"),
+    pytest.param(
+        {"volatile": ["missing"]}, r"volatile names columns that are not in row: \['missing'\]", id="volatile"
+    ),
     pytest.param({"returning": []}, "returning must be a non-empty sequence", id="returning-empty"),
     pytest.param({"idempotency_key": ""}, "idempotency_key must be the non-empty key", id="empty-key"),
 ]
@@ -368,7 +371,7 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize(("bad", "message"), BAD_ARGUMENTS)
 def test_fails_bad_arguments(db: Db, bad: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InvalidEffectCall, match=message):
         insert(db.conn, **bad)
 
     assert db.count("effects") == 0
@@ -447,6 +450,45 @@ def test_fails_without_a_unique_constraint_on_the_key_column(db: Db) -> None:
     with pytest.raises(Exception, match="(?i)constraint") as raised:
         insert(db.conn, table="loose", row={"amount": 1})
     assert not isinstance(raised.value, (ValueError, PermanentError))  # the driver's own error, unchanged
+
+
+def test_fails_with_the_drivers_own_error_on_a_conflict_on_another_unique_constraint(db: Db) -> None:
+    """Issue 55, item 6b: ``ON CONFLICT (key_column)`` answers the key alone; another unique column's conflict is the
+    driver's error, unchanged, and writes nothing."""
+    db.run("CREATE TABLE seats (effect_key TEXT PRIMARY KEY, seat TEXT UNIQUE)")
+    insert(db.conn, table="seats", row={"seat": "12A"}, name="first")
+
+    with pytest.raises(Exception, match="(?i)unique|duplicate") as raised:
+        insert(db.conn, table="seats", row={"seat": "12A"}, name="second")
+
+    assert not isinstance(raised.value, (ValueError, PermanentError, SqlRowMissing))
+    if db.kind == "postgresql":
+        assert type(raised.value).__name__ == "UniqueViolation"
+        with pytest.raises(_psycopg().errors.InFailedSqlTransaction):  # it aborted the caller's transaction
+            db.count("seats")
+    else:
+        assert isinstance(raised.value, sqlite3.IntegrityError)
+        assert db.run("SELECT effect_key FROM seats") == [(f"{KEY}#first",)]
+
+
+def test_postgresql_a_deadlock_the_driver_reports_passes_through_unchanged(pg_db: Db) -> None:
+    """Issue 55, item 6b: the adapter catches none of the driver's errors, so ``DeadlockDetected`` (SQLSTATE 40P01)
+    stays the transient error it is. The deadlock itself is the driver's (raised by its cursor here, with no second
+    session and no waiting): what is checked is that ``insert_once`` neither wraps nor swallows it."""
+    psycopg = _psycopg()
+
+    class DeadlockingCursor(psycopg.Cursor):  # type: ignore[name-defined,misc]
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            raise psycopg.errors.DeadlockDetected("deadlock detected")
+
+    conn = psycopg.connect(pg_db.conn.info.dsn, cursor_factory=DeadlockingCursor)
+    pg_db.opened.append(conn)
+
+    with pytest.raises(psycopg.errors.DeadlockDetected) as raised:
+        insert(conn)
+
+    assert raised.value.sqlstate == "40P01" and not isinstance(raised.value, PermanentError)
+    assert pg_db.committed("effects") == 0
 
 
 def _lock_waiters(db: Db) -> int:

@@ -16,9 +16,10 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from moto import mock_aws
 
-from effectively_once_runtime import Consumer, names
+from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError, names
 from effectively_once_runtime.effects.unkeyed import (
     AT_LEAST_ONCE,
     AT_MOST_ONCE,
@@ -121,14 +122,14 @@ def test_fails_without_delivery(markers: MarkerTable, ddb: Any) -> None:
 def test_fails_with_a_delivery_that_is_not_a_mode(markers: MarkerTable, ddb: Any, delivery: Any) -> None:
     mailer = Mailer()
 
-    with pytest.raises(ValueError, match=re.escape("delivery must be one of ('at_most_once', 'at_least_once')")):
+    with pytest.raises(InvalidEffectCall, match=re.escape("delivery must be one of ('at_most_once', 'at_least_once')")):
         _send(mailer, markers, delivery)
 
     assert mailer.sent == [] and _items(ddb) == []
 
 
 def test_fails_outside_a_consumer_without_a_marker_table() -> None:
-    with pytest.raises(ValueError, match=re.escape("markers=MarkerTable(table_name=..., key_prefix=...)")):
+    with pytest.raises(InvalidEffectCall, match=re.escape("markers=MarkerTable(table_name=..., key_prefix=...)")):
         unkeyed(lambda: 1, delivery=AT_MOST_ONCE, idempotency_key="o-1")
 
 
@@ -571,7 +572,7 @@ def test_one_effect_calling_unkeyed_twice_needs_names(orders: Orders) -> None:
     def handle(body: dict[str, Any]) -> None:
         twice()
 
-    with pytest.raises(ValueError, match="give each call its own name="):
+    with pytest.raises(InvalidEffectCall, match="give each call its own name="):
         consumer.handler(order("o-9"), FakeLambdaContext())
 
 
@@ -583,3 +584,68 @@ def _client_error(status: int, *, retries: int) -> ClientError:
         },
         "SendEmail",
     )
+
+
+# --- each :raises condition of the docstrings (issue 55, item 6b) ---------------------------------------------------
+def test_fails_on_a_call_that_is_not_callable(markers: MarkerTable, ddb: Any) -> None:
+    not_callable: Any = {"to": "a@example.com"}
+
+    with pytest.raises(TypeError, match="unkeyed takes a callable of no arguments, but dict was given"):
+        unkeyed(not_callable, delivery=AT_MOST_ONCE, idempotency_key="o-1", markers=markers)
+
+    assert _items(ddb) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"key": ""}, "idempotency_key must be the non-empty key"),
+        ({"name": ""}, "name must be a non-empty string or None"),
+    ],
+    ids=["empty-key", "empty-name"],
+)
+def test_fails_on_an_empty_key_or_name_before_any_marker(
+    markers: MarkerTable, ddb: Any, options: dict[str, Any], message: str
+) -> None:
+    mailer = Mailer()
+
+    with pytest.raises(InvalidEffectCall, match=message):
+        _send(mailer, markers, AT_MOST_ONCE, **options)
+
+    assert mailer.sent == [] and _items(ddb) == []
+
+
+@pytest.mark.parametrize(
+    ("layout", "limit"),
+    [
+        ({"key_prefix": "p" * 2000}, 2048),
+        ({"key_prefix": "p" * 1000, "sort_key_attr": "sk", "static_pk_value": "m"}, 1024),
+    ],
+    ids=["partition-key", "sort-key"],
+)
+def test_fails_on_a_marker_id_too_long_for_the_tables_key(ddb: Any, layout: dict[str, Any], limit: int) -> None:
+    mailer = Mailer()
+    table = MarkerTable(table_name=IDEMPOTENCY_TABLE, client=ddb, **layout)
+
+    with pytest.raises(InvalidEffectCall, match=f"more than the {limit} a DynamoDB key holds"):
+        _send(mailer, table, AT_LEAST_ONCE, key="k" * 100)
+
+    assert mailer.sent == [] and _items(ddb) == []
+
+
+def test_a_marker_that_cannot_be_read_back_is_transient_and_nothing_is_called() -> None:
+    """The claim refused without the old item (a store that returns none), then the read fails: the marker could
+    not be read, so the call is not made."""
+    client = boto3.client("dynamodb", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_client_error("put_item", service_error_code="ConditionalCheckFailedException", http_status_code=400)
+    stub.add_client_error("get_item", service_error_code="InternalServerError", http_status_code=500)
+    mailer = Mailer()
+    table = MarkerTable(table_name=IDEMPOTENCY_TABLE, key_prefix=PREFIX, client=client)
+
+    with stub, pytest.raises(MarkerUnavailable, match="get_item on marker") as raised:
+        _send(mailer, table, AT_MOST_ONCE)
+        stub.assert_no_pending_responses()
+
+    assert mailer.sent == []
+    assert not isinstance(raised.value, PermanentError)

@@ -178,8 +178,8 @@ def post_json(
         date, is waited for, and one longer than the time left ends the retries at once).
     :raises InvalidEffectCall: (a ``ValueError`` and a ``PermanentError``: an SQS record goes to the DLQ on first
         sight) before any request: a URL not ``http(s)://host...``, with a space, a control, a non-ASCII path,
-        credentials or a bad port; a header that is not a token, or a value with a control or outside Latin-1; an
-        ``Idempotency-Key`` in ``headers``; a limit out of range; NaN or infinity; ``adapter_key``'s errors.
+        credentials, a bad port; a header not a token, a value not str/bytes/int, with a control or outside Latin-1;
+        an ``Idempotency-Key`` in ``headers``; a limit out of range; NaN or infinity; ``adapter_key``'s errors.
     :raises TypeError: ``payload`` is not JSON-ready.
     """
     key = adapter_key(ADAPTER, idempotency_key, name)
