@@ -352,8 +352,8 @@ def check_shared_prefix(
     consumer: Construct, function: lambda_.IFunction, table: Construct, key_prefix: str | None, shared_prefix: bool
 ) -> None:
     """No two consumers of one app on one table with the same ``key_prefix`` prop and different functions, unless
-    both say ``shared_prefix=True``; records ``consumer``'s claim for the consumers created after it. A prefix left
-    to the handler's ``Consumer`` (``None``) or a deploy-time value is not seen here (the runtime's
+    both say ``shared_prefix=True`` (each consumer records its claim with :func:`claim_prefix` once built). A prefix
+    left to the handler's ``Consumer`` (``None``) or a deploy-time value is not seen here (the runtime's
     ``Consumer(operation=...)`` guards it).
 
     :raises ValueError: another consumer holds the prefix on the table with another function; the message names both
@@ -380,4 +380,12 @@ def check_shared_prefix(
             "pass shared_prefix=True on both when they run one operation",
             SHARED_PREFIX_DOC,
         )
-    setattr(consumer, PREFIX_CLAIM_ATTR, (key_prefix, table, function, shared_prefix))
+
+
+def claim_prefix(
+    consumer: Construct, function: lambda_.IFunction, table: Construct, key_prefix: str | None, shared_prefix: bool
+) -> None:
+    """Record what ``consumer`` holds, for :func:`check_shared_prefix` of the consumers created after it: at the end
+    of its construction, so a constructor that raised holds nothing."""
+    if key_prefix is not None and not is_unresolved(key_prefix):
+        setattr(consumer, PREFIX_CLAIM_ATTR, (key_prefix, table, function, shared_prefix))

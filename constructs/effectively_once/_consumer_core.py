@@ -50,7 +50,7 @@ from effectively_once_runtime import names
 
 from ._effect_grants import EffectGrants
 from ._environment_size import EnvironmentSize, function_variables
-from ._function_checks import ConcurrencyMode
+from ._function_checks import check_concurrency_mode
 from ._validation import check_type, is_unresolved, seconds, template_seconds
 from .idempotency_table import IdempotencyTable
 from .observability import PERIOD, AlarmSpec, build_queries, threshold_alarm
@@ -102,7 +102,7 @@ class ConsumerCore(EffectGrants, Construct):
         if not isinstance(function, lambda_.Function):
             return None
         self.node.add_validation(EnvironmentSize(self, function))
-        self.node.add_validation(ConcurrencyMode(function))
+        check_concurrency_mode(function)
         function.add_environment(names.ENV_TABLE_NAME, self.table.table_arn)
         current = function_variables(function).get(names.ENV_EXPIRY_SECONDS) if keep_longer_expiry else None
         if not _below(current, self.idempotency_expiry):

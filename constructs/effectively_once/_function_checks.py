@@ -10,6 +10,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IValidation
 
 from effectively_once_runtime import names
+from effectively_once_runtime.settings import runs_one_request_per_process
 
 from . import limits
 from ._environment_size import function_variables
@@ -154,7 +155,7 @@ class ConcurrencyMode:
 
     def validate(self) -> list[str]:
         value = function_variables(self._function).get(names.ENV_CONCURRENCY_MODE)
-        if not isinstance(value, str) or value.strip().lower() in ("", names.PROCESS_CONCURRENCY_MODE):
+        if not isinstance(value, str) or runs_one_request_per_process(value):
             return []
         return [
             message(
@@ -166,3 +167,14 @@ class ConcurrencyMode:
                 CONCURRENCY_MODE_DOC,
             )
         ]
+
+
+_CONCURRENCY_MODE_CHECKED = "_effectively_once_concurrency_mode"
+
+
+def check_concurrency_mode(function: lambda_.Function) -> None:
+    """Add :class:`ConcurrencyMode` to ``function`` once, however many consumers it has (one error, not one per
+    consumer)."""
+    if not getattr(function, _CONCURRENCY_MODE_CHECKED, False):
+        function.node.add_validation(ConcurrencyMode(function))
+        setattr(function, _CONCURRENCY_MODE_CHECKED, True)

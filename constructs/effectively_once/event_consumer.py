@@ -23,7 +23,7 @@ from constructs import Construct, IValidation
 from effectively_once_runtime import names
 
 from . import limits
-from ._consumer_checks import check_idempotency_expiry, check_key_prefix, check_shared_prefix
+from ._consumer_checks import check_idempotency_expiry, check_key_prefix, check_shared_prefix, claim_prefix
 from ._consumer_core import ConsumerCore, check_table, expiry_value, per_minute
 from ._environment_size import function_variables
 from ._existing_queue_checks import resolve
@@ -147,11 +147,8 @@ class IdempotentEventConsumer(ConsumerCore):
         Lambda's 6-hour maxima).
     :param key_prefix: ``IDEMPOTENCY_KEY_PREFIX``: printable, no whitespace, at most 2015 UTF-8 bytes.
         :default: ``None``: not set; the handler's ``Consumer`` declares it.
-    :param shared_prefix: this consumer shares its ``key_prefix`` on its table with another consumer of the app on
-        another function on purpose (they run one operation): both must say so. :default: ``False``: two consumers
-        with one literal ``key_prefix`` on one table and different functions fail synth (their records would answer
-        each other's messages as duplicates; give each its own prefix, and each handler's ``Consumer`` its
-        ``operation=``).
+    :param shared_prefix: another consumer's function holds this literal ``key_prefix`` on ``table`` on purpose (one
+        operation): both say so. :default: ``False``: that fails synth (docs/runtime.md, "Two operations, one table").
     :param alarms: create the five alarms. :default: ``True``.
     :param alarm_action: added to every alarm. :default: ``None``: the alarms notify no one.
     :param alarm_thresholds: :default: ``EventAlarmThresholds()``.
@@ -262,6 +259,7 @@ class IdempotentEventConsumer(ConsumerCore):
             self.destination_delivery_failures_alarm,
         ) = self._create_alarms(_alarm_specs(self, thresholds), enabled=alarms, action=alarm_action)
         self._wire_queries(log_group)
+        claim_prefix(self, function, table, key_prefix, shared_prefix)
 
     # --- construction steps, in the order __init__ takes them ---------------------------------------------
     def _check_inputs(self, function: lambda_.IFunction, table: IdempotencyTable, key_prefix: str | None) -> None:

@@ -166,7 +166,7 @@ LAMBDA_MEMORY_SIZE_DOC: Final = "CloudFormation AWS::Lambda::Function MemorySize
 #: ``IdempotentQueueConsumer`` on a given ``lambda.Function`` (CDK's ``Function`` does not check it) and by the local
 #: tooling's ``--function-timeout``.
 LAMBDA_MIN_TIMEOUT_SECONDS: Final = 1
-LAMBDA_MAX_TIMEOUT_SECONDS: Final = 900
+LAMBDA_MAX_TIMEOUT_SECONDS: Final = names.LAMBDA_MAX_TIMEOUT_SECONDS  # the runtime's stale-claim window too
 LAMBDA_TIMEOUT_DOC: Final = "CloudFormation AWS::Lambda::Function Timeout; AWS Lambda Developer Guide, Lambda quotas"
 
 # --- AWS Lambda environment variables -------------------------------------------------------------------

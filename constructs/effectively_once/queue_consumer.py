@@ -30,6 +30,7 @@ from ._consumer_checks import (
     check_provisioned_pollers,
     check_reserved_concurrency,
     check_shared_prefix,
+    claim_prefix,
     visibility_timeout_needed,
 )
 from ._consumer_core import ConsumerCore, check_table, source_queues_value
@@ -148,20 +149,16 @@ class IdempotentQueueConsumer(ConsumerCore):
         https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html#event-source-mapping-metrics.
         :default: ``True``.
     :param idempotency_expiry: how long a completed record answers duplicates (a token must be
-        ``Duration.seconds(...)``: it is written in seconds).
-        :default: ``None``: the source queue's retention period, so no redelivery within retention can
-        charge twice; for an ``ExistingQueue`` whose retention is unknown, 14 days (the SQS maximum retention).
+        ``Duration.seconds(...)``: it is written in seconds). :default: ``None``: the source queue's retention period,
+        so no redelivery within retention can charge twice; for an ``ExistingQueue`` whose retention is unknown, 14
+        days (the SQS maximum retention).
     :param key_prefix: stable prefix of every idempotency key (``IDEMPOTENCY_KEY_PREFIX``): printable characters
         without whitespace, at most 2015 UTF-8 bytes (the runtime's rules, ``names.is_valid_key_prefix`` and
         ``names.key_prefix_fits``: Powertools stores ``<key_prefix>#<md5 hex>``, 33 bytes more, and a DynamoDB
-        partition key holds at most 2,048; checked here at synth).
-        :default: ``None``: not set; the ``key_prefix`` your handler's ``Consumer`` declares applies (the sample's
-        is ``effectively-once/payments``).
-    :param shared_prefix: this consumer shares its ``key_prefix`` on its table with another consumer of the app on
-        another function on purpose (they run one operation): both must say so. :default: ``False``: two consumers
-        with one literal ``key_prefix`` on one table and different functions fail synth (their records would answer
-        each other's messages as duplicates; give each its own prefix, and each handler's ``Consumer`` its
-        ``operation=``).
+        partition key holds at most 2,048; checked here at synth). :default: ``None``: not set; the ``key_prefix``
+        your handler's ``Consumer`` declares applies (the sample's is ``effectively-once/payments``).
+    :param shared_prefix: another consumer's function holds this literal ``key_prefix`` on ``table`` on purpose (one
+        operation): both say so. :default: ``False``: that fails synth (docs/runtime.md, "Two operations, one table").
     :param alarms: create the five failure alarms (DLQ depth, oldest message age, Lambda errors, throttles, the
         handler's failed records; see :class:`AlarmThresholds`); an ``ExistingQueue`` without a dead-letter queue
         gets no DLQ-depth alarm. :default: ``True``.
@@ -201,9 +198,8 @@ class IdempotentQueueConsumer(ConsumerCore):
         and that consumer's path); ``function`` a resource of another stack than the consumer's (it names both stacks:
         otherwise ``app.synth()`` fails with a ``DependencyCycle``); the timeout of a given ``lambda.Function`` outside
         1..900 seconds (CloudFormation AWS::Lambda::Function ``Timeout``); ``key_prefix`` not printable, with
-        whitespace, or longer than 2015 UTF-8 bytes; ``key_prefix`` already held on ``table`` by another consumer of
-        the app on another function, unless both say ``shared_prefix=True`` (the message names both); an ``int`` prop
-        (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count thresholds) that is not an
+        whitespace, longer than 2015 UTF-8 bytes, or another function's on ``table`` (see ``shared_prefix``); an ``int``
+        prop (``batch_size``, ``max_concurrency``, the pollers, ``retry_attempts``, the count thresholds) that is not an
         ``int`` (a float, even ``3.0``, NaN, infinity, a bool, a string); ``batch_size``, ``max_concurrency`` or
         ``max_batching_window`` out of range; a ``provisioned_poller_config`` breaking the rules above; a batching
         window on a FIFO queue; a batch above 10 on a standard queue without a batching window; a given queue
@@ -216,8 +212,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         an ``ExistingQueue`` whose ``dead_letter_queue`` is of the other type (FIFO or standard), whose
         ``max_receive_count`` is given without a dead-letter queue or outside 1..1000, whose ``retention_period`` is
         outside 60 s..14 days or ``visibility_timeout`` above 12 hours, or whose given fact differs from its
-        ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md
-        lists them).
+        ``sqs.Queue``'s own. Each message names the prop, the value, the rule and its source (docs/validation.md).
 
     At ``app.synth()`` (a validation, so variables added to the function after this consumer count too): the
     function's environment, measured as Lambda does (its variables as one compact JSON object, UTF-8), must be at
@@ -286,8 +281,7 @@ class IdempotentQueueConsumer(ConsumerCore):
     ) -> None:
         super().__init__(scope, id)
         # Every check before the first resource, in this order (a prop breaking two rules names the first).
-        source = self._check_inputs(queue, function, table, key_prefix)
-        check_shared_prefix(self, function, table, key_prefix, shared_prefix)
+        source = self._check_inputs(queue, function, table, key_prefix, shared_prefix)
         _check_mapping_props(source, batch_size, max_batching_window, max_concurrency, provisioned_poller_config)
         check_type("event_source_mapping_metrics", event_source_mapping_metrics, bool, "a bool")
         check_idempotency_expiry(idempotency_expiry)
@@ -318,6 +312,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         self.log_group = log_group if log_group is not None else _own_log_group(function)
         self._wire_queries(self.log_group)
         self._wire_async_invocation(async_invocation, removal_policy)
+        claim_prefix(self, function, table, key_prefix, shared_prefix)
 
     # --- construction steps, in the order __init__ takes them ---------------------------------------------
     def _check_inputs(
@@ -326,6 +321,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         function: lambda_.IFunction,
         table: IdempotencyTable,
         key_prefix: str | None,
+        shared_prefix: bool,
     ) -> ProcessingQueue | ExistingQueue:
         """The queue, function, table and key prefix checks; returns the source (an ``ExistingQueue``'s facts
         completed by :func:`resolve`)."""
@@ -336,6 +332,7 @@ class IdempotentQueueConsumer(ConsumerCore):
         check_one_consumer(self, function, IdempotentQueueConsumer)
         check_function_timeout(function)
         check_key_prefix(key_prefix)
+        check_shared_prefix(self, function, table, key_prefix, shared_prefix)
         return resolve(queue) if isinstance(queue, ExistingQueue) else queue
 
     def _settle_visibility_timeout(

@@ -20,14 +20,16 @@ first here, from the stored item (``ReturnValuesOnConditionCheckFailure=ALL_OLD`
   version, by ``Consumer.process`` outside a handler, by another writer) is never taken over by Powertools' condition
   before its ``expiration``, days away: every receive failed as "already in progress" and, after
   ``maxReceiveCount``, SQS moved the message to the DLQ without a reason. Its write time is its ``expiration`` less
-  ``IDEMPOTENCY_EXPIRY_SECONDS``; once that plus the function timeout (the invocation's remaining time at its start,
-  or Lambda's longest, 900 s, outside one) plus ``STALE_CLAIM_MARGIN_SECONDS`` has passed, no invocation can still
-  hold it: it is removed with a conditional ``DeleteItem`` (the very item seen: ``INPROGRESS``, no in-progress
-  expiry, the same ``expiration``) and the claim is made again, once, with one WARNING line
-  ``names.MSG_STALE_CLAIM_TAKEN_OVER``. Two attempts that take it over at once: one claim wins, the other meets it.
+  ``IDEMPOTENCY_EXPIRY_SECONDS``; once that plus Lambda's longest function timeout (``LAMBDA_MAX_TIMEOUT_SECONDS``,
+  900 s: the writer's own timeout is unknown) plus ``STALE_CLAIM_MARGIN_SECONDS`` has passed, no Lambda invocation
+  can still hold it: it is removed with a conditional ``DeleteItem`` (the very item seen: ``INPROGRESS``, no
+  in-progress expiry, the same ``expiration``) and the claim is made again, once, with one WARNING line
+  ``names.MSG_STALE_CLAIM_TAKEN_OVER`` from the attempt that removed it. Two attempts that take it over at once: one
+  claim wins, the other meets it. A writer outside Lambda that runs longer than that is not covered.
   The write time is read with today's ``IDEMPOTENCY_EXPIRY_SECONDS``: after a deploy that raised it, such a claim
   written before the deploy looks older than it is (docs/runbook.md). Inside a handler the runtime always writes an
-  in-progress expiry, so only those other writers' claims are read this way.
+  in-progress expiry, so only those other writers' claims are read this way. A claim refused for good
+  (``OperationMismatch``: another operation's) is never taken over.
 - **A status the runtime does not know.** Powertools writes ``INPROGRESS`` and ``COMPLETED``; anything else stored
   (``EXPIRED``, which Powertools only computes, or another writer's value) was answered as a completed record or as
   Powertools' "inconsistent results". It is :class:`~effectively_once_runtime.errors.UnknownRecordStatus`, a
@@ -53,21 +55,20 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
     IdempotencyValidationError,
 )
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS, DataRecord
 from botocore.exceptions import ClientError
 
 from . import names
-from .errors import UnknownRecordStatus
+from .errors import PermanentError, UnknownRecordStatus
 
 #: The statuses Powertools writes (``STATUS_CONSTANTS``; ``EXPIRED`` is computed from the expiry, never written).
-INPROGRESS, COMPLETED = "INPROGRESS", "COMPLETED"
+INPROGRESS, COMPLETED = STATUS_CONSTANTS["INPROGRESS"], STATUS_CONSTANTS["COMPLETED"]
 KNOWN_STATUSES = (INPROGRESS, COMPLETED)
-#: Lambda's longest function timeout (seconds): what an in-progress record may last outside a Lambda context
-#: (AWS Lambda Developer Guide, "Lambda quotas": function timeout, 900 seconds).
-LAMBDA_MAX_TIMEOUT_SECONDS = 900
-#: Past the write time plus the function timeout, how long a claim without an in-progress expiry is still left alone
-#: (seconds): the writer's clock, the completion's retries.
+#: Past the write time plus Lambda's longest function timeout, how long a claim without an in-progress expiry is
+#: still left alone (seconds): the writer's clock, the completion's retries.
 STALE_CLAIM_MARGIN_SECONDS = 60
+#: How long after its write a claim without an in-progress expiry is held (seconds).
+STALE_CLAIM_AFTER_SECONDS = names.LAMBDA_MAX_TIMEOUT_SECONDS + STALE_CLAIM_MARGIN_SECONDS
 
 _MARK = "_effectively_once_claims"
 #: The claim being sent on this thread or task: ``(the layer, its token)``.
@@ -81,15 +82,12 @@ def guard_claims(
     *,
     logger: Logger,
     expiry_seconds: int,
-    function_timeout_ms: Callable[[], int | None] = lambda: None,
 ) -> bool:
     """Read the refusals of ``store``'s in-progress claims here first (see the module docstring), when it is
     Powertools' DynamoDB layer or a subclass; once per store.
 
     :param logger: where the take-over of a stale claim is logged, and the record's ``idempotency_status`` key set.
     :param expiry_seconds: ``IDEMPOTENCY_EXPIRY_SECONDS``: a record's write time is its ``expiration`` less this.
-    :param function_timeout_ms: the function timeout in milliseconds (the current invocation's remaining time at its
-        start), or ``None`` outside an invocation: then ``LAMBDA_MAX_TIMEOUT_SECONDS``.
     :returns: whether ``store`` is guarded (``False`` for another kind of layer).
     """
     if not isinstance(store, DynamoDBPersistenceLayer):
@@ -120,13 +118,16 @@ def guard_claims(
                     logger.append_keys(**{names.FIELD_IDEMPOTENCY_STATUS: _status(item, store)})
                     if _status(item, store) not in KNOWN_STATUSES:
                         raise UnknownRecordStatus(data_record.idempotency_key, _status(item, store)) from refused
-                    if last or not _take_over(store, item, data_record, logger, expiry_seconds, function_timeout_ms()):
+                    if last or isinstance(refused, PermanentError):
+                        raise  # refused for good (another operation's record): never taken over
+                    if not _take_over(store, item, data_record, logger, expiry_seconds):
                         raise
+                    logger.append_keys(**{names.FIELD_IDEMPOTENCY_STATUS: None})  # the claim made again decides
         finally:
             _CLAIMING.reset(claiming)
 
     store.client.meta.events.register(
-        "before-parameter-build.dynamodb.PutItem", _token_hook(store), unique_id=f"{_MARK}-{id(store)}"
+        "before-parameter-build.dynamodb.PutItem", _token_hook(store), unique_id=f"{_MARK}-{uuid.uuid4().hex}"
     )
     store._put_record = put  # type: ignore[method-assign]
     setattr(store, _MARK, True)
@@ -188,14 +189,12 @@ def _take_over(
     claim: DataRecord,
     logger: Logger,
     expiry: int,
-    timeout_ms: int | None,
 ) -> bool:
-    """Remove ``item`` when it is a stale claim: written (:func:`claimed_at`) more than the function timeout plus
-    ``STALE_CLAIM_MARGIN_SECONDS`` ago; whether the claim may be made again (removed now, or by another attempt
-    meanwhile)."""
+    """Remove ``item`` when it is a stale claim: written (:func:`claimed_at`) more than
+    ``STALE_CLAIM_AFTER_SECONDS`` ago; whether the claim may be made again (removed now, or by another attempt
+    meanwhile: then without a line)."""
     written = claimed_at(item, store, expiry)
-    held = (LAMBDA_MAX_TIMEOUT_SECONDS if timeout_ms is None else timeout_ms / 1000) + STALE_CLAIM_MARGIN_SECONDS
-    if written is None or time.time() < written + held:
+    if written is None or time.time() < written + STALE_CLAIM_AFTER_SECONDS:
         return False
     try:
         store.client.delete_item(
@@ -212,14 +211,14 @@ def _take_over(
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
             raise
-        # Another attempt took it over (or it completed) meanwhile: the claim made again meets what is there now.
+        return True  # another attempt took it over (or it completed) meanwhile: the claim made again meets it
     logger.warning(
         names.MSG_STALE_CLAIM_TAKEN_OVER,
         extra={
             names.FIELD_REASON: (
                 f"record {claim.idempotency_key} in progress without an in-progress expiry since {written} (epoch "
-                f"seconds: its expiration less IDEMPOTENCY_EXPIRY_SECONDS), more than {held:.0f} s ago (the function "
-                f"timeout and {STALE_CLAIM_MARGIN_SECONDS} s): no invocation can still hold it"
+                f"seconds: its expiration less IDEMPOTENCY_EXPIRY_SECONDS), more than {STALE_CLAIM_AFTER_SECONDS} s "
+                f"ago (Lambda's longest timeout and {STALE_CLAIM_MARGIN_SECONDS} s): no invocation can still hold it"
             )
         },
     )

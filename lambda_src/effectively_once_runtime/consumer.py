@@ -327,7 +327,6 @@ class Consumer:
             self._functions,
             self.persistence_layer,
             legacy_validate=self._execution.rules.validate_path,
-            function_timeout_ms=lambda: self._execution.deadline.start_ms,
             operation=self.operation,
         )
         execution = self._execution

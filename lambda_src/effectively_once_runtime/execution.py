@@ -305,7 +305,8 @@ class RecordExecution:
                 raise missing
             self.rules.check(body)
         self.logger.set_correlation_id(key)
-        self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key})
+        # This payload's key; a stored status is set only when its claim is refused (``claims.py``).
+        self.logger.append_keys(**{names.FIELD_IDEMPOTENCY_KEY: key, names.FIELD_IDEMPOTENCY_STATUS: None})
         legacy = legacy_key_record(
             state.persistence_store, state.config, state.settings.key_prefix, (found, self.rules.normalize), body
         )

@@ -30,13 +30,15 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.idempotency.config import IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyInvalidStatusError,
     IdempotencyItemNotFoundError,
     IdempotencyValidationError,
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from . import events, identity, names
+from . import claims, events, identity, names
+from .errors import UnknownRecordStatus
 
 _MARK = "_effectively_once_legacy_validation"
 
@@ -52,7 +54,9 @@ def legacy_key_record(
     float and that record is there and unexpired; ``None`` otherwise.
 
     :param key: what the key expression found in ``body`` and the ``normalize`` steps, as the consumer keys it.
-    :raises IdempotencyAlreadyInProgressError: that record is still in progress.
+    :raises IdempotencyAlreadyInProgressError: that record is still in progress (a claim without an in-progress
+        expiry only until ``claims.STALE_CLAIM_AFTER_SECONDS`` after its write).
+    :raises UnknownRecordStatus: that record holds a status the runtime does not know.
     :raises IdempotencyValidationError: that record was stored with another payload (neither hash matches).
     """
     found, steps = key
@@ -68,13 +72,21 @@ def legacy_key_record(
     now_ms = int(time.time() * 1000)
     if record.is_expired:
         return None
-    if record.status == "INPROGRESS":
-        if record.in_progress_expiry_timestamp is not None and record.in_progress_expiry_timestamp < now_ms:
+    try:
+        status = record.status
+    except IdempotencyInvalidStatusError as error:
+        raise UnknownRecordStatus(legacy_id, getattr(record, "_status", str(error))) from error
+    if status == claims.INPROGRESS:
+        expiry = record.in_progress_expiry_timestamp
+        if expiry is not None and expiry < now_ms:
             return None
+        written = record.expiry_timestamp - store.expires_after_seconds if record.expiry_timestamp else None
+        if expiry is None and written is not None and written + claims.STALE_CLAIM_AFTER_SECONDS < now_ms / 1000:
+            return None  # a stale claim without an in-progress expiry holds nothing (claims.py)
         raise IdempotencyAlreadyInProgressError(
             f"the record of this key written before numbers were canonical ({legacy_id}) is in progress"
         )
-    if record.status != "COMPLETED":
+    if status != claims.COMPLETED:
         return None
     store._validate_payload(data_payload=body, stored_data_record=record)
     return record

@@ -36,6 +36,9 @@ ENV_ON_FAILURE_DIRECT = "ON_FAILURE_DIRECT"
 #: ``IdempotentQueueConsumer`` (an ``ExistingQueue``'s given facts included); the runtime's per-record backoff
 #: (``backoff.py``) and receive budget read it. Unset or empty: no queue is known.
 ENV_SOURCE_QUEUES = "SOURCE_QUEUES"
+#: Lambda's longest function timeout, in seconds (AWS Lambda Developer Guide, "Lambda quotas",
+#: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html: function timeout, 900 seconds).
+LAMBDA_MAX_TIMEOUT_SECONDS = 900
 #: How Lambda Managed Instances runs concurrent requests of a Python function (Lambda's experimental Python 3.14
 #: images; unset on the production runtimes, which run one process per concurrent request): ``process``, ``thread``
 #: or ``hybrid``. The runtime runs unset or ``process`` only (``settings.refuse_shared_process``).

@@ -17,7 +17,8 @@ is; ``legacy_hashes.accept_legacy_validation`` wraps the result). A stored hash:
   its plain hash compared with this payload's (a missing hash, validation off then, is accepted).
 
 A consumer without ``operation=`` changes nothing (it does not read the suffix: with ``validate=`` a suffixed record is
-another payload to it). Give every consumer of a shared table and prefix its ``operation=``, or each its own prefix.
+another payload to it, so a rollback that removes ``operation=`` refuses the records written meanwhile until they
+expire). Give every consumer of a shared table and prefix its ``operation=``, or each its own prefix.
 """
 
 from __future__ import annotations

@@ -51,6 +51,12 @@ _TABLE_ARN = re.compile(r"arn:[a-z-]+:dynamodb:(?P<region>[a-z0-9-]+):[0-9]{12}:
 _DIGITS = re.compile(r"[0-9]{1,12}")
 
 
+def runs_one_request_per_process(mode: str | None) -> bool:
+    """Whether ``AWS_LAMBDA_CONCURRENCY_MODE`` ``mode`` gives each concurrent request a process of its own: unset,
+    empty or ``process`` (any case, spaces around ignored); the one rule of the runtime and the constructs."""
+    return mode is None or mode.strip().lower() in ("", names.PROCESS_CONCURRENCY_MODE)
+
+
 def refuse_shared_process(env: Mapping[str, str] | None = None) -> None:
     """Refuse a concurrency mode where requests share this process.
 
@@ -69,7 +75,7 @@ def refuse_shared_process(env: Mapping[str, str] | None = None) -> None:
     """
     env = os.environ if env is None else env
     raw = env.get(names.ENV_CONCURRENCY_MODE)
-    if raw is None or raw.strip().lower() in ("", names.PROCESS_CONCURRENCY_MODE):
+    if runs_one_request_per_process(raw):
         return
     raise ConcurrencyModeRefused(
         f"{names.ENV_CONCURRENCY_MODE}={raw!r}: effectively_once_runtime runs one request per process only (unset, "

@@ -71,9 +71,6 @@ class StateSpec:
     :ivar persistence_layer: builds the layer when none is given.
     :ivar legacy_validate: the ``validate`` expression as given, whose hash before 0.4.0 is still accepted
         (``legacy_hashes.accept_legacy_validation``), or ``None``.
-    :ivar function_timeout_ms: the function timeout in milliseconds now (the current invocation's remaining time at
-        its start), ``None`` outside an invocation: how long a claim without an in-progress expiry may be held
-        (``claims.guard_claims``).
     :ivar operation: ``Consumer(operation=...)``, stored with each record (``operations.mark_operation``), or ``None``.
     """
 
@@ -84,7 +81,6 @@ class StateSpec:
     functions: Any
     persistence_layer: PersistenceLayerFactory = DynamoDBPersistenceLayer
     legacy_validate: Any = None
-    function_timeout_ms: Callable[[], int | None] = lambda: None
     operation: str | None = None
 
 
@@ -156,9 +152,7 @@ def _layer(
             table_name=settings.table_name, boto_config=Config(region_name=region) if region else None
         )
     own(store, owner, settings.key_prefix)
-    guard_claims(
-        store, logger=logger, expiry_seconds=settings.expiry_seconds, function_timeout_ms=spec.function_timeout_ms
-    )
+    guard_claims(store, logger=logger, expiry_seconds=settings.expiry_seconds)
     mark_operation(store, spec.operation)  # inside the legacy acceptance, which wraps it
     accept_legacy_validation(store, spec.legacy_validate, logger)
     return store

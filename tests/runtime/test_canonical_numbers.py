@@ -174,3 +174,54 @@ def test_the_legacy_read_is_only_for_keys_that_held_an_integral_float(monkeypatc
     assert reads == []
     orders({"order_id": 13.0})
     assert len(reads) == 1 and reads[0].startswith(f"{PREFIX}#")
+
+
+def _set_legacy_record(order_id: float, status: str, written_ago: int) -> None:
+    """Rewrite the record 0.3 wrote under the old key of ``order_id``: ``status``, written ``written_ago`` seconds
+    ago (its expiration: that plus the handler's expiry), no in-progress expiry."""
+    import hashlib
+    import time
+
+    import boto3
+
+    from .conftest import HANDLER_ENV, REGION
+
+    record_id = f"{PREFIX}#{hashlib.md5(json.dumps(order_id).encode()).hexdigest()}"  # noqa: S324 - Powertools' id
+    expiration = int(time.time()) - written_ago + int(HANDLER_ENV["IDEMPOTENCY_EXPIRY_SECONDS"])
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName=IDEMPOTENCY_TABLE,
+        Item={"id": {"S": record_id}, "status": {"S": status}, "expiration": {"N": str(expiration)}},
+    )
+
+
+def test_a_stale_claim_under_the_old_key_holds_nothing() -> None:
+    """Issue 55, item 4a, on the old key's path: a claim without an in-progress expiry, older than Lambda's longest
+    timeout and the margin, no longer holds the key (before: 'in progress' until its expiration, days away)."""
+    from effectively_once_runtime.claims import STALE_CLAIM_AFTER_SECONDS
+
+    _set_legacy_record(55.0, "INPROGRESS", STALE_CLAIM_AFTER_SECONDS + 5)
+    orders = Orders()
+
+    assert orders({"order_id": 55.0}) == {"charge": "ch-1"} and len(orders.charged) == 1
+
+
+def test_a_fresh_claim_under_the_old_key_still_holds_it() -> None:
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+    _set_legacy_record(56.0, "INPROGRESS", 30)
+    orders = Orders()
+
+    with pytest.raises(IdempotencyAlreadyInProgressError, match="written before numbers were canonical"):
+        orders({"order_id": 56.0})
+    assert orders.charged == []
+
+
+def test_an_unknown_status_under_the_old_key_is_permanent_and_named() -> None:
+    from effectively_once_runtime import UnknownRecordStatus
+
+    _set_legacy_record(57.0, "FAILED", 30)
+    orders = Orders()
+
+    with pytest.raises(UnknownRecordStatus, match="holds status 'FAILED'"):
+        orders({"order_id": 57.0})
+    assert orders.charged == []

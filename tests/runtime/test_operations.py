@@ -147,3 +147,39 @@ def test_operation_mismatch_is_permanent_and_a_validation_error() -> None:
 def test_an_operation_that_breaks_its_rule_fails_at_construction(operation: str) -> None:
     with pytest.raises(ValueError, match=re.escape(f"but {operation!r} was given")):
         Consumer(key="order_id", key_prefix=PREFIX, effect_key="scoped", operation=operation)
+
+
+def test_a_stale_claim_of_another_operation_is_refused_not_taken_over(
+    orders: Orders, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A charge's claim without an in-progress expiry, older than the take-over window (``claims.py``): the refund
+    meeting it is ``OperationMismatch`` on first sight; the charge's record stays."""
+    import time
+
+    from effectively_once_runtime.claims import STALE_CLAIM_AFTER_SECONDS
+
+    from .conftest import HANDLER_ENV
+
+    done: list[str] = []
+    charge = _consumer(orders, "charge", done, operation="charge")
+    _invoke(charge, sqs_record({"order_id": "o-1"}))
+    [item] = orders.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+    written = int(time.time()) - STALE_CLAIM_AFTER_SECONDS - 5
+    stale = {
+        "id": item["id"],
+        "status": {"S": "INPROGRESS"},
+        "validation": item["validation"],
+        "expiration": {"N": str(written + int(HANDLER_ENV["IDEMPOTENCY_EXPIRY_SECONDS"]))},
+    }
+    orders.dynamodb.put_item(TableName=IDEMPOTENCY_TABLE, Item=stale)
+    dlq: Dlq = _use_dlq(orders, monkeypatch, fifo=False)
+    refund = _consumer(orders, "refund", done, operation="refund")
+
+    response = _invoke(refund, sqs_record({"order_id": "o-1"}))
+
+    assert failures(response) == set() and done == ["charge o-1"]
+    [copy] = dlq.messages()
+    assert "OperationMismatch" in copy["MessageAttributes"][names.DEAD_LETTER_REASON_ATTRIBUTE]["StringValue"]
+    [kept] = orders.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+    assert kept["status"]["S"] == "INPROGRESS" and kept["validation"] == item["validation"]
+    assert not orders.messages(names.MSG_STALE_CLAIM_TAKEN_OVER)

@@ -97,3 +97,12 @@ def test_shared_prefix_must_be_a_bool() -> None:
 
     with pytest.raises(ValueError, match="shared_prefix"):
         _queue_consumer(stack, "A", IdempotencyTable(stack, "Table"), key_prefix="p", shared_prefix="yes")
+
+
+def test_a_consumer_whose_constructor_failed_holds_no_prefix() -> None:
+    stack = new_stack()
+    table = IdempotencyTable(stack, "Table")
+    with pytest.raises(ValueError, match="batch_size"):
+        _queue_consumer(stack, "Broken", table, key_prefix="payments", batch_size=0)
+
+    _queue_consumer(stack, "Charges", table, key_prefix="payments")  # no false "shared prefix" error
