@@ -277,10 +277,13 @@ def s3_fixed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return bool(request.param)
 
 
-def _s3_put_landing_inside_the_first(monkeypatch: pytest.MonkeyPatch, second: threading.Thread) -> None:
+def _s3_put_landing_inside_the_first(
+    monkeypatch: pytest.MonkeyPatch, second: threading.Thread, *, held: bool = True
+) -> None:
     """Make the first ``PutObject`` that reaches moto's store (its ``If-None-Match`` check passed, nothing written
-    yet) start ``second`` and give it 0.3 s before writing (with the fix, a put on the same key waits for the first
-    one's lock meanwhile)."""
+    yet) start ``second`` before writing. ``held``: the second waits for the first one's lock (the fix), so the first
+    gives it 0.3 s and goes on; else the first waits until the second is done (up to 10 s: on a loaded machine 0.3 s
+    was not always enough, and both then ran inside moto's store at once)."""
     from moto.s3.models import S3Backend
 
     put_object = S3Backend.put_object
@@ -288,7 +291,7 @@ def _s3_put_landing_inside_the_first(monkeypatch: pytest.MonkeyPatch, second: th
     def put_object_after_the_second(self: Any, *args: Any, **kwargs: Any) -> Any:
         if second.ident is None:
             second.start()
-            second.join(timeout=0.3)
+            second.join(timeout=0.3 if held else 10)
         return put_object(self, *args, **kwargs)
 
     monkeypatch.setattr(S3Backend, "put_object", put_object_after_the_second)
@@ -314,7 +317,7 @@ def test_two_concurrent_conditional_s3_puts_on_one_key_let_one_through(
         s3.create_bucket(Bucket="effects")
         outcomes: list[str] = []
         second = threading.Thread(target=_conditional_put, args=(s3, outcomes, "second", "k"))
-        _s3_put_landing_inside_the_first(monkeypatch, second)
+        _s3_put_landing_inside_the_first(monkeypatch, second, held=s3_fixed)
 
         _conditional_put(s3, outcomes, "first", "k")
         second.join(timeout=10)
@@ -341,7 +344,7 @@ def test_conditional_s3_puts_on_other_keys_are_not_held_up(monkeypatch: pytest.M
         s3.create_bucket(Bucket="effects")
         outcomes: list[str] = []
         second = threading.Thread(target=_conditional_put, args=(s3, outcomes, "second", "other"))
-        _s3_put_landing_inside_the_first(monkeypatch, second)
+        _s3_put_landing_inside_the_first(monkeypatch, second, held=False)  # a held second would come second
 
         _conditional_put(s3, outcomes, "first", "k")
         second.join(timeout=10)
