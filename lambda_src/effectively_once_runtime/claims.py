@@ -175,12 +175,18 @@ def _stored_item(refused: Exception) -> dict[str, Any] | None:
 def claimed_at(item: dict[str, Any], store: DynamoDBPersistenceLayer, expiry: int) -> int | None:
     """When an ``INPROGRESS`` item without an in-progress expiry was written (epoch seconds): its ``expiration`` less
     ``expiry``; ``None`` for any other item (another status, an in-progress expiry, no readable ``expiration``)."""
-    if (item.get(store.status_attr) or {}).get("S") != INPROGRESS or store.in_progress_expiry_attr in item:
+    if _status(item, store) != INPROGRESS or store.in_progress_expiry_attr in item:
         return None
     try:
         return int((item.get(store.expiry_attr) or {})["N"]) - expiry
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def is_stale(written: float | None) -> bool:
+    """Whether a claim without an in-progress expiry, written at ``written`` (epoch seconds; ``None``: unknown), is
+    past ``STALE_CLAIM_AFTER_SECONDS``: no Lambda invocation can still hold it. The one rule of both key paths."""
+    return written is not None and time.time() >= written + STALE_CLAIM_AFTER_SECONDS
 
 
 def _take_over(
@@ -194,7 +200,7 @@ def _take_over(
     ``STALE_CLAIM_AFTER_SECONDS`` ago; whether the claim may be made again (removed now, or by another attempt
     meanwhile: then without a line)."""
     written = claimed_at(item, store, expiry)
-    if written is None or time.time() < written + STALE_CLAIM_AFTER_SECONDS:
+    if not is_stale(written):
         return False
     try:
         store.client.delete_item(

@@ -81,7 +81,7 @@ def legacy_key_record(
         if expiry is not None and expiry < now_ms:
             return None
         written = record.expiry_timestamp - store.expires_after_seconds if record.expiry_timestamp else None
-        if expiry is None and written is not None and written + claims.STALE_CLAIM_AFTER_SECONDS < now_ms / 1000:
+        if expiry is None and claims.is_stale(written):
             return None  # a stale claim without an in-progress expiry holds nothing (claims.py)
         raise IdempotencyAlreadyInProgressError(
             f"the record of this key written before numbers were canonical ({legacy_id}) is in progress"
