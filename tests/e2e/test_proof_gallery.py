@@ -169,21 +169,46 @@ def _failing_keys_per_fifo_group(prefix: str, count: int) -> int:
     return max(groups.values())
 
 
-def test_the_correct_app_with_transient_failures_passes_through_the_redrive(gallery: Any) -> None:
-    # SQS FIFO order: while a key of a message group fails, the runtime skips the rest of its group (batch item
-    # failures), so with maxReceiveCount 2 the keys behind it reach the DLQ before their own first attempt. Each
-    # failing key ahead of a key in its group can cost it a redrive round: one round more than the most failing keys
-    # of one group lets every key through.
-    code, report = gallery("transient", redrive_rounds=1 + _failing_keys_per_fifo_group("transient", 24))
+def test_valid_work_the_app_dead_letters_by_itself_fails_the_run_though_the_redrive_brings_it_back(
+    gallery: Any,
+) -> None:
+    # Issue 55, item 4b. The first two attempts of half the keys fail transiently: at maxReceiveCount 2 SQS moves
+    # them to the DLQ without a reason, and production would hold them there. No fault of the run touches them (no
+    # kills, no resends), so the app alone dead-lettered valid work: the run fails, naming them. SQS FIFO order:
+    # while a key of a message group fails, the runtime skips the rest of its group (batch item failures), so the
+    # keys behind it reach the DLQ before their own first attempt; one redrive round more than the most failing
+    # keys of one group lets every key through, so nothing is stranded and this is the only finding.
+    quiet = ChaosConfig(seed=CHAOS.seed)
+    code, report = gallery("transient", redrive_rounds=1 + _failing_keys_per_fifo_group("transient", 24), chaos=quiet)
 
-    assert code == 0, _reasons(report)
-    assert report["total"]["redriven_then_effected"] > 0, "the failed keys reached the DLQ and came back"
-    assert report["run"]["redrive_rounds"][0]["valid_keys"] > 0
-    # Issue 30, item 6: each such key listed (passing) with the rounds that brought it back.
+    assert code == 1
+    assert len(report["verdict"]["reasons"]) == 1, _reasons(report)
+    assert "dead-lettered by their queue's redrive policy without a reason" in _reasons(report)
+    rows = report["dead_lettered_without_reason"]
+    # A 2 s function defers the last records of a batch its remaining time cannot fit (mostly at a cold start), and
+    # on a loaded machine an invocation may meet its deadline: such keys are listed as "deadline", not failing (7 of
+    # 17 in a run, so 0.41 ** 17 = 3e-7 for none left to the app); the others' failures are the app's alone.
+    assert rows and all(row["cause"] in ("app", "deadline") for row in rows), rows
+    assert any(row["cause"] == "app" for row in rows), rows
+    # Each such key came back through the run's redrive and was effected once (issue 30, item 6: listed with the
+    # rounds that brought it back): nothing lost, only held where production would hold it.
+    assert sorted(row["key"] for row in rows) == report["states"]["keys"]["redriven_then_effected"]
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == 24
     rounds = {row["round"] for row in report["run"]["redrive_rounds"]}
     listed = {row["key"]: row["rounds"] for row in report["redriven"]}
     assert sorted(listed) == report["states"]["keys"]["redriven_then_effected"]
     assert all(r and set(r) <= rounds for r in listed.values()), listed
+
+
+def test_valid_work_the_run_dead_lettered_by_its_kills_is_listed_and_passes(gallery: Any) -> None:
+    # The correct app under the run's kills (the first test's run): a key whose every receive a kill struck reaches
+    # the DLQ at maxReceiveCount 2; the run's faults did it, so it is listed and the run passes.
+    code, report = gallery("correct", count=48)
+
+    assert code == 0, _reasons(report)
+    rows = report["dead_lettered_without_reason"]
+    assert all(row["cause"] in ("faults", "deadline") for row in rows), rows
+    assert {row["key"] for row in rows} <= set(report["states"]["keys"]["redriven_then_effected"])
 
 
 def test_an_undeclared_effect_is_caught_by_kills_after_its_write(gallery: Any) -> None:

@@ -331,6 +331,23 @@ def test_page_of_a_chaos_report_shows_every_lines_state_the_findings_and_the_dlq
     assert "What the producer sent" in page and 'data-queue="dlq"' not in page, "blocks are not queue columns"
 
 
+def test_page_lists_the_keys_sqs_dead_lettered_that_the_runs_faults_explain(tmp_path: Path) -> None:
+    # Issue 55, item 4b: the app's own are in the verdict; the others are listed, not failing.
+    report = {
+        "total": {"messages_sent": 2},
+        "dead_lettered_without_reason": [
+            {"key": "o-1", "messages": 2, "dlqs": ["orders-dlq"], "cause": "faults"},
+            {"key": "o-2", "messages": 1, "dlqs": ["orders-dlq"], "cause": "app"},
+        ],
+        "run": {"seconds": 4.0},
+    }
+
+    page = write_page(tmp_path / "chaos.html", report, _events(), clock=RunClock(started=T0), title="chaos").read_text()
+
+    assert "Listed, not failing" in page and "<td>o-1</td>" in page and "cause: faults" in page
+    assert "<td>o-2</td>" not in page
+
+
 # --- run pages that add up (issue 34, item 5) -------------------------------------------------------------------
 
 

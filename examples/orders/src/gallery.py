@@ -7,8 +7,9 @@ Variants:
 
 - ``correct``: the orders handler itself (``orders.py``): a keyed, declared effect. Must pass.
 - ``transient``: the same, but the first two attempts of a seeded half of the keys fail with a transient error
-  (counted in the outbox under ``attempt#<order id>``); with maxReceiveCount 2 they reach the DLQ and the run's
-  redrive brings them back. Must pass.
+  (counted in the outbox under ``attempt#<order id>``); with maxReceiveCount 2 SQS moves them to the DLQ without a
+  reason, and the run's redrive brings them back. In a run without faults nothing but the app explains that: must
+  fail, dead-lettered without a reason (nothing lost, nothing duplicated).
 - ``undeclared``: the confirmation is an outbox item under a fresh uuid, written straight from the record function,
   not through a declared effect: a kill after the write and before the record's completion writes it again.
   Must fail: duplicated.

@@ -30,6 +30,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
+from ..proof.dead_letters import add_dead_letters, dead_lettered_without_reason, moved_by_sqs
 from ..proof.executions import Writer, all_writes, batch_kills, batches, rewritten
 from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
@@ -45,7 +46,7 @@ from ..proof.key_check import (
 )
 from ..proof.line_states import PASSING_STATES, add_states, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.object_names import check_template
-from ..proof.sdk_faults_seen import add_sdk_faults
+from ..proof.sdk_faults_seen import add_sdk_faults, read_sdk_faults
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
@@ -146,6 +147,7 @@ class _Outcome:
     learned: dict[str, dict[str, Any]]  # per store without the runtime's boundary: the items one delivery writes
     item_keys: dict[tuple[str, str], str]  # every item the run added, as the write logs name it, and its key
     writes: dict[tuple[str, str], list[Writer]]  # every write of each item, first first (executions.all_writes)
+    sqs_moved: dict[str, dict[str, Any]]  # every message SQS dead-lettered over the run and its redrive, by message id
 
 
 def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]:
@@ -161,6 +163,18 @@ def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]
     }
 
 
+def _held(
+    opts: ChaosOptions, sqs: Any, mappings: list[DeployedMapping], moved: dict[str, dict[str, Any]]
+) -> dict[str, list[DlqMessage]]:
+    """Each DLQ's messages now (``dlq_messages``), the queues' messages SQS moved added to ``moved``
+    (``dead_letters.moved_by_sqs``)."""
+    held = dlq_messages(sqs, mappings)
+    key_path = compile_key(opts.key, opts.normalize)
+    on_failure = {m.on_failure_url.rstrip("/").rsplit("/", 1)[-1] for m in mappings if m.on_failure_url}
+    moved.update(moved_by_sqs(held, lambda body: body_key(key_path, body), on_failure))
+    return held
+
+
 def _redrive(
     opts: ChaosOptions,
     sqs: Any,
@@ -169,17 +183,18 @@ def _redrive(
     clock: RunClock,
     log: Callable[[str], None],
     limit: int,
+    sqs_moved: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, list[int]], list[dict[str, int]]]:
     """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
     to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within
     ``limit`` seconds a round). Returns each key brought back with the rounds that brought it back, and each round's
-    counts."""
+    counts; every message SQS moved before a round is added to ``sqs_moved``."""
     key_path = compile_key(opts.key, opts.normalize)
     calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
     redriven: dict[str, list[int]] = {}
     rounds: list[dict[str, int]] = []
     for number in range(1, opts.redrive_rounds + 1 if opts.redrive else 1):
-        pending = _pending(dlq_messages(sqs, mappings), key_path)
+        pending = _pending(_held(opts, sqs, mappings, sqs_moved), key_path)
         if not pending:
             break
         clock.mark(f"redrive {number}")
@@ -275,10 +290,11 @@ def _run(
                 fresh_deploy=deployed.fresh,
                 senders=sources,
             )
-            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log, limit)
-        dlq = dlq_messages(sqs, mappings)
+            sqs_moved: dict[str, dict[str, Any]] = {}
+            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log, limit, sqs_moved)
+        dlq = _held(opts, sqs, mappings, sqs_moved)
         return _Outcome(
-            mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(opts, stores)
+            mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(opts, stores), sqs_moved
         )
 
 
@@ -392,6 +408,19 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
     report["async"] = async_counts(deliveries, refused=refused)
     _add_listed(report, opts, outcome, raw_kills)
+    chaos_records = read_jsonl(sorted(opts.run_dir.glob("chaos-*.jsonl")))
+    rows = dead_lettered_without_reason(
+        outcome.sqs_moved,
+        kill_records=kill_records,
+        sdk_faults=read_sdk_faults(chaos_records),
+        invocations=batches(opts.run_dir, same),
+        sent_rows=sent_rows,
+        deferred={
+            str(ln.get("function_request_id")): int(ln.get(names.FIELD_DEFERRED) or 0)
+            for ln in log_lines(opts.run_dir, names.MSG_RECORDS_DEFERRED)
+        },
+    )
+    add_dead_letters(report, rows)
     return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 

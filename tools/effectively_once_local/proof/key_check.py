@@ -50,6 +50,7 @@ from ..chaos.fault_model import (
     TIMEOUT,
 )
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
+from .dead_letters import render_dead_letters, verdict_reason
 from .faults_struck import render_faults
 from .line_states import FAILING_STATES, dlq_why, render_async
 from .sdk_faults_seen import render_sdk_faults
@@ -346,7 +347,8 @@ _FAILING = {
 
 def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
     """Exit 1 on anything lost, duplicated, unexpected or replayed without a kill to explain it, and, with the
-    per-line states (``states``), on any line stranded, never delivered, vanished, incomplete or reordered."""
+    per-line states (``states``), on any line stranded, never delivered, vanished, incomplete or reordered, and on a
+    valid key the app dead-lettered by itself (``dead_letters.verdict_reason``)."""
     total = report["total"]
     reasons = []
     failing = dict(_FAILING)
@@ -379,6 +381,9 @@ def verdict(report: dict[str, Any]) -> tuple[int, list[str]]:
         reasons.append(f"{total['duplicated']} keys duplicated (more than one effect for a key)")
     if total["unexpected"]:
         reasons.append(f"{total['unexpected']} unexpected keys (an effect for a key never sent)")
+    dead_lettered = verdict_reason(report)
+    if dead_lettered:
+        reasons.append(dead_lettered)
     if total["unexplained_replays"]:
         reasons.append(
             f"{total['unexplained_replays']} keys whose effect ran again without a kill between their effect and "
@@ -423,7 +428,7 @@ def render(report: dict[str, Any], *, kills: bool = True) -> str:
         for state in FAILING_STATES:
             for key in report["states"]["keys"].get(state, [])[:5]:
                 out.append(f"  {state} {json.dumps(key)}: {json.dumps(report['states']['evidence'].get(key, {}))}")
-    out += _listed(report)
+    out += _listed(report) + render_dead_letters(report)
     if report.get("faults"):
         out += render_faults(report["faults"])
     unkeyed = report.get("unkeyed") or {}

@@ -403,11 +403,17 @@ def _evidence(evidence: Any) -> str:
 
 def _listed_section(report: dict[str, Any]) -> list[str]:
     """What the chaos report lists without failing: the keys finished only through the run's redrive, with their
-    rounds, and the torn moments (each kill that left a key's effect in some of the required stores only)."""
+    rounds, the keys SQS dead-lettered that the run's faults or a deadline explain (``dead_letters.py``), and the
+    torn moments (each kill that left a key's effect in some of the required stores only)."""
     rows = [
         f'<tr><th>redriven</th><td>{_esc(r["key"])}</td><td data-key="redriven-{_esc(r["key"])}">round '
         f"{_esc(', '.join(map(str, r['rounds'])))}</td></tr>"
         for r in (report.get("redriven") or [])[:50]
+    ]
+    rows += [
+        f"<tr><th>dead-lettered</th><td>{_esc(d['key'])}</td><td>moved by the redrive policy ({_esc(d['messages'])}"
+        f" messages to {_esc(', '.join(d['dlqs']))}), cause: {_esc(d['cause'])}</td></tr>"
+        for d in [d for d in report.get("dead_lettered_without_reason") or [] if d["cause"] != "app"][:50]
     ]
     rows += [
         f"<tr><th>torn moment</th><td>{_esc(m['key'])}</td><td>after {_esc(m['after_write'] or m['phase'])}: in "

@@ -1,0 +1,174 @@
+"""Valid keys SQS dead-lettered by itself (issue 55, item 4b): the messages that reached a DLQ through their queue's
+redrive policy, after ``maxReceiveCount`` receives, without the runtime dead-lettering them (no
+``effectively-once-reason`` attribute), per business key, with what explains them.
+
+The run's redrive brings such a key back and it passes as ``redriven_then_effected``; production holds it in the DLQ
+until someone redrives it ("Using dead-letter queues in Amazon SQS", Amazon SQS Developer Guide,
+https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html). A chaos
+run's faults are far denser than production's crashes, so a key they struck may run out of receives: that is the
+run's doing, listed and not failing. A key no fault of the run touched ran out of receives by the app's own
+failures (a record held in progress forever, a transient error on every receive, a FIFO group blocked behind such a
+record, a ``maxReceiveCount`` too low for the app's retries): valid work dead-lettered without a word, which fails
+the run (:func:`failing`).
+
+What explains a key (its ``cause``):
+
+- ``faults``: the run struck it. An injected kill or stall of an invocation whose batch held the key, an injected
+  SDK fault in such an invocation, or the run sent the key more than once (a resend, a concurrent duplicate, two
+  input lines of one key: a copy in progress elsewhere refuses it). On a FIFO queue a key of its message group
+  struck so counts too: SQS delivers a group in order, so a group's record held back blocks the keys behind it.
+- ``deadline``: no such fault, but the watchdog killed an invocation holding it (or its group) at its function's
+  deadline, or the runtime deferred it because the invocation's remaining time could not fit it (``records
+  deferred``: the last records of the batch, never started): the machine was slower than the function's timeout
+  allows. Listed, not failing.
+- ``app``: nothing of the run touched it or its group.
+
+Only the DLQs of queues count: an asynchronous target's on-failure records are Lambda's, after its own retries, and
+carry their condition.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from ..chaos.fault_model import DEADLINE
+
+#: The causes of a key dead-lettered by the redrive policy (see the module docstring), in the order they are judged.
+FAULTS, AT_DEADLINE, APP = "faults", "deadline", "app"
+CAUSES = (FAULTS, AT_DEADLINE, APP)
+
+
+def moved_by_sqs(
+    dlq_messages: Mapping[str, Iterable[Any]], key_of: Callable[[str], Any], on_failure: Collection[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """The messages of the DLQs (``readback.DlqMessage`` by queue name; not the on-failure queues named in
+    ``on_failure``) without the runtime's reason and with a business key: message id -> ``dlq``, ``key``,
+    ``group`` (a FIFO message's group id, else ``None``)."""
+    found = {}
+    for queue, messages in dlq_messages.items():
+        if queue in on_failure:
+            continue
+        for m in messages:
+            key = key_of(m.body)
+            if m.reason() is None and key is not None:
+                found[m.message_id] = {"dlq": queue, "key": str(key), "group": m.group_id}
+    return found
+
+
+def _touched(
+    kill_records: Iterable[dict[str, Any]],
+    sdk_faults: Iterable[dict[str, Any]],
+    invocations: Mapping[str, Iterable[str]],
+    sent_rows: Iterable[dict[str, Any]],
+    deferred: Mapping[str, int],
+) -> tuple[set[str], set[str]]:
+    """The keys the run's faults struck (:data:`FAULTS`), and the keys held by an invocation killed at its deadline
+    or deferred by one (``deferred``: request id -> how many records it deferred, the last of its batch)."""
+    struck: set[str] = set()
+    at_deadline: set[str] = set()
+    for kill in kill_records:
+        keys = {str(k) for k in [*(kill.get("batch_keys") or []), kill.get("key")] if k}
+        (at_deadline if kill.get("phase") == DEADLINE else struck).update(keys)
+    for request_id, n in deferred.items():
+        batch = list(invocations.get(str(request_id), ()))
+        at_deadline.update(str(k) for k in (batch[-n:] if n > 0 else []) if k)
+    for fault in sdk_faults:
+        struck.update(str(k) for k in invocations.get(str(fault.get("request_id")), ()) if k)
+    sends = Counter(str(r["key"]) for r in sent_rows if r.get("key") is not None)
+    struck.update(key for key, n in sends.items() if n > 1)
+    return struck, at_deadline
+
+
+def _groups(sent_rows: Iterable[dict[str, Any]]) -> dict[str, set[tuple[Any, Any]]]:
+    """Key -> its FIFO message groups, each as ``(queue label, group id)``; a standard queue's key has none."""
+    groups: dict[str, set[tuple[Any, Any]]] = {}
+    for r in sent_rows:
+        if r.get("key") is not None and r.get("group") is not None:
+            groups.setdefault(str(r["key"]), set()).add((r.get("queue"), r["group"]))
+    return groups
+
+
+def dead_lettered_without_reason(
+    moved: Mapping[str, dict[str, Any]],
+    *,
+    kill_records: Iterable[dict[str, Any]],
+    sdk_faults: Iterable[dict[str, Any]],
+    invocations: Mapping[str, Iterable[str]],
+    sent_rows: list[dict[str, Any]],
+    deferred: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per key SQS dead-lettered (``moved``: :func:`moved_by_sqs`, gathered over the run and its redrive
+    rounds), sorted by key: ``key``, ``messages`` (how many of its messages SQS moved), ``dlqs`` and ``cause``.
+
+    :param kill_records: every kill (``key_check.kills``: ``phase``, ``key``, ``batch_keys``).
+    :param sdk_faults: every injected SDK fault (``sdk_faults_seen.read_sdk_faults``: ``request_id``).
+    :param invocations: request id -> the keys of its batch (``executions.batches``).
+    :param sent_rows: the send log (``key``, ``queue``, FIFO ``group``).
+    :param deferred: request id -> the records its runtime deferred (``records deferred``: ``deferred``).
+    """
+    struck, at_deadline = _touched(kill_records, sdk_faults, invocations, sent_rows, deferred or {})
+    groups = _groups(sent_rows)
+    members: dict[tuple[Any, Any], set[str]] = {}
+    for key, held in groups.items():
+        for group in held:
+            members.setdefault(group, set()).add(key)
+
+    def near(key: str) -> set[str]:
+        return {key}.union(*(members[g] for g in groups.get(key, ())))
+
+    rows: dict[str, dict[str, Any]] = {}
+    for entry in moved.values():
+        row = rows.setdefault(entry["key"], {"key": entry["key"], "messages": 0, "dlqs": set()})
+        row["messages"] += 1
+        row["dlqs"].add(entry["dlq"])
+    for key, row in rows.items():
+        around = near(key)
+        row["dlqs"] = sorted(row["dlqs"])
+        row["cause"] = FAULTS if around & struck else AT_DEADLINE if around & at_deadline else APP
+    return [rows[k] for k in sorted(rows)]
+
+
+def failing(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """The keys of ``rows`` (:func:`dead_lettered_without_reason`) the app dead-lettered by itself: they fail the
+    run."""
+    return [row["key"] for row in rows if row["cause"] == APP]
+
+
+def causes(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many keys of ``rows`` each cause explains, every cause shown."""
+    return {**dict.fromkeys(CAUSES, 0), **Counter(row["cause"] for row in rows)}
+
+
+def add_dead_letters(report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Put the rows (:func:`dead_lettered_without_reason`) into a chaos report: ``dead_lettered_without_reason``
+    (every row) and, in ``total``, ``dead_lettered_without_reason`` (keys) with ``dead_lettered_by_cause``."""
+    report["dead_lettered_without_reason"] = rows
+    report["total"]["dead_lettered_without_reason"] = len(rows)
+    report["total"]["dead_lettered_by_cause"] = causes(rows)
+
+
+def verdict_reason(report: dict[str, Any]) -> str | None:
+    """The verdict's line when the app dead-lettered valid keys by itself (:func:`failing`), else ``None``."""
+    keys = failing(report.get("dead_lettered_without_reason") or [])
+    if not keys:
+        return None
+    shown = ", ".join(keys[:5]) + (" ..." if len(keys) > 5 else "")
+    return (
+        f"{len(keys)} valid keys dead-lettered by their queue's redrive policy without a reason, no fault of the run"
+        f" touching them or their FIFO group (production holds them in the DLQ until someone redrives them): {shown}"
+    )
+
+
+def render_dead_letters(report: dict[str, Any]) -> list[str]:
+    """The terminal's line of the keys SQS dead-lettered, by cause; none when there are none."""
+    rows = report.get("dead_lettered_without_reason") or []
+    if not rows:
+        return []
+    by = causes(rows)
+    shown = ", ".join(f"{row['key']} ({row['cause']})" for row in rows[:5]) + (" ..." if len(rows) > 5 else "")
+    return [
+        f"dead-lettered without a reason (moved by the redrive policy): {len(rows)} valid keys, {by[FAULTS]} struck"
+        f" by the run's faults, {by[AT_DEADLINE]} killed at their deadline, {by[APP]} by the app alone: {shown}"
+    ]
