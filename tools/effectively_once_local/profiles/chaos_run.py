@@ -408,20 +408,26 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
     report["async"] = async_counts(deliveries, refused=refused)
     _add_listed(report, opts, outcome, raw_kills)
-    chaos_records = read_jsonl(sorted(opts.run_dir.glob("chaos-*.jsonl")))
-    rows = dead_lettered_without_reason(
+    add_dead_letters(report, _dead_letters(opts, outcome, kill_records, sent_rows))
+    return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
+
+
+def _dead_letters(
+    opts: ChaosOptions, outcome: _Outcome, kill_records: list[dict[str, Any]], sent_rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The valid keys SQS dead-lettered, each with its cause (``dead_letters.dead_lettered_without_reason``): from
+    the kills, the injected SDK faults, the invocations' batches, the send log and the ``records deferred`` lines."""
+    return dead_lettered_without_reason(
         outcome.sqs_moved,
         kill_records=kill_records,
-        sdk_faults=read_sdk_faults(chaos_records),
-        invocations=batches(opts.run_dir, same),
+        sdk_faults=read_sdk_faults(read_jsonl(sorted(opts.run_dir.glob("chaos-*.jsonl")))),
+        invocations=batches(opts.run_dir, normalizer(opts.normalize)),
         sent_rows=sent_rows,
         deferred={
             str(ln.get("function_request_id")): int(ln.get(names.FIELD_DEFERRED) or 0)
             for ln in log_lines(opts.run_dir, names.MSG_RECORDS_DEFERRED)
         },
     )
-    add_dead_letters(report, rows)
-    return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 
 def _add_listed(
