@@ -16,6 +16,10 @@ first here, from the stored item (``ReturnValuesOnConditionCheckFailure=ALL_OLD`
   client, so the SDK's retry sends the same token); a refusal by an ``INPROGRESS`` item with this claim's token is
   the claim itself, and the record runs. The token stays on the record (``save_success`` updates only its own
   attributes).
+- **What a claim replaced.** The same hook asks the claim for ``ReturnValues=ALL_OLD`` (no read capacity: DynamoDB
+  returns the replaced item with the write), and a botocore ``after-call`` hook keeps it on the claim
+  (:class:`Claim`, :func:`made`): a record released after a failure with its effects' results
+  (``effect_results.py``) hands them to the run that claims it next, at no cost to a first delivery.
 - **A claim nothing releases.** An ``INPROGRESS`` record without ``in_progress_expiration`` (written by an older
   version, by ``Consumer.process`` outside a handler, by another writer) is never taken over by Powertools' condition
   before its ``expiration``, days away: every receive failed as "already in progress" and, after
@@ -46,6 +50,7 @@ import contextvars
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -71,10 +76,36 @@ STALE_CLAIM_MARGIN_SECONDS = 60
 STALE_CLAIM_AFTER_SECONDS = names.LAMBDA_MAX_TIMEOUT_SECONDS + STALE_CLAIM_MARGIN_SECONDS
 
 _MARK = "_effectively_once_claims"
-#: The claim being sent on this thread or task: ``(the layer, its token)``.
-_CLAIMING: contextvars.ContextVar[tuple[DynamoDBPersistenceLayer, str] | None] = contextvars.ContextVar(
-    "effectively_once_claiming", default=None
-)
+
+
+@dataclass
+class Claim:
+    """An in-progress claim of one record: its layer, the record's id (``DataRecord.idempotency_key``), its token,
+    its payload hash as written (``""`` without validation), and the item it replaced (DynamoDB's ``ALL_OLD``,
+    ``None`` when it replaced nothing or was not read: an SDK retry that met its own first try)."""
+
+    store: DynamoDBPersistenceLayer
+    key: str
+    token: str
+    payload_hash: str
+    replaced: dict[str, Any] | None = None
+
+
+#: The claim being sent on this thread or task.
+_CLAIMING: contextvars.ContextVar[Claim | None] = contextvars.ContextVar("effectively_once_claiming", default=None)
+#: The last claim this thread or task made (cleared by :func:`forget` before each record).
+_MADE: contextvars.ContextVar[Claim | None] = contextvars.ContextVar("effectively_once_claim_made", default=None)
+
+
+def made(store: Any) -> Claim | None:
+    """The claim of ``store`` this thread or task made since the last :func:`forget`, or ``None``."""
+    claim = _MADE.get()
+    return claim if claim is not None and claim.store is store else None
+
+
+def forget() -> None:
+    """Clear :func:`made` (before a record: a claim of the record before is never this one's)."""
+    _MADE.set(None)
 
 
 def guard_claims(
@@ -100,12 +131,13 @@ def guard_claims(
         if data_record.status != INPROGRESS:
             put_record(data_record=data_record)
             return
-        token = uuid.uuid4().hex
-        claiming = _CLAIMING.set((store, token))
+        claim = Claim(store, data_record.idempotency_key, uuid.uuid4().hex, data_record.payload_hash or "")
+        claiming = _CLAIMING.set(claim)
         try:
             for last in (False, True):
                 try:
                     put_record(data_record=data_record)
+                    _MADE.set(claim)
                     return
                 except _REFUSALS as refused:
                     # Powertools reads the stored item before it answers: a status it does not know is its
@@ -113,8 +145,9 @@ def guard_claims(
                     item = _stored_item(refused)
                     if item is None:
                         raise
-                    if _own(item, store, token):
-                        return  # the SDK's retry met this claim's own first try
+                    if _own(item, store, claim.token):
+                        _MADE.set(claim)  # the SDK's retry met this claim's own first try (what it replaced is lost)
+                        return
                     logger.append_keys(**{names.FIELD_IDEMPOTENCY_STATUS: _status(item, store)})
                     if _status(item, store) not in KNOWN_STATUSES:
                         raise UnknownRecordStatus(data_record.idempotency_key, _status(item, store)) from refused
@@ -126,9 +159,10 @@ def guard_claims(
         finally:
             _CLAIMING.reset(claiming)
 
-    store.client.meta.events.register(
-        "before-parameter-build.dynamodb.PutItem", _token_hook(store), unique_id=f"{_MARK}-{uuid.uuid4().hex}"
-    )
+    unique = f"{_MARK}-{uuid.uuid4().hex}"  # botocore keeps one handler per unique id, whatever the event
+    events = store.client.meta.events
+    events.register("before-parameter-build.dynamodb.PutItem", _token_hook(store), unique_id=f"{unique}-token")
+    events.register("after-call.dynamodb.PutItem", _replaced_hook(store), unique_id=f"{unique}-replaced")
     store._put_record = put  # type: ignore[method-assign]
     setattr(store, _MARK, True)
     return True
@@ -153,13 +187,27 @@ def _token_hook(store: DynamoDBPersistenceLayer) -> Callable[..., None]:
 
     def add_token(params: dict[str, Any], **_: Any) -> None:
         claiming = _CLAIMING.get()
-        if claiming is None or claiming[0] is not store or params.get("TableName") != store.table_name:
+        if claiming is None or claiming.store is not store or params.get("TableName") != store.table_name:
             return
         item = params.get("Item") or {}
         if (item.get(store.status_attr) or {}).get("S") == INPROGRESS:
-            item[names.ATTEMPT_TOKEN_ATTR] = {"S": claiming[1]}
+            item[names.ATTEMPT_TOKEN_ATTR] = {"S": claiming.token}
+            params["ReturnValues"] = "ALL_OLD"
 
     return add_token
+
+
+def _replaced_hook(store: DynamoDBPersistenceLayer) -> Callable[..., None]:
+    """The botocore ``after-call`` handler that keeps the item the claim being sent on this thread or task replaced
+    (``ALL_OLD``: ``Attributes``) on the claim."""
+
+    def keep_replaced(parsed: dict[str, Any], **_: Any) -> None:
+        claiming = _CLAIMING.get()
+        if claiming is not None and claiming.store is store and "Error" not in parsed:
+            attributes = parsed.get("Attributes")
+            claiming.replaced = attributes if isinstance(attributes, dict) else None
+
+    return keep_replaced
 
 
 def _stored_item(refused: Exception) -> dict[str, Any] | None:

@@ -27,9 +27,10 @@ What every handler built on it does (the guarantees no record function has to re
   duplicates are answered with. Any other completion failure is retried with backoff within the remaining time,
   then the record fails (``completion failed``, ``CompletionFailures``) and stays in progress until it expires;
   only the effect's own key stops a second effect then. A record function that fails after an effect returned makes
-  Powertools delete its record; the effect's result was kept for the record (``effect_results.py``), so the next
-  delivery is answered from it (``effect answered from marker``) and never calls the effect again. A result that
-  could not be kept is logged ``effect result not kept``, and such an effect ``effect repeated after failure``.
+  Powertools delete its record; the runtime releases it with the effect's result instead (``effect_results.py``), so
+  the next delivery is answered from it (``effect answered from marker``) and never calls the effect again. A result
+  that could not be kept is logged ``effect result not kept``, and such an effect ``effect repeated after failure``.
+  A kill between an effect and the completion keeps no result: the effect's own key stops a second effect then.
 - **Failures.** Bad input (not JSON, not an object, no key, failed validation, a ``PermanentError`` or an exception
   declared ``permanent=``, also when found in the ``__cause__`` chain) is logged as ``invalid record``. On SQS it is
   sent to the dead-letter queue on first sight (``dead_letter.py``) with a reason attribute and reported done; if

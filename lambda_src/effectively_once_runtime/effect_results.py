@@ -1,66 +1,78 @@
-"""Effect results kept per record: a declared effect that returned is never run again for its record, whatever
-fails after it (issue 30).
+"""Effect results kept per record: a declared effect that returned is never run again for its record when an
+exception escapes after it (issue 30; carried by the idempotency record itself since issue 55, item 8).
 
-Powertools deletes a record's in-progress idempotency item on any exception of the record function, so the record's
-next run (a retry, a redelivery, a redrive of a record refused for good) would call every effect again. So when a
-declared effect returns, the runtime writes a marker for it in the idempotency table, with its result, for the
-record's expiry (``IDEMPOTENCY_EXPIRY_SECONDS``); a later run of the same record finds it and answers that call from
-it without calling the effect (``effect answered from marker``).
+Powertools deletes a record's in-progress idempotency item on any exception of the record function
+(``_get_function_response`` calls the layer's ``delete_record``), so the record's next run (a retry, a redelivery, a
+redrive of a record refused for good, a producer's resend) would call every effect again. The results travel inside
+the idempotency record instead, and the first delivery pays nothing for them:
 
-- **The marker's id** is ``<key prefix>#effect-result#<effect>#<n>#<key>`` (``effect_keys.form`` on the part after
-  ``effect-result#``): ``n`` counts the calls of the effect in one run of the record function (1, 2, ...), so an
-  effect called twice in a run is answered call by call. It holds a ``#`` after the prefix's, so it never equals a
-  Powertools record id (``<key prefix>#<32 hex characters>``), nor an un-keyed effect's marker (``effect-marker``).
-  The key is the record's idempotency key (normalised with ``normalize``), so the marker serves the record, not the
-  message: a producer's resend finds it too.
-- **Its result** is the effect's return value as JSON (``json.dumps`` as it is, at most
-  ``unkeyed.MAX_STORED_RESULT_BYTES``), returned to the later call after a JSON round trip (a tuple comes back a
-  list). A result that is not such JSON keeps no marker (``effect result not kept``, with the reason): that effect
-  runs again after a failure, as before, and only its own idempotency key makes that harmless.
-- **Reading** is one consistent ``GetItem`` per effect call; a marker past its ``expiration`` counts as absent, as
-  Powertools treats an expired record. A read that fails raises ``MarkerUnavailable``: transient, the effect was not
-  called, and the record is retried.
-- **Writing** is one ``PutItem`` after the effect returned and its ``effect executed`` line was written. A write
-  that fails is logged (``effect marker not updated``) and the record goes on: a later run calls the effect again.
-  A crash between the effect's return and the write leaves no marker either: that window is the effect's own key's.
-- **Off** when the record has no key (``raise_on_no_idempotency_key=False``) and when Powertools' idempotency is off
-  (``POWERTOOLS_IDEMPOTENCY_DISABLED``): a control run sees every execution.
+- **The happy path** reads and writes nothing more: each declared effect that returns has its result kept in memory
+  on the record's run (:class:`EffectResults`), as JSON text (``unkeyed.storable_result``: ``json.dumps`` as it is,
+  at most ``unkeyed.MAX_STORED_RESULT_BYTES``). A first delivery costs Powertools' claim (a ``PutItem``), the
+  effects, and the completion (an ``UpdateItem``).
+- **The failure path.** :func:`guard_releases` wraps the layer instance's ``_delete_record`` (whatever subclass it
+  is, once per store, as ``claims.guard_claims`` wraps ``_put_record``). When the run has kept results, the record
+  is not deleted but written back *released with its results*: one ``PutItem`` of the record's key, ``INPROGRESS``,
+  an ``in_progress_expiration`` already past (Powertools' own claim condition, ``... OR (status = INPROGRESS AND
+  in_progress_expiration < now)``, lets the next claim in at once), its ``expiration`` as Powertools sets it, the
+  claim's validation hash, and ``names.EFFECT_RESULTS_ATTR``: a map ``<effect>#<n>`` -> the result's JSON text,
+  where ``n`` counts the calls of the effect in one run of the record function (1, 2, ...). It is conditioned on the
+  record still holding this claim's ``names.ATTEMPT_TOKEN_ATTR``. Refused or failed, it is logged
+  (``effect result not kept``, ``effects``, ``reason``) and the record is deleted as Powertools does: nothing worse
+  than before, those effects run again. Without kept results the plain delete runs.
+- **The next claim** asks for the item it replaced (``claims.py``: ``ReturnValues=ALL_OLD``, no extra request).
+  When that is a released record of the same payload (``INPROGRESS``, results present, its ``expiration`` not past,
+  the same validation hash), its results answer the matching calls of this run (effect name and call number) without
+  calling them: ``effect answered from marker`` (``effect``, ``effect_key``, ``effect_call``), returned after a JSON
+  round trip (a tuple comes back a list). A claim that replaced nothing, or an expired record, answers nothing. The
+  run that received results writes them onto its own claim at once (one ``UpdateItem`` conditioned on its token:
+  this rare path only), so a kill of that run does not lose them; if it fails by exception again, its release holds
+  the results it received and its own.
+- **Room.** A record holds at most ``KEPT_RESULTS_MAX_BYTES`` of results; a result that is not such JSON, or finds
+  no room, is not kept (``effect result not kept``, with the reason): that effect runs again after a failure, and
+  only its own idempotency key makes that harmless.
+- **A kill** (no exception handling runs) between an effect and the completion leaves no results: the record stays
+  in progress until its in-progress expiry, and the next run calls the effect again. That window is the effect's
+  own idempotency key's.
+- **Off** when the record has no key (``raise_on_no_idempotency_key=False``), when Powertools' idempotency is off
+  (``POWERTOOLS_IDEMPOTENCY_DISABLED``: a control run sees every execution), and for a persistence layer that is not
+  Powertools' DynamoDB layer or a subclass of it.
+- **Before this version** each result was a marker item of its own (``<key prefix>#effect-result#...``); those are
+  no longer read, and expire with their TTL.
 
 Powertools, boto3 and the standard library only.
 """
 
 from __future__ import annotations
 
+import contextvars
+import json
 import os
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.shared.functions import strtobool
-from botocore.exceptions import BotoCoreError, ClientError
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from . import effect_keys
-from .effects._context import MarkerTable
-from .effects.unkeyed import (
-    MAX_STORED_RESULT_BYTES,
-    MarkerUnavailable,
-    ResolvedTable,
-    check_key_size,
-    resolve_table,
-    storable_result,
-    stored_result,
-)
+from . import claims, names
+from .effects.unkeyed import MAX_STORED_RESULT_BYTES, storable_result
 
-#: What every result marker id holds after the key prefix: ``<key prefix>#effect-result#...``.
-RESULT_INFIX = "effect-result"
-#: The ``status`` of a result marker (one value: it is written once the effect returned).
-DONE = "done"
 #: Powertools' switch of its idempotency (``aws_lambda_powertools.shared.constants.IDEMPOTENCY_DISABLED_ENV``).
 IDEMPOTENCY_DISABLED_ENV = "POWERTOOLS_IDEMPOTENCY_DISABLED"
-
-
-def result_marker_id(key_prefix: str, effect: str, call: int, key: str) -> str:
-    """``<key_prefix>#effect-result#<effect>#<call>#<key>`` (``effect_keys.form`` on the part after the infix)."""
-    return f"{key_prefix}#{RESULT_INFIX}#{effect_keys.form(f'{effect}#{call}#{key}')}"
+#: The most bytes of results one record holds (names, texts and a few bytes each): well under DynamoDB's 400 KB item
+#: (``names.DYNAMODB_MAX_ITEM_BYTES``), leaving room for the record's key (at most 2,048 bytes), its own attributes
+#: and, once a run that received results completes, its stored result (``execution`` counts them off its room).
+KEPT_RESULTS_MAX_BYTES = 256 * 1024
+#: What one map entry costs beside its name and text (DynamoDB's per-element overhead, rounded up).
+_ENTRY_OVERHEAD_BYTES = 4
+_MARK = "_effectively_once_releases"
+#: The run of a record being processed on this thread or task (what a release of its record writes).
+_CURRENT: contextvars.ContextVar[EffectResults | None] = contextvars.ContextVar("effectively_once_run", default=None)
 
 
 def enabled(key: Any) -> bool:
@@ -68,71 +80,210 @@ def enabled(key: Any) -> bool:
     return key is not None and not strtobool(os.environ.get(IDEMPOTENCY_DISABLED_ENV, "false"))
 
 
+def call_name(effect: str, call: int) -> str:
+    """``<effect>#<call>``: the name of call number ``call`` (1-based) of ``effect`` in one run."""
+    return f"{effect}#{call}"
+
+
+def _entry_bytes(name: str, text: str) -> int:
+    return len(name.encode()) + len(text.encode()) + _ENTRY_OVERHEAD_BYTES
+
+
+@dataclass
 class EffectResults:
-    """The result markers in one marker table (the consumer's idempotency table, ``ConsumerState.markers``).
+    """The effect results of one run of a record: those it received from a released record, and those its own
+    effects returned. ``store`` is ``None`` when results are off (see the module docstring)."""
 
-    :param markers: the table.
-    """
+    store: DynamoDBPersistenceLayer | None
+    received: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    #: This run's claim (``claims.made``), once the record function started.
+    claim: claims.Claim | None = None
+    #: Bytes of results held (received and kept).
+    size: int = 0
 
-    def __init__(self, markers: MarkerTable) -> None:
-        self.markers = markers
-        self._table: ResolvedTable | None = None
+    @classmethod
+    def start(cls, store: Any, key: Any) -> EffectResults:
+        """The results of a new run of the record keyed ``key`` on ``store``: off without a key, under
+        ``POWERTOOLS_IDEMPOTENCY_DISABLED``, or for a layer other than Powertools' DynamoDB layer."""
+        on = enabled(key) and isinstance(store, DynamoDBPersistenceLayer)
+        return cls(store if on else None)
 
-    @property
-    def table(self) -> ResolvedTable:
-        if self._table is None:
-            self._table = resolve_table(None, self.markers)
-        return self._table
-
-    def marker(self, effect: str, call: int, key: str) -> str:
-        """The id of the marker of call number ``call`` (1-based) of ``effect`` for the record keyed ``key``.
-
-        :raises ValueError: the id is longer than the table's key holds.
-        """
-        marker = result_marker_id(self.markers.key_prefix, effect, call, key)
-        check_key_size(self.table, marker)
-        return marker
-
-    def find(self, marker: str) -> tuple[bool, Any]:
-        """``(True, the stored result)`` when the marker is there and not expired, else ``(False, None)``.
-
-        :raises MarkerUnavailable: the read failed.
-        """
-        table = self.table
+    @contextmanager
+    def current(self) -> Iterator[None]:
+        """This run as the one a release on this thread or task writes; no claim made before it counts."""
+        claims.forget()
+        token = _CURRENT.set(self)
         try:
-            item = table.client.get_item(TableName=table.name, Key=table.key(marker), ConsistentRead=True).get("Item")
-        except (ClientError, BotoCoreError) as error:
-            raise MarkerUnavailable(f"get_item on effect result {marker!r} failed: {error}") from error
-        if not item or (item.get("status") or {}).get("S") != DONE:
-            return False, None
-        expiration = (item.get(table.expiry_attr) or {}).get("N")
-        if expiration is not None and int(expiration) < int(time.time()):
-            return False, None
-        return True, stored_result(item)
+            yield
+        finally:
+            _CURRENT.reset(token)
 
-    def keep(self, marker: str, result: Any, fields: dict[str, Any]) -> str | None:
-        """Write the marker with ``result``; ``None`` when it was written, else why not (never raises).
+    def receive(self, logger: Logger) -> None:
+        """Take the results of the released record this run's claim replaced (none when it replaced nothing, an
+        expired record, another payload's), and carry them onto the claim (one ``UpdateItem``) when there are any."""
+        if self.store is None:
+            return
+        self.claim = claims.made(self.store)
+        if self.claim is None:
+            return
+        self.received = released_results(self.claim)
+        self.size = sum(_entry_bytes(name, text) for name, text in self.received.items())
+        if self.received:
+            problem = _carry(self.claim, self.received)
+            if problem is not None:
+                logger.warning(
+                    names.MSG_EFFECT_RESULT_NOT_KEPT,
+                    extra={
+                        names.FIELD_EFFECTS: sorted(self.received),
+                        names.FIELD_REASON: f"the results received were not written to this run's claim ({problem}): "
+                        "they answer this run, and a kill of it loses them",
+                    },
+                )
 
-        :param fields: the marker's other attributes (strings: the effect, the effect key, the record's key).
-        """
-        stored = storable_result(result)
-        if stored is None:
+    def answer(self, effect: str, call: int) -> tuple[bool, Any]:
+        """``(True, the result)`` when call ``call`` of ``effect`` was received, else ``(False, None)``."""
+        text = self.received.get(call_name(effect, call))
+        return (False, None) if text is None else (True, json.loads(text))
+
+    def keep(self, effect: str, call: int, result: Any) -> str | None:
+        """Keep ``result`` of call ``call`` of ``effect``; ``None`` when kept, else why not (never raises)."""
+        if self.store is None:
+            return None
+        text = storable_result(result)
+        if text is None:
             return (
                 f"the result ({type(result).__name__}) is not JSON of at most {MAX_STORED_RESULT_BYTES} bytes: a "
                 "later run of the record calls the effect again"
             )
-        table = self.table
-        now = int(time.time())
-        item = {
-            **table.key(marker),
-            table.expiry_attr: {"N": str(now + table.expiry_seconds)},
-            "status": {"S": DONE},
-            "done_at": {"N": str(now)},
-            "stored_result": {"S": stored},
-            **{name: {"S": value} for name, value in fields.items() if isinstance(value, str)},
-        }
-        try:
-            table.client.put_item(TableName=table.name, Item=item)
-        except Exception as error:  # noqa: BLE001 - the effect's outcome stands; a later run calls it again
-            return f"{type(error).__name__}: {error}"[:500]
+        name = call_name(effect, call)
+        size = _entry_bytes(name, text)
+        if self.size + size > KEPT_RESULTS_MAX_BYTES:
+            return (
+                f"no room left on the record: its results hold at most {KEPT_RESULTS_MAX_BYTES} bytes, {self.size} "
+                f"are taken and this one needs {size}: a later run of the record calls the effect again"
+            )
+        self.kept[name] = text
+        self.size += size
         return None
+
+    def results(self) -> dict[str, str]:
+        """What a release of the record holds: the results received and this run's own."""
+        return {**self.received, **self.kept}
+
+    def carried_bytes(self) -> int:
+        """Bytes of results this run's claim holds (those it received and carried)."""
+        return sum(_entry_bytes(name, text) for name, text in self.received.items())
+
+
+def released_results(claim: claims.Claim) -> dict[str, str]:
+    """The results of the released record ``claim`` replaced: ``INPROGRESS`` with results, its ``expiration`` not
+    past, the claim's validation hash; else ``{}``."""
+    store, item = claim.store, claim.replaced
+    if not item or (item.get(store.status_attr) or {}).get("S") != claims.INPROGRESS:
+        return {}
+    results = (item.get(names.EFFECT_RESULTS_ATTR) or {}).get("M")
+    try:
+        expiration = int((item.get(store.expiry_attr) or {})["N"])
+    except (KeyError, TypeError, ValueError):
+        return {}
+    if not isinstance(results, dict) or expiration < int(time.time()):
+        return {}
+    if (item.get(store.validation_key_attr) or {}).get("S", "") != _validation(store, claim):
+        return {}  # another payload's record under the same key: its results are not this one's
+    return {name: value["S"] for name, value in results.items() if isinstance((value or {}).get("S"), str)}
+
+
+def _validation(store: DynamoDBPersistenceLayer, claim: claims.Claim) -> str:
+    """The validation hash a record of ``claim`` stores (``""``: none), as Powertools' ``_put_record`` writes it."""
+    return claim.payload_hash if store.payload_validation_enabled else ""
+
+
+def _token_condition(claim: claims.Claim) -> dict[str, Any]:
+    return {
+        "ConditionExpression": "#token = :token",
+        "ExpressionAttributeNames": {"#token": names.ATTEMPT_TOKEN_ATTR},
+        "ExpressionAttributeValues": {":token": {"S": claim.token}},
+    }
+
+
+def _results_value(results: dict[str, str]) -> dict[str, Any]:
+    return {"M": {name: {"S": text} for name, text in sorted(results.items())}}
+
+
+def _carry(claim: claims.Claim, results: dict[str, str]) -> str | None:
+    """Write ``results`` onto ``claim``'s record while it holds the claim's token; ``None`` when written, else why
+    not (never raises)."""
+    store, condition = claim.store, _token_condition(claim)
+    condition["ExpressionAttributeNames"]["#results"] = names.EFFECT_RESULTS_ATTR
+    condition["ExpressionAttributeValues"][":results"] = _results_value(results)
+    try:
+        store.client.update_item(
+            TableName=store.table_name,
+            Key=store._get_key(claim.key),
+            UpdateExpression="SET #results = :results",
+            **condition,
+        )
+    except Exception as error:  # noqa: BLE001 - the results still answer this run
+        return f"{type(error).__name__}: {error}"[:500]
+    return None
+
+
+def release(claim: claims.Claim, results: dict[str, str]) -> str | None:
+    """Write ``claim``'s record back released with ``results`` (see the module docstring) while it holds the claim's
+    token; ``None`` when written, else why not (never raises)."""
+    store = claim.store
+    item = {
+        **store._get_key(claim.key),
+        store.expiry_attr: {"N": str(store._get_expiry_timestamp())},
+        # Already past: Powertools' claim condition lets the next claim in at once.
+        store.in_progress_expiry_attr: {"N": str(int(time.time() * 1000) - 1)},
+        store.status_attr: {"S": claims.INPROGRESS},
+        # The claim's own token: the SDK's retry of this write, after a lost answer, meets it and writes it again.
+        names.ATTEMPT_TOKEN_ATTR: {"S": claim.token},
+        names.EFFECT_RESULTS_ATTR: _results_value(results),
+    }
+    if _validation(store, claim):
+        item[store.validation_key_attr] = {"S": _validation(store, claim)}
+    try:
+        store.client.put_item(TableName=store.table_name, Item=item, **_token_condition(claim))
+    except Exception as error:  # noqa: BLE001 - the record is deleted instead, as Powertools does
+        return f"{type(error).__name__}: {error}"[:500]
+    return None
+
+
+def guard_releases(store: Any, logger: Logger) -> bool:
+    """Release ``store``'s records with their runs' results instead of deleting them (see the module docstring),
+    when it is Powertools' DynamoDB layer or a subclass; once per store.
+
+    :param logger: where a release that failed is logged.
+    :returns: whether ``store`` is guarded (``False`` for another kind of layer).
+    """
+    if not isinstance(store, DynamoDBPersistenceLayer):
+        return False
+    if getattr(store, _MARK, False):
+        return True
+    delete_record: Callable[..., None] = store._delete_record
+
+    def delete(data_record: DataRecord) -> None:
+        run = _CURRENT.get()
+        claim = None if run is None else run.claim
+        if run is not None and claim is not None and claim.store is store and claim.key == data_record.idempotency_key:
+            results = run.results()
+            problem = release(claim, results) if results else "no results"
+            if problem is None:
+                return
+            if results:
+                logger.warning(
+                    names.MSG_EFFECT_RESULT_NOT_KEPT,
+                    extra={
+                        names.FIELD_EFFECTS: sorted(results),
+                        names.FIELD_REASON: f"the record could not be released with its results ({problem}): it is "
+                        "deleted, and a later run of it calls these effects again",
+                    },
+                )
+        delete_record(data_record=data_record)
+
+    store._delete_record = delete  # type: ignore[method-assign]
+    setattr(store, _MARK, True)
+    return True

@@ -6,8 +6,9 @@ and the completion of the record (``RecordExecution``; ``Consumer`` holds one).
   record is stored as ``names.RESULT_NOT_STORED``.
 - A declared effect runs inside ``run_effect``: called with its effect key, handed the per-call context
   (``effects._context.EffectCall``: names, keys, the deadline, the marker table, logger and metrics), logged
-  ``effect executed`` once it returned, and its result kept for the record (``effect_results.py``): a later run of
-  the record after a failure is answered from it (``effect answered from marker``), never calls it again.
+  ``effect executed`` once it returned, and its result kept in memory for the record (``effect_results.py``): when
+  an exception escapes the record function after it, the record is released with the results instead of deleted,
+  and its next run is answered from them (``effect answered from marker``), never calls it again.
 - A completion that Powertools could not save is retried with backoff within the invocation's usable time
   (``deadline.Deadline``), then logged ``completion failed`` and raised.
 """
@@ -32,11 +33,11 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from . import effect_keys, effect_results, events, identity, names
+from . import effect_keys, events, identity, names
 from .body import SHOWN_CHARS, json_safe
 from .dead_letter import is_permanent
 from .deadline import Deadline
-from .effect_results import EffectResults
+from .effect_results import EffectResults, call_name
 from .effects._context import EffectCall, running
 from .errors import InvalidRecord, PermanentError, UnknownRecordStatus
 from .legacy_hashes import legacy_key_record
@@ -73,10 +74,12 @@ class _Run:
     function returned (set by the runtime itself, so "after the record function" never rests on an error's text)."""
 
     key: Any
+    #: The effect results of this run: received from a released record, and kept (``effect_results``).
+    results: EffectResults = field(default_factory=lambda: EffectResults(None))
     effects: list[str] = field(default_factory=list)
     #: The effects whose results were kept (``effect_results``), or answered from a kept result.
     kept: list[str] = field(default_factory=list)
-    #: Calls of each effect so far in this run (the n of its result marker).
+    #: Calls of each effect so far in this run (the n of its ``effect_call``).
     calls: Counter[str] = field(default_factory=Counter)
     returned: bool = False
     stored: Any = None
@@ -136,19 +139,18 @@ class RecordExecution:
             raise RuntimeError(f"effect {effect!r} was called outside the Consumer's record function")
         key = current.key
         passed = self.effect_key_for(effect, key)
-        markers = self._state().markers
         current.calls[effect] += 1
-        results = EffectResults(markers) if markers is not None and effect_results.enabled(key) else None
-        marker = None if results is None else results.marker(effect, current.calls[effect], str(key))
+        number = current.calls[effect]
         fields = {names.FIELD_IDEMPOTENCY_KEY: key, names.FIELD_EFFECT: effect, names.FIELD_EFFECT_KEY: passed}
-        if results is not None and marker is not None:
-            found, kept = results.find(marker)
-            if found:
-                current.kept.append(effect)
-                self.logger.info(
-                    names.MSG_EFFECT_ANSWERED_FROM_MARKER, extra={**fields, names.FIELD_EFFECT_MARKER: marker}
-                )
-                return kept  # type: ignore[no-any-return]
+        found, kept = current.results.answer(effect, number)
+        if found:
+            current.kept.append(effect)
+            self.logger.info(
+                names.MSG_EFFECT_ANSWERED_FROM_MARKER,
+                extra={**fields, names.FIELD_EFFECT_CALL: call_name(effect, number)},
+            )
+            return kept  # type: ignore[no-any-return]
+        markers = self._state().markers
         call = EffectCall(effect, passed, key, self.deadline.monotonic(), markers, self.logger, self.metrics)
         with running(call):
             result = function(*args, idempotency_key=passed, **kwargs)
@@ -156,20 +158,21 @@ class RecordExecution:
         self.logger.info(names.EFFECT_EXECUTED, extra=fields)
         self.logger.registered_handler.flush()
         self.metrics.add_metric(name=names.METRIC_EFFECTS_EXECUTED, unit=MetricUnit.Count, value=1)
-        if results is not None and marker is not None:
-            self._keep(results, marker, result, fields)
+        self._keep(current, number, result, fields)
         return result
 
-    def _keep(self, results: EffectResults, marker: str, result: Any, fields: dict[str, Any]) -> None:
-        """Keep an effect's result for its record (``effect_results``), or log why not."""
-        assert self.run is not None
-        problem = results.keep(marker, result, {k: v for k, v in fields.items() if isinstance(v, str)})
+    def _keep(self, run: _Run, number: int, result: Any, fields: dict[str, Any]) -> None:
+        """Keep an effect's result in memory for its record (``effect_results``), or log why not."""
+        effect = str(fields[names.FIELD_EFFECT])
+        if run.results.store is None:
+            return
+        problem = run.results.keep(effect, number, result)
         if problem is None:
-            self.run.kept.append(str(fields[names.FIELD_EFFECT]))
+            run.kept.append(effect)
             return
         self.logger.warning(
             names.MSG_EFFECT_RESULT_NOT_KEPT,
-            extra={**fields, names.FIELD_EFFECT_MARKER: marker, names.FIELD_REASON: problem},
+            extra={**fields, names.FIELD_EFFECT_CALL: call_name(effect, number), names.FIELD_REASON: problem},
         )
         self.logger.registered_handler.flush()
 
@@ -313,9 +316,10 @@ class RecordExecution:
         if legacy is not None:
             self.logger.info(names.MSG_LEGACY_HASH, extra={names.FIELD_REASON: "idempotency key of before 0.4.0"})
             return self.on_duplicate(legacy.response_json_as_dict(), legacy)
-        self.run = run = _Run(key)
+        self.run = run = _Run(key, EffectResults.start(state.persistence_store, key))
         try:
-            result = state.process(record=body)
+            with run.results.current():
+                result = state.process(record=body)
         except IdempotencyKeyError as exc:
             raise InvalidRecord(f"no idempotency key: {self.rules.key!r} found nothing in the body") from exc
         except IdempotencyPersistenceLayerError as exc:
@@ -351,6 +355,7 @@ class RecordExecution:
         """The record function as Powertools runs it (once per key): its result made JSON-ready and storable."""
         assert self.record_function is not None and self.run is not None
         run = self.run
+        run.results.receive(self.logger)  # right after the claim: what a released record of this one held
         try:
             result = json_safe(self.record_function(record))
         except Exception as error:
@@ -369,9 +374,10 @@ class RecordExecution:
         size = len(json.dumps(result, sort_keys=True, default=str).encode())
         room = names.DYNAMODB_MAX_ITEM_BYTES - names.IDEMPOTENCY_RECORD_OVERHEAD_BYTES
         room -= len(self._state().settings.key_prefix.encode()) + 33  # the stored key: <prefix>#<32 hex>
+        assert self.run is not None
+        room -= self.run.results.carried_bytes()  # the results a run that received them carried on its record
         if size <= room:
             return result
-        assert self.run is not None
         self.run.oversized = True
         self.logger.warning(
             names.MSG_RESULT_NOT_STORED,

@@ -207,14 +207,22 @@ MSG_COMPLETION_FAILED = "completion failed"
 #: A record function failed after declared effects had returned whose results were not kept (field ``effects``):
 #: Powertools deletes the in-progress record, so the record's next delivery (a retry or a redrive) runs those effects
 #: again; only an effect that takes its key makes that repeat harmless. An effect whose result was kept
-#: (``effect_results.py``) is answered from its marker instead, and not listed.
+#: (``effect_results.py``: released with the record) is answered from it instead, and not listed.
 MSG_EFFECT_REPEATED_AFTER_FAILURE = "effect repeated after failure"
-#: A declared effect answered from the marker its earlier run of the same record kept (``effect_results.py``): not
-#: called again (fields ``effect``, ``effect_key``, ``effect_marker``). The record's earlier run failed after it.
+#: A declared effect answered from the result an earlier run of the same record kept (``effect_results.py``: the
+#: idempotency record released with its results): not called again (fields ``effect``, ``effect_key``,
+#: ``effect_call``). The record's earlier run failed after it.
 MSG_EFFECT_ANSWERED_FROM_MARKER = "effect answered from marker"
-#: A declared effect returned but its marker was not written (WARNING; fields ``effect``, ``effect_marker``,
-#: ``reason``: a result that is not JSON, or a failed write): a later run of the record calls it again.
+#: A declared effect returned but its result will not answer a later run of the record (WARNING; fields ``effect``
+#: and ``effect_call``, or ``effects``, and ``reason``: a result that is not JSON of at most 64 KB, no room left on
+#: the record, a failed write of the released record): a later run of the record calls it again.
 MSG_EFFECT_RESULT_NOT_KEPT = "effect result not kept"
+#: Which call of a declared effect a kept result answers: ``<effect>#<n>``, the n-th call of the effect in one run
+#: of the record function (1, 2, ...).
+FIELD_EFFECT_CALL = "effect_call"
+#: The attribute of an idempotency record released after a failure that holds the results of its declared effects
+#: (a map ``<effect>#<n>`` -> the result's JSON text; ``effect_results.py``).
+EFFECT_RESULTS_ATTR = "effect_results"
 #: A result too large for the idempotency record was not stored (field ``reason``); duplicates are answered with
 #: ``RESULT_NOT_STORED``.
 MSG_RESULT_NOT_STORED = "result not stored"

@@ -26,6 +26,7 @@ from botocore.config import Config
 from .backoff import Backoff, sqs_clients
 from .claims import guard_claims
 from .dead_letter import DeadLetterQueue
+from .effect_results import guard_releases
 from .effects._context import MarkerTable
 from .legacy_hashes import accept_legacy_validation
 from .on_failure import OnFailureQueue
@@ -141,7 +142,8 @@ def _layer(
     given: BasePersistenceLayer | None,
 ) -> BasePersistenceLayer:
     """The persistence layer: ``given``, or built by ``spec.persistence_layer``; owned by ``owner``, its refused
-    claims read by ``claims.guard_claims``, its records marked with the consumer's operation (``operations``) and its
+    claims read by ``claims.guard_claims``, its records released with their effects' results
+    (``effect_results.guard_releases``), its records marked with the consumer's operation (``operations``) and its
     legacy validation hashes accepted (``legacy_hashes``)."""
     store = given
     if store is None:
@@ -153,6 +155,7 @@ def _layer(
         )
     own(store, owner, settings.key_prefix)
     guard_claims(store, logger=logger, expiry_seconds=settings.expiry_seconds)
+    guard_releases(store, logger)
     mark_operation(store, spec.operation)  # inside the legacy acceptance, which wraps it
     accept_legacy_validation(store, spec.legacy_validate, logger)
     return store

@@ -152,8 +152,8 @@ class Env:
 
 
 def is_record(item: dict[str, Any]) -> bool:
-    """Whether an idempotency-table item is a Powertools record, not an effect's result marker
-    (``<prefix>#effect-result#...``, ``effect_results.py``) or an un-keyed effect's marker."""
+    """Whether an idempotency-table item is a Powertools record, not an un-keyed effect's marker or a result marker
+    of before issue 55, item 8 (``<prefix>#effect-result#...``: effect results now travel in the record)."""
     return "#effect-result#" not in item["id"]["S"] and "#effect-marker#" not in item["id"]["S"]
 
 

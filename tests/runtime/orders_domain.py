@@ -45,7 +45,8 @@ class Orders:
         return [i["id"]["S"] for i in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] if is_record(i)]
 
     def result_markers(self) -> list[str]:
-        """The ids of the effects' result markers in the idempotency table (``effect_results.py``)."""
+        """The ids of the items of the idempotency table that are not records: un-keyed effects' markers, and result
+        markers (``<prefix>#effect-result#...``, which no version writes any more: ``effect_results.py``)."""
         return [i["id"]["S"] for i in self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] if not is_record(i)]
 
     def log_lines(self) -> list[dict[str, Any]]:

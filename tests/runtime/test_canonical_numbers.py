@@ -80,8 +80,9 @@ def test_minus_zero_is_zero() -> None:
 
 def test_a_string_key_is_text_never_a_number() -> None:
     """Documented: ``"1234"`` and ``1234`` are two records (a producer's JSON type is part of its key); their key
-    text is the same, ``1234``, so the effect's key is too, and the second record's effect is answered from the
-    first's result marker, as a keyed provider would answer it."""
+    text is the same, ``1234``, so the effect's key is too: the second record calls the effect with the first's key,
+    and a keyed provider answers it as a replay (effect results travel in each record, so the first's answer
+    nothing for the second)."""
     orders = Orders()
 
     orders({"order_id": "1234"})
@@ -89,7 +90,7 @@ def test_a_string_key_is_text_never_a_number() -> None:
 
     store = orders.consumer.state.persistence_store
     assert store._generate_hash("1234") != store._generate_hash(1234), "two records"
-    assert orders.charged == [f"{PREFIX}#charge#1234"], "one effect"
+    assert orders.charged == [f"{PREFIX}#charge#1234"] * 2, "one effect key"
 
 
 def test_validate_compares_numbers_canonically() -> None:

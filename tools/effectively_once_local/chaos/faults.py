@@ -59,7 +59,8 @@ EFFECT = "effect"
 DEAD_LETTER = "dead_letter"
 IDEMPOTENCY_RECORD = "idempotency_record"
 EFFECT_RESULT = "effect_result"
-#: What every effect result marker's id holds after the key prefix (``effect_results.RESULT_INFIX``).
+#: What every effect result marker's id holds after the key prefix: the runtime before issue 55, item 8 wrote one
+#: item per effect result (``effect_results.RESULT_INFIX`` then); a stack on such a runtime still writes them.
 _RESULT_INFIX = "#effect-result#"
 #: The roles a kill may follow.
 KILL_POINT_ROLES = (EFFECT, DEAD_LETTER)

@@ -14,8 +14,8 @@ Per key: **lost** (a valid key with no effect and not in a DLQ), **duplicated** 
 that key's effect and its completion, and only when the effect takes the key (so the second execution is answered,
 not repeated): with a store, that is checked (several effect lines, one item: the conditional put keyed on the
 idempotency key answered the replay); without one, the user states it (``--effect-takes-key``). Those keys are
-reported as ``replayed_after_kill``, and so are the keys such a kill struck whose replay the store or the runtime's
-result marker answered without a second effect line (a kill after the effect's write, before its line, or after
+reported as ``replayed_after_kill``, and so are the keys such a kill struck whose replay the store answered
+without a second effect line (a kill after the effect's write, before its line, or after
 the line: the record was never completed, so the key ran again). More effect lines than the kills on that key
 explain are ``unexplained_replays``: a duplicate got past the idempotency layer (only the effect's key stopped it).
 
@@ -212,8 +212,8 @@ def kills_after_write(kill_records: list[dict[str, Any]]) -> dict[str, int]:
 #: Why a key replayed after a kill is safe, with an effect store named (``True``) and without one.
 _SAFE_BECAUSE = {
     True: "each of these keys has one item in the effect store although a kill struck between its effect and its "
-    "completion and the key ran again: the effect takes the idempotency key (a conditional put keyed on it, or the "
-    "runtime's result marker, answered the replay, whether or not the replay logged a second effect line)",
+    "completion and the key ran again: the effect takes the idempotency key (a conditional put keyed on it "
+    "answered the replay, whether or not the replay logged a second effect line)",
     False: "stated with --effect-takes-key: the effect passes the idempotency key on (a provider or a "
     "conditional write that answers a repeated key); every replay follows a kill between that key's effect "
     "and its completion",
@@ -238,7 +238,7 @@ def _sort_repeats(
 
     A key with one effect line is replayed after a kill too when such a proved kill struck it and the effect took
     the key (one store item, or ``--effect-takes-key``) and it is not in a DLQ: its record was never completed, so it
-    ran again and the store (or the runtime's result marker) answered the replay, with or without a second line."""
+    ran again and the store answered the replay, with or without a second line."""
     killed, failed, answered = explained
     sorts: dict[str, list[str]] = {state: [] for state in _REPEATS}
     for key in sorted(k for k in set(effects) | set(log_counts) if k in sent):  # other keys are unexpected
