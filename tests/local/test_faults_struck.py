@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.chaos.fault_classes import FAULT_CLASSES
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.proof.faults_struck import (
     EXIT_FAULTS_NOT_STRUCK,
-    FAULT_CLASSES,
     faults_block,
     render_faults,
     required,

@@ -523,6 +523,8 @@ BAD_INPUTS = [
     (["demo", "--no-chaos", "--crash-after-charge", "0.1"], "--crash-after-charge"),
     (["demo", "--no-chaos", "--crash-after-complete", "0.1"], "--crash-after-complete"),
     (["demo", "--no-chaos", "--timeouts", "0.1"], "--timeouts"),
+    # Issue 56, item 1: the fraction was accepted and silently dropped.
+    (["demo", "--no-chaos", "--async-duplicate", "0.5"], "--async-duplicate"),
     (["demo", "--no-chaos", "--seed", "3"], "--seed"),
     (
         ["chaos", "--app-dir", "{empty_dir}", "--stack", "S", "--input", "{valid}", "--key", "payment_id"]

@@ -23,10 +23,10 @@ import random
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .fault_classes import ChaosConfig as ChaosConfig  # its home is the table of fault classes; read from here too
 from .faults import KILL_POINT_ROLES
 
 # Phases a kill can hit; the report checks provider replays against the first.
@@ -58,63 +58,6 @@ KILL_PHASES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class ChaosConfig:
-    """Fractions in 0..1. Per invocation, one draw picks at most one fate: ``crash_after_charge`` (a kill after the
-    side effect, before the record is completed: the payments charge, or any runtime handler's effect line),
-    ``crash_after_complete``, ``timeout`` (a stall past the deadline: at the gateway seam, else at the first write the
-    local AWS accepts or the effect line, whichever comes first), ``crash_after_write`` (a kill after a write the local
-    AWS accepted, each such write of the invocation in turn with even odds, ``chaos/faults.py``) and ``crash_random`` (a
-    kill at a random moment of the invocation, within twice its environment's longest invocation:
-    ``InvocationChaos.random_window``); their sum is at most 1. ``resend`` and ``concurrent_duplicates`` are per
-    key (the producer sends those twice). ``async_duplicate`` is per event of an asynchronous target
-    (``runner.mapping_config.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
-    without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer Guide,
-    "Invoking a Lambda function asynchronously"); it is drawn apart from the fates and not in their sum.
-
-    :raises ValueError: a fraction outside 0..1, or fates adding up to more than 1.
-    """
-
-    resend: float = 0.0
-    concurrent_duplicates: float = 0.0
-    crash_after_charge: float = 0.0
-    crash_after_complete: float = 0.0
-    timeout: float = 0.0
-    seed: int = 7
-    crash_after_write: float = 0.0
-    crash_random: float = 0.0
-    #: :default: 0.0 (no duplicate deliveries).
-    async_duplicate: float = 0.0
-    #: Per DynamoDB ``BatchWriteItem`` call of two or more requests: the share answered with part of them in
-    #: ``UnprocessedItems`` (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
-    partial_batch_write: float = 0.0
-    #: Per watched write call: the share failing with the service's throttling error, as after the SDK's retries
-    #: (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
-    throttle: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if name != "seed" and not 0.0 <= value <= 1.0:
-                raise ValueError(f"chaos fraction {name} must be between 0 and 1, but {value!r} was given")
-        if sum(self.fates().values()) > 1.0:
-            raise ValueError(f"the per-invocation fractions {', '.join(self.fates())} must not add up to more than 1")
-
-    def fates(self) -> dict[str, float]:
-        """The per-invocation fates and their fractions, in the order one draw picks among them (the older ones first,
-        so a seed draws the same fates as before for a config without the newer ones)."""
-        return {
-            AFTER_CHARGE: self.crash_after_charge,
-            AFTER_COMPLETE: self.crash_after_complete,
-            TIMEOUT: self.timeout,
-            AFTER_WRITE: self.crash_after_write,
-            RANDOM_MOMENT: self.crash_random,
-        }
-
-    @property
-    def enabled(self) -> bool:
-        return any(v > 0 for k, v in asdict(self).items() if k != "seed")
-
-
 class EventLog:
     """Append-only JSON Lines file, one per process, flushed per line so a SIGKILL loses nothing written. Every line
     carries ``ts``, the wall-clock time it was written (epoch seconds, a float; the run's picture,
@@ -128,6 +71,17 @@ class EventLog:
         self._fh.write(json.dumps({**record, "ts": time.time()}, separators=(",", ":")) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
+
+
+def pick_fate(fates: dict[str, float], roll: float) -> str | None:
+    """The fate a ``roll`` in 0..1 draws among ``fates`` (:meth:`ChaosConfig.fates`, in its order): the first whose
+    running sum of fractions passes the roll; ``None`` past them all (no fault this invocation)."""
+    bound = 0.0
+    for fate, fraction in fates.items():
+        bound += fraction
+        if roll < bound:
+            return fate
+    return None
 
 
 def kill_self() -> None:
@@ -181,13 +135,7 @@ class InvocationChaos:
         self.stalling = False
         self.last_write = None
         self.effect_line_key = None
-        roll, bound = self.rng.random(), 0.0
-        self.fate = None
-        for fate, fraction in self.config.fates().items():
-            bound += fraction
-            if roll < bound:
-                self.fate = fate
-                break
+        self.fate = pick_fate(self.config.fates(), self.rng.random())
         self._started = time.monotonic()
         if self.fate == RANDOM_MOMENT:
             # A moment drawn in the time the invocation is likely to run (:meth:`random_window`): it strikes wherever

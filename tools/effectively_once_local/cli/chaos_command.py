@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from effectively_once_runtime.identity import NORMALIZATIONS
 
-from ..chaos.fault_model import ChaosConfig
 from ..proof.object_names import TemplateError, check_template
 from ..traffic.chaos_input import InputFileError, compile_key
+from . import fault_flags
 from .arguments import (
     Given,
     Parser,
@@ -19,7 +19,6 @@ from .arguments import (
     check_app_dir,
     effect,
     folder,
-    fraction,
     integer,
     key_value,
     stack_name,
@@ -88,26 +87,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
     )
     chaos.add_argument("--concurrency", type=integer(1), default=2, help="poller processes per mapping")
     _add_chaos_faults(chaos)
-    _add_sdk_faults(chaos)
     add_run_outputs(chaos, report="reports/chaos-report.json", run_dir=".local-aws/chaos", drain_timeout=None)
-
-
-def chaos_config(args: argparse.Namespace, crash_after_effect: float) -> ChaosConfig:
-    """The chaos flags both runners share; ``crash_after_effect`` is ``--crash-after-effect`` (chaos) or
-    ``--crash-after-charge`` (demo): the same kill, named after what each run's effect is."""
-    return ChaosConfig(
-        resend=args.resend,
-        concurrent_duplicates=args.concurrent_duplicates,
-        crash_after_charge=crash_after_effect,
-        crash_after_complete=args.crash_after_complete,
-        timeout=args.timeouts,
-        seed=args.seed,
-        crash_after_write=getattr(args, "crash_after_write", 0.0),
-        crash_random=getattr(args, "crash_random", 0.0),
-        async_duplicate=getattr(args, "async_duplicate", 0.0),
-        partial_batch_write=getattr(args, "partial_batch_writes", 0.0),
-        throttle=getattr(args, "throttle", 0.0),
-    )
 
 
 def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
@@ -151,58 +131,8 @@ def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
 
 
 def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
-    """``chaos``'s duplicates and kills (``ChaosConfig``'s fractions, ``chaos_config``) and its seed."""
-    chaos.add_argument(
-        "--resend", type=fraction, action=Given, default=0.10, help="fraction of keys a producer resends"
-    )
-    chaos.add_argument(
-        "--concurrent-duplicates", type=fraction, action=Given, default=0.05, help="fraction sent twice at once"
-    )
-    chaos.add_argument(
-        "--crash-after-effect",
-        type=fraction,
-        action=Given,
-        default=0.03,
-        help="fraction of invocations killed at an effect line, before completion",
-    )
-    chaos.add_argument(
-        "--crash-after-complete",
-        type=fraction,
-        action=Given,
-        default=0.03,
-        help="fraction of invocations killed after the handler returned, before its delete",
-    )
-    chaos.add_argument(
-        "--timeouts",
-        type=fraction,
-        action=Given,
-        default=0.02,
-        help="fraction of invocations stalled past the deadline at the first write the local AWS accepts (or effect"
-        " line)",
-    )
-    chaos.add_argument(
-        "--async-duplicate",
-        type=fraction,
-        action=Given,
-        default=0.10,
-        help="fraction of the events to an asynchronous target (an EventBridge rule's or SNS topic's function) that"
-        " Lambda's asynchronous queue delivers twice without an error",
-    )
-    chaos.add_argument(
-        "--crash-after-write",
-        type=fraction,
-        action=Given,
-        default=0.05,
-        help="fraction of invocations killed right after a write the local AWS accepted (any effect, declared or not,"
-        " or a DLQ send; each write in turn with even odds)",
-    )
-    chaos.add_argument(
-        "--crash-random",
-        type=fraction,
-        action=Given,
-        default=0.02,
-        help="fraction of invocations killed at a random moment inside the invocation",
-    )
+    """``chaos``'s fault flags (one per fault class: ``chaos/fault_classes.py``), its seed and ``--require-faults``."""
+    fault_flags.add(chaos, "chaos")
     chaos.add_argument("--seed", type=integer(), action=Given, default=7, help="the chaos's random seed")
     chaos.add_argument(
         "--require-faults",
@@ -212,37 +142,10 @@ def _add_chaos_faults(chaos: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_sdk_faults(chaos: argparse.ArgumentParser) -> None:
-    """``chaos``'s SDK faults (``chaos/sdk_faults.py``): what the handler's SDK calls answer under load, per call."""
-    chaos.add_argument(
-        "--partial-batch-writes",
-        type=fraction,
-        action=Given,
-        default=0.0,
-        help="fraction of DynamoDB BatchWriteItem calls of two or more requests answered with part of them in"
-        " UnprocessedItems, as an over-capacity table answers (never on the idempotency table; the handler must"
-        " write them again)",
-    )
-    chaos.add_argument(
-        "--throttle",
-        type=fraction,
-        action=Given,
-        default=0.0,
-        help="fraction of the handler's write calls (DynamoDB, S3, SQS, SNS) failing with the service's throttling"
-        " error (ProvisionedThroughputExceededException, SlowDown, RequestThrottled, Throttled) as after the SDK's own"
-        " retries (never on the idempotency table; the handler must fail the record, not swallow it)",
-    )
-
-
 def check(parser: Parser, args: argparse.Namespace) -> None:
     from ..traffic.chaos_input import load_input
 
-    fates = args.crash_after_effect + args.crash_after_complete + args.timeouts
-    if fates + args.crash_after_write + args.crash_random > 1.0:
-        parser.error(
-            "arguments --crash-after-effect, --crash-after-complete, --timeouts, --crash-after-write, --crash-random:"
-            " one draw per invocation picks among them, so their sum must not exceed 1"
-        )
+    fault_flags.check_draw(parser, args, "chaos")
     if args.effect_takes_key and (args.effect_table is not None or args.effect):
         # effects.build: with a store, its item count decides; --effect-takes-key would be ignored.
         parser.error(
@@ -273,21 +176,6 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
             parser.error(f"argument --effect: {exc}")
 
 
-#: The chaos command's fraction flags, by their ``args`` name.
-_FRACTIONS = (
-    "resend",
-    "concurrent_duplicates",
-    "crash_after_effect",
-    "crash_after_complete",
-    "timeouts",
-    "async_duplicate",
-    "crash_after_write",
-    "crash_random",
-    "partial_batch_writes",
-    "throttle",
-)
-
-
 def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
     """A flag another one makes pointless is an error when given (``args.given``): ``--redrive-rounds`` under
     ``--no-redrive``, ``--seed`` when every chaos fraction is 0 (nothing is drawn). The fault flags that cannot strike
@@ -298,7 +186,7 @@ def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
             "arguments --no-redrive, --redrive-rounds: --no-redrive runs no redrive round; --redrive-rounds would be"
             " ignored (leave --no-redrive out to redrive the DLQs)"
         )
-    if "seed" in given and not any(getattr(args, dest) > 0 for dest in _FRACTIONS):
+    if "seed" in given and not fault_flags.any_asked(args, "chaos"):
         parser.error(
             "argument --seed: every chaos fraction is 0, so nothing is drawn; --seed would be ignored (give a"
             " fraction, e.g. --crash-after-write 0.2)"
@@ -338,7 +226,7 @@ def options(args: argparse.Namespace) -> ChaosOptions:
         redrive=args.redrive,
         redrive_rounds=args.redrive_rounds,
         concurrency=args.concurrency,
-        chaos=chaos_config(args, args.crash_after_effect),
+        chaos=fault_flags.chaos_config(args, "chaos"),
         context=dict(args.context or ()),
         report_path=args.report,
         run_dir=args.run_dir,

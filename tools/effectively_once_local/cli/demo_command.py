@@ -16,6 +16,7 @@ from effectively_once.limits import (
 
 from ..chaos.fault_model import ChaosConfig
 from ..profiles.backlog import DEFAULT_BACKLOG
+from . import fault_flags
 from .arguments import (
     Given,
     Parser,
@@ -24,12 +25,10 @@ from .arguments import (
     check_payments_run,
     default_handler_root,
     folder,
-    fraction,
     handler_root_help,
     integer,
     stack_name,
 )
-from .chaos_command import chaos_config
 
 if TYPE_CHECKING:
     from ..profiles.demo import DemoOptions
@@ -60,23 +59,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         help="receives before SQS moves a message to its DLQ (context max_receive_count)",
     )
     demo.add_argument("--concurrency", type=integer(1), default=2, help="poller processes per queue")
-    for flag, default, text in (
-        ("--resend", 0.10, "fraction of payments a producer resends"),
-        ("--concurrent-duplicates", 0.05, "fraction sent twice at once"),
-        ("--crash-after-charge", 0.03, "fraction of invocations killed after the charge, before its record completes"),
-        (
-            "--crash-after-complete",
-            0.03,
-            "fraction of invocations killed after the handler returned, before its delete",
-        ),
-        ("--timeouts", 0.02, "fraction of invocations stalled past the deadline"),
-        (
-            "--async-duplicate",
-            0.10,
-            "fraction of the events through the bus that Lambda's asynchronous queue delivers twice without an error",
-        ),
-    ):
-        demo.add_argument(flag, type=fraction, action=Given, default=default, help=text)
+    fault_flags.add(demo, "demo")
     demo.add_argument("--no-chaos", action="store_true", help="no duplicates, no crashes (no chaos flag with it)")
     demo.add_argument("--seed", type=integer(), action=Given, default=7, help="the chaos's random seed")
     demo.add_argument(
@@ -96,13 +79,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
 def check(parser: Parser, args: argparse.Namespace) -> None:
     """The checks across ``demo``'s arguments: the chaos fractions' sum, options another one would ignore, the app
     folder, the handler package and the payments file."""
-    chaos = args.crash_after_charge + args.crash_after_complete + args.timeouts
-    if chaos > 1.0:
-        # One draw per invocation decides between the three (chaos.InvocationChaos.begin).
-        parser.error(
-            "arguments --crash-after-charge, --crash-after-complete, --timeouts: one draw per invocation picks"
-            f" among them, so their sum must not exceed 1, got {chaos:g}"
-        )
+    fault_flags.check_draw(parser, args, "demo")
     _check_ignored(parser, args)
     check_app_dir(parser, args.app_dir)
     root = args.handler_root or default_handler_root(args.app_dir.resolve())
@@ -114,10 +91,7 @@ def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
     0 and no seed to draw with (``_run``); ``--unsafe`` runs no outage backlog (``demo.run_demo``)."""
     given: set[str] = getattr(args, "given", set())
     if args.no_chaos:
-        for dest in ("resend", "concurrent_duplicates", "crash_after_charge", "crash_after_complete", "timeouts"):
-            if dest in given and getattr(args, dest) > 0:
-                flag = "--" + dest.replace("_", "-")
-                parser.error(f"arguments --no-chaos, {flag}: --no-chaos runs without chaos; {flag} would be ignored")
+        fault_flags.refuse_under_no_chaos(parser, args, "demo")
         if "seed" in given:
             parser.error("arguments --no-chaos, --seed: --no-chaos draws nothing at random; --seed would be ignored")
     if args.unsafe and "redrive_backlog" in given and args.redrive_backlog > 0:
@@ -131,7 +105,7 @@ def options(args: argparse.Namespace) -> DemoOptions:
     """``demo``'s options object, built from its parsed arguments (the one place they are read)."""
     from ..profiles.demo import DemoOptions
 
-    chaos = ChaosConfig(seed=args.seed) if args.no_chaos else chaos_config(args, args.crash_after_charge)
+    chaos = ChaosConfig(seed=args.seed) if args.no_chaos else fault_flags.chaos_config(args, "demo")
     return DemoOptions(
         payments=args.payments,
         app_dir=args.app_dir.resolve(),

@@ -37,16 +37,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..aws.deploy import DeployError
 from ..aws.stack_template import code_dir, logical_id
-from ..chaos.fault_model import ChaosConfig
+from ..chaos.fault_classes import FAULT_CLASSES, ChaosConfig, FaultClass
 from ..chaos.faults import WRITE_OPERATIONS
-from ..proof.faults_struck import FAULT_CLASSES, FaultClass
 
 #: What a handler's code names when it is built on the runtime, and when it commits SQL the runner watches.
 _RUNTIME, _SQL = b"effectively_once_runtime", (b"sqlite3", b"psycopg")
@@ -215,47 +214,83 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
     return StackFacts(stack, kinds, tuple(sorted(targets)), *found)
 
 
-def _place(name: str, facts: StackFacts) -> tuple[str, str] | None:
-    """Why fault class ``name`` has no place on the stack, and the flag that would strike instead; ``None``: it has."""
-    if not facts.functions:
+def _writes_instead(facts: StackFacts) -> str:
+    return "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD
+
+
+def _no_effect_line(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if facts.on_runtime:
+        return None
+    why = f"no function the run drives ({drives}) is built on effectively_once_runtime, so no effect line is ever"
+    return why + " written", _writes_instead(facts)
+
+
+def _no_aws_write(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if facts.aws_writing:
+        return None
+    why = f"no function the run drives ({drives}) may make a DynamoDB, S3, SQS or SNS write (its role allows none;"
+    return why + " a SQL commit is never throttled)", _writes_instead(facts)
+
+
+def _no_watched_write(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if facts.writing:
+        return None
+    return f"no function the run drives ({drives}) may make a write the runner watches{_WATCHED}", _NO_WRITE_INSTEAD
+
+
+def _no_effect_line_or_write(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if facts.writing or facts.on_runtime:
+        return None
+    return (
+        f"no function the run drives ({drives}) writes the runtime's effect line or may make a watched write{_WATCHED}",
+        "--crash-random kills at a moment inside any invocation",
+    )
+
+
+def _no_non_fifo_target(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if not facts.kinds or not facts.kinds <= {"fifo"}:
+        return None
+    return (
+        "every target is a FIFO queue, whose deduplication id drops the twin",
+        "--resend sends FIFO copies after the deduplication interval",
+    )
+
+
+def _no_batch_write(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if facts.batch_writing:
+        return None
+    why = f"no function the run drives ({drives}) may call DynamoDB BatchWriteItem (its role does not allow it)"
+    return why, _writes_instead(facts)
+
+
+def _no_async_target(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if "async" in facts.kinds:
+        return None
+    return (
+        "no asynchronous target (an EventBridge rule's, an SNS topic's or a directly invoked function)",
+        "--resend and --concurrent-duplicates send an SQS target's keys again",
+    )
+
+
+#: Per place a fault class needs (``FaultClass.place``, ``chaos/fault_classes.py``): why the stack has none and the
+#: flag that would strike instead (``None``: it has one). ``drives``: the functions the run drives, for the message.
+_NO_PLACE: dict[str, Callable[[StackFacts, str], tuple[str, str] | None]] = {
+    "effect_line": _no_effect_line,
+    "aws_write": _no_aws_write,
+    "watched_write": _no_watched_write,
+    "effect_line_or_write": _no_effect_line_or_write,
+    "non_fifo_target": _no_non_fifo_target,
+    "async_target": _no_async_target,
+    "batch_write": _no_batch_write,
+}
+
+
+def _place(cls: FaultClass, facts: StackFacts) -> tuple[str, str] | None:
+    """Why fault class ``cls`` has no place on the stack, and the flag that would strike instead; ``None``: it has
+    (or it needs none)."""
+    if not facts.functions or cls.place is None:
         return None  # the template names its functions in a way not read here: nothing can be told
-    drives = ", ".join(facts.functions)
-    if name == "after_effect" and not facts.on_runtime:
-        return (
-            f"no function the run drives ({drives}) is built on effectively_once_runtime, so no effect line is ever"
-            " written",
-            "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
-        )
-    if name == "throttle" and not facts.aws_writing:
-        return (
-            f"no function the run drives ({drives}) may make a DynamoDB, S3, SQS or SNS write (its role allows none;"
-            " a SQL commit is never throttled)",
-            "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
-        )
-    if name == "after_write" and not facts.writing:
-        return f"no function the run drives ({drives}) may make a write the runner watches{_WATCHED}", _NO_WRITE_INSTEAD
-    if name == "stall" and not facts.writing and not facts.on_runtime:
-        return (
-            f"no function the run drives ({drives}) writes the runtime's effect line or may make a watched write"
-            f"{_WATCHED}",
-            "--crash-random kills at a moment inside any invocation",
-        )
-    if name == "concurrent_duplicate" and facts.kinds and facts.kinds <= {"fifo"}:
-        return (
-            "every target is a FIFO queue, whose deduplication id drops the twin",
-            "--resend sends FIFO copies after the deduplication interval",
-        )
-    if name == "partial_batch_write" and not facts.batch_writing:
-        return (
-            f"no function the run drives ({drives}) may call DynamoDB BatchWriteItem (its role does not allow it)",
-            "--crash-after-write kills right after any handler's writes" if facts.writing else _NO_WRITE_INSTEAD,
-        )
-    if name == "async_duplicate" and "async" not in facts.kinds:
-        return (
-            "no asynchronous target (an EventBridge rule's, an SNS topic's or a directly invoked function)",
-            "--resend and --concurrent-duplicates send an SQS target's keys again",
-        )
-    return None
+    return _NO_PLACE[cls.place](facts, ", ".join(facts.functions))
 
 
 _WATCHED = " (its role allows no DynamoDB, S3, SQS or SNS write, and no SQL commit is in its code)"
@@ -268,7 +303,7 @@ def inert_faults(chaos: ChaosConfig, facts: StackFacts) -> list[Inert]:
     found = []
     for cls in FAULT_CLASSES:
         asked = float(fractions[cls.field])
-        place = _place(cls.name, facts) if asked > 0 else None
+        place = _place(cls, facts) if asked > 0 else None
         if place is not None:
             found.append(Inert(cls, asked, *place))
     return found

@@ -1,7 +1,8 @@
 """Which of the faults a chaos run asked for struck (issue 43, item 2): a run that exercised nothing says so.
 
-Per fault class (:data:`FAULT_CLASSES`: each kind of kill, stalls, resends, concurrent duplicates and Lambda's
-duplicate asynchronous deliveries), how many struck, read from the report the run already built: the kills by kind
+Per fault class (one row of ``chaos/fault_classes.FAULT_CLASSES`` each: each kind of kill, stalls, resends,
+concurrent duplicates, Lambda's duplicate asynchronous deliveries and the SDK faults), how many struck, read by the
+row's ``counted`` paths from the report the run already built: the kills by kind
 (``total.kills``; a stall is the kill of the invocation it held past its deadline, ``timeout``), the sends by kind
 (``sends.by_kind``) and the asynchronous path (``async.delivered_twice``). A class the run asked for (its fraction
 above 0) that never struck is named, with its flag and what would make it strike:
@@ -23,136 +24,68 @@ default one is left out of the draw and listed as ``left_out``; ``could_not_stri
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Collection
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..base.exit_codes import EXIT_FAULTS_NOT_STRUCK
 from ..base.json_lines import read_jsonl
-from ..chaos.fault_model import AFTER_COMPLETE, AFTER_EFFECT, AFTER_WRITE, RANDOM_MOMENT, TIMEOUT, ChaosConfig
+from ..chaos.fault_classes import FAULT_CLASSES, ChaosConfig, FaultClass, count
 from ..chaos.faults import KILL_POINT_ROLES
 
 
-@dataclass(frozen=True)
-class FaultClass:
-    """One fault class: its name in the report, its ``ChaosConfig`` field, the chaos command's flag and what makes
-    it strike (shown when it did not)."""
-
-    name: str
-    field: str
-    flag: str
-    strikes: str
-
-
-FAULT_CLASSES = (
-    FaultClass(
-        "after_effect",
-        "crash_after_charge",
-        "--crash-after-effect",
-        "kills at the runtime's effect line, so only a handler on effectively_once_runtime with a declared effect;"
-        " --crash-after-write kills after any handler's writes",
-    ),
-    FaultClass(
-        AFTER_WRITE,
-        "crash_after_write",
-        "--crash-after-write",
-        "kills after a write the local AWS accepted (DynamoDB, S3, SQS, SNS, a SQL commit): raise it or send more"
-        " lines",
-    ),
-    FaultClass(
-        RANDOM_MOMENT,
-        "crash_random",
-        "--crash-random",
-        "a moment drawn within twice the longest invocation so far (at least 1 s) strikes only if the invocation"
-        " still runs then: a higher fraction or more lines",
-    ),
-    FaultClass(
-        AFTER_COMPLETE,
-        "crash_after_complete",
-        "--crash-after-complete",
-        "one draw per invocation: raise it or send more lines",
-    ),
-    FaultClass(
-        "stall",
-        "timeout",
-        "--timeouts",
-        "stalls at the first write the local AWS accepts or the effect line, so a handler with neither is never"
-        " stalled; --crash-random strikes any handler",
-    ),
-    FaultClass("resend", "resend", "--resend", "one draw per key: raise it or send more keys"),
-    FaultClass(
-        "concurrent_duplicate",
-        "concurrent_duplicates",
-        "--concurrent-duplicates",
-        "never on a FIFO queue (its deduplication id drops the twin): --resend sends FIFO copies after the"
-        " deduplication interval",
-    ),
-    FaultClass(
-        "async_duplicate",
-        "async_duplicate",
-        "--async-duplicate",
-        "only an asynchronous target (an EventBridge rule's, an SNS topic's or a directly invoked function) is"
-        " delivered twice",
-    ),
-    FaultClass(
-        "partial_batch_write",
-        "partial_batch_write",
-        "--partial-batch-writes",
-        "a DynamoDB BatchWriteItem call of two or more requests, off the idempotency table, answered with part of"
-        " them in UnprocessedItems: raise it or send more lines",
-    ),
-    FaultClass(
-        "throttle",
-        "throttle",
-        "--throttle",
-        "a write call the runner watches (DynamoDB, S3, SQS, SNS), off the idempotency table, failing with the"
-        " service's throttling error: raise it or send more lines",
-    ),
-)
-#: Each kill class's kill phase (``total.kills``).
-_KILL_PHASE = {AFTER_EFFECT: AFTER_EFFECT, AFTER_WRITE: AFTER_WRITE, RANDOM_MOMENT: RANDOM_MOMENT}
-_KILL_PHASE |= {AFTER_COMPLETE: AFTER_COMPLETE, "stall": TIMEOUT}
-
-
 def _struck(report: dict[str, Any]) -> dict[str, int]:
-    """How many of each class struck, from the report's kills, sends and asynchronous path."""
-    kills = report["total"].get("kills") or {}
-    sends = (report.get("sends") or {}).get("by_kind") or {}
-    return {
-        **{name: int(kills.get(phase, 0)) for name, phase in _KILL_PHASE.items()},
-        "resend": int(sends.get("resend", 0)) + int(sends.get("late_resend", 0)),
-        "concurrent_duplicate": int(sends.get("concurrent_duplicate", 0)),
-        "async_duplicate": int((report.get("async") or {}).get("delivered_twice", 0)),
-        "partial_batch_write": int(_sdk(report).get("unprocessed_items", 0)),
-        "throttle": int(_sdk(report).get("throttled", 0)),
-    }
+    """How many of each class struck, by its ``counted`` paths (``fault_classes.count``): the report's kills, sends,
+    asynchronous path and SDK faults."""
+    return {cls.name: count(report, cls) for cls in FAULT_CLASSES}
 
 
-def _sdk(report: dict[str, Any]) -> dict[str, Any]:
-    """The SDK faults by kind (``proof/sdk_faults_seen.py``); empty for a report without them."""
-    return dict((report.get("sdk_faults") or {}).get("by_kind") or {})
+def _sdk_calls(report: dict[str, Any], kind: str) -> bool:
+    """Whether the run made an SDK call of ``kind`` an SDK fault strikes (``proof/sdk_faults_seen.py``)."""
+    return bool((report.get("sdk_faults") or {}).get(kind))
+
+
+#: Per place a fault class needs (``FaultClass.place``): whether this run gave it none, from the report, the run's
+#: targets' kinds (``standard``, ``fifo``, ``async``) and the writes the environments' logs show; and why.
+_NO_PLACE: dict[str, tuple[Callable[[dict[str, Any], Collection[str], int], bool], str]] = {
+    "effect_line": (
+        lambda report, kinds, writes: _effect_lines(report) == 0,
+        "no effect line in the run: the handler declares no effect of the runtime",
+    ),
+    "aws_write": (
+        lambda report, kinds, writes: not _sdk_calls(report, "aws_write_calls"),
+        "no DynamoDB, S3, SQS or SNS write call in the run (a SQL commit is never throttled)",
+    ),
+    "watched_write": (
+        lambda report, kinds, writes: writes == 0,
+        "no watched write in the run (DynamoDB, S3, SQS, SNS, a SQL commit)",
+    ),
+    "effect_line_or_write": (
+        lambda report, kinds, writes: _effect_lines(report) == 0 and writes == 0,
+        "no effect line and no watched write in the run",
+    ),
+    "non_fifo_target": (lambda report, kinds, writes: not set(kinds) - {"fifo"}, "every target is a FIFO queue"),
+    "async_target": (lambda report, kinds, writes: "async" not in kinds, "no asynchronous target"),
+    "batch_write": (
+        lambda report, kinds, writes: not _sdk_calls(report, "batch_write_calls"),
+        "no DynamoDB BatchWriteItem call in the run",
+    ),
+}
+
+
+def _effect_lines(report: dict[str, Any]) -> int:
+    return int(report["total"].get("effect_log_lines", 0))
 
 
 def _no_place(cls: FaultClass, report: dict[str, Any], kinds: Collection[str], writes: int) -> str | None:
-    """Why nothing in this run gave ``cls`` a place to strike (``None``: it had one). ``kinds``: the run's targets'
-    kinds (``standard``, ``fifo``, ``async``); ``writes``: the writes the environments' logs show."""
-    effect_lines = int(report["total"].get("effect_log_lines", 0))
-    if cls.name == AFTER_EFFECT and effect_lines == 0:
-        return "no effect line in the run: the handler declares no effect of the runtime"
-    if cls.name == "throttle" and not (report.get("sdk_faults") or {}).get("aws_write_calls"):
-        return "no DynamoDB, S3, SQS or SNS write call in the run (a SQL commit is never throttled)"
-    if cls.name == AFTER_WRITE and writes == 0:
-        return "no watched write in the run (DynamoDB, S3, SQS, SNS, a SQL commit)"
-    if cls.name == "stall" and effect_lines == 0 and writes == 0:
-        return "no effect line and no watched write in the run"
-    if cls.name == "concurrent_duplicate" and not set(kinds) - {"fifo"}:
-        return "every target is a FIFO queue"
-    if cls.name == "async_duplicate" and "async" not in kinds:
-        return "no asynchronous target"
-    if cls.name == "partial_batch_write" and not (report.get("sdk_faults") or {}).get("batch_write_calls"):
-        return "no DynamoDB BatchWriteItem call in the run"
-    return None
+    """Why nothing in this run gave ``cls`` a place to strike (``None``: it had one, or it needs none). ``kinds``:
+    the run's targets' kinds (``standard``, ``fifo``, ``async``); ``writes``: the writes the environments' logs
+    show."""
+    if cls.place is None:
+        return None
+    lacks, why = _NO_PLACE[cls.place]
+    return why if lacks(report, kinds, writes) else None
 
 
 def watched_writes(run_dir: Path) -> int:
