@@ -18,16 +18,18 @@ the idempotency record instead, and the first delivery pays nothing for them:
   claim's validation hash, and ``names.EFFECT_RESULTS_ATTR``: a map ``<effect>#<n>`` -> the result's JSON text,
   where ``n`` counts the calls of the effect in one run of the record function (1, 2, ...). It is conditioned on the
   record still holding this claim's ``names.ATTEMPT_TOKEN_ATTR``. Refused or failed, it is logged
-  (``effect result not kept``, ``effects``, ``reason``) and the record is deleted as Powertools does: nothing worse
-  than before, those effects run again. Without kept results the plain delete runs.
-- **The next claim** asks for the item it replaced (``claims.py``: ``ReturnValues=ALL_OLD``, no extra request).
-  When that is a released record of the same payload (``INPROGRESS``, results present, its ``expiration`` not past,
-  the same validation hash), its results answer the matching calls of this run (effect name and call number) without
-  calling them: ``effect answered from marker`` (``effect``, ``effect_key``, ``effect_call``), returned after a JSON
-  round trip (a tuple comes back a list). A claim that replaced nothing, or an expired record, answers nothing. The
-  run that received results writes them onto its own claim at once (one ``UpdateItem`` conditioned on its token:
-  this rare path only), so a kill of that run does not lose them; if it fails by exception again, its release holds
-  the results it received and its own.
+  (``effect result not kept``, ``effects``, ``reason``; and ``effect repeated after failure``, those effects run
+  again). Refused, the record holds another claim now and is left to it (deleting it would let a third run in beside
+  that claim); failed, it is deleted as Powertools does: nothing worse than before. Without kept results the plain
+  delete runs.
+- **The next claim** asks for the item it replaced (``claims.py``: ``ReturnValues=ALL_OLD``, no extra request). When
+  that is a released record of the same payload (``INPROGRESS``, results present, its ``expiration`` not past, the same
+  validation hash: with ``validate=`` or ``operation=``, else any payload under the key), its results answer the
+  matching calls of this run (effect name and call number) without calling them: ``effect answered from marker``
+  (``effect``, ``effect_key``, ``effect_call``), returned after a JSON round trip (a tuple comes back a list). A claim
+  that replaced nothing, or an expired record, answers nothing. The run that received results writes them onto its own
+  claim at once (one ``UpdateItem`` conditioned on its token: this rare path only), so a kill of that run does not lose
+  them; if it fails by exception again, its release holds the results it received and its own.
 - **Room.** A record holds at most ``KEPT_RESULTS_MAX_BYTES`` of results; a result that is not such JSON, or finds
   no room, is not kept (``effect result not kept``, with the reason): that effect runs again after a failure, and
   only its own idempotency key makes that harmless.
@@ -58,6 +60,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.shared.functions import strtobool
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+from botocore.exceptions import ClientError
 
 from . import claims, names
 from .effects.unkeyed import MAX_STORED_RESULT_BYTES, storable_result
@@ -101,12 +104,14 @@ class EffectResults:
     claim: claims.Claim | None = None
     #: Bytes of results held (received and kept).
     size: int = 0
+    #: Bytes of results this run's claim holds: those it received, once carried onto it.
+    carried: int = 0
 
     @classmethod
     def start(cls, store: Any, key: Any) -> EffectResults:
         """The results of a new run of the record keyed ``key`` on ``store``: off without a key, under
         ``POWERTOOLS_IDEMPOTENCY_DISABLED``, or for a layer other than Powertools' DynamoDB layer."""
-        on = enabled(key) and isinstance(store, DynamoDBPersistenceLayer)
+        on = enabled(key) and bool(getattr(store, _MARK, False))  # the layers guard_releases guards
         return cls(store if on else None)
 
     @contextmanager
@@ -118,6 +123,7 @@ class EffectResults:
             yield
         finally:
             _CURRENT.reset(token)
+            claims.forget()  # the claim (and the item it replaced) is this record's only
 
     def receive(self, logger: Logger) -> None:
         """Take the results of the released record this run's claim replaced (none when it replaced nothing, an
@@ -131,6 +137,7 @@ class EffectResults:
         self.size = sum(_entry_bytes(name, text) for name, text in self.received.items())
         if self.received:
             problem = _carry(self.claim, self.received)
+            self.carried = self.size if problem is None else 0
             if problem is not None:
                 logger.warning(
                     names.MSG_EFFECT_RESULT_NOT_KEPT,
@@ -147,9 +154,8 @@ class EffectResults:
         return (False, None) if text is None else (True, json.loads(text))
 
     def keep(self, effect: str, call: int, result: Any) -> str | None:
-        """Keep ``result`` of call ``call`` of ``effect``; ``None`` when kept, else why not (never raises)."""
-        if self.store is None:
-            return None
+        """Keep ``result`` of call ``call`` of ``effect``; ``None`` when kept, else why not (never raises). Only for a
+        run whose results are on (``store`` set)."""
         text = storable_result(result)
         if text is None:
             return (
@@ -173,7 +179,7 @@ class EffectResults:
 
     def carried_bytes(self) -> int:
         """Bytes of results this run's claim holds (those it received and carried)."""
-        return sum(_entry_bytes(name, text) for name, text in self.received.items())
+        return self.carried
 
 
 def released_results(claim: claims.Claim) -> dict[str, str]:
@@ -229,9 +235,16 @@ def _carry(claim: claims.Claim, results: dict[str, str]) -> str | None:
     return None
 
 
+class ReleaseRefused(Exception):
+    """A release's condition refused it: the record holds another claim's token (another run claimed it since)."""
+
+
 def release(claim: claims.Claim, results: dict[str, str]) -> str | None:
     """Write ``claim``'s record back released with ``results`` (see the module docstring) while it holds the claim's
-    token; ``None`` when written, else why not (never raises)."""
+    token; ``None`` when written, else why not.
+
+    :raises ReleaseRefused: the record holds another claim's token.
+    """
     store = claim.store
     item = {
         **store._get_key(claim.key),
@@ -247,6 +260,11 @@ def release(claim: claims.Claim, results: dict[str, str]) -> str | None:
         item[store.validation_key_attr] = {"S": _validation(store, claim)}
     try:
         store.client.put_item(TableName=store.table_name, Item=item, **_token_condition(claim))
+    except ClientError as error:
+        problem = f"{type(error).__name__}: {error}"[:500]
+        if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            raise ReleaseRefused(problem) from error
+        return problem
     except Exception as error:  # noqa: BLE001 - the record is deleted instead, as Powertools does
         return f"{type(error).__name__}: {error}"[:500]
     return None
@@ -268,20 +286,34 @@ def guard_releases(store: Any, logger: Logger) -> bool:
     def delete(data_record: DataRecord) -> None:
         run = _CURRENT.get()
         claim = None if run is None else run.claim
-        if run is not None and claim is not None and claim.store is store and claim.key == data_record.idempotency_key:
-            results = run.results()
-            problem = release(claim, results) if results else "no results"
+        mine = claim is not None and claim.store is store and claim.key == data_record.idempotency_key
+        if run is not None and claim is not None and mine and (results := run.results()):
+            try:
+                problem, refused = release(claim, results), False
+            except ReleaseRefused as error:
+                problem, refused = str(error), True
             if problem is None:
                 return
-            if results:
-                logger.warning(
-                    names.MSG_EFFECT_RESULT_NOT_KEPT,
-                    extra={
-                        names.FIELD_EFFECTS: sorted(results),
-                        names.FIELD_REASON: f"the record could not be released with its results ({problem}): it is "
-                        "deleted, and a later run of it calls these effects again",
-                    },
-                )
+            fate = (
+                "it holds another claim now and is left to it"
+                if refused
+                else "it is deleted, and a later run of it calls these effects again"
+            )
+            extra = {names.FIELD_EFFECTS: sorted(results)}
+            logger.warning(
+                names.MSG_EFFECT_RESULT_NOT_KEPT,
+                extra={
+                    **extra,
+                    names.FIELD_REASON: f"the record could not be released with its results ({problem}): {fate}",
+                },
+            )
+            # These effects run again: said as the record function's failure says it, for the lines' readers.
+            logger.warning(
+                names.MSG_EFFECT_REPEATED_AFTER_FAILURE,
+                extra={**extra, names.FIELD_EFFECTS: sorted({name.rsplit("#", 1)[0] for name in results})},
+            )
+            if refused:
+                return  # deleting it would free another run's live claim
         delete_record(data_record=data_record)
 
     store._delete_record = delete  # type: ignore[method-assign]

@@ -185,9 +185,9 @@ def test_valid_work_the_app_dead_letters_by_itself_fails_the_run_though_the_redr
     assert len(report["verdict"]["reasons"]) == 1, _reasons(report)
     assert "dead-lettered by their queue's redrive policy without a reason" in _reasons(report)
     rows = report["dead_lettered_without_reason"]
-    # A 2 s function defers the last records of a batch its remaining time cannot fit (mostly at a cold start), and
-    # on a loaded machine an invocation may meet its deadline: such keys are listed as "deadline", not failing (7 of
-    # 17 in a run, so 0.41 ** 17 = 3e-7 for none left to the app); the others' failures are the app's alone.
+    # Every failing key raised, or was skipped behind a key of its FIFO group that raised (a 'record failed' line of
+    # its own): the app's. A 2 s function also defers the last records of a batch its remaining time cannot fit (at
+    # a cold start): a key only ever deferred or killed at its deadline is listed as "deadline", not failing.
     assert rows and all(row["cause"] in ("app", "deadline") for row in rows), rows
     assert any(row["cause"] == "app" for row in rows), rows
     # Each such key came back through the run's redrive and was effected once (issue 30, item 6: listed with the
@@ -207,6 +207,8 @@ def test_valid_work_the_run_dead_lettered_by_its_kills_is_listed_and_passes(gall
 
     assert code == 0, _reasons(report)
     rows = report["dead_lettered_without_reason"]
+    # At maxReceiveCount 2, 60 % of the invocations killed: 19 to 44 of the 48 keys in the runs seen.
+    assert rows and any(row["cause"] == "faults" for row in rows), rows
     assert all(row["cause"] in ("faults", "deadline") for row in rows), rows
     assert {row["key"] for row in rows} <= set(report["states"]["keys"]["redriven_then_effected"])
 

@@ -69,25 +69,37 @@ def test_each_key_gets_its_cause_from_what_the_run_did_to_it_or_its_fifo_group()
         "9": {"dlq": "f-dlq.fifo", "key": "other-group", "group": "g2"},
         "10": {"dlq": "q-dlq", "key": "deferred", "group": None},
         "11": {"dlq": "q-dlq", "key": "started-before-the-deferred", "group": None},
+        "12": {"dlq": "f-dlq.fifo", "key": "first-in-g3", "group": "g3"},
+        "13": {"dlq": "q-dlq", "key": "deferred-and-failed", "group": None},
     }
     kills = [
         {"phase": "after_write", "key": "killed", "batch_keys": ["killed", "in-a-killed-batch"]},
         {"phase": "after_write", "key": None, "batch_keys": ["ahead"]},
         {"phase": "deadline", "key": None, "batch_keys": ["slow"]},
+        {"phase": "after_write", "key": None, "batch_keys": ["killed-behind"]},
     ]
-    sent = [_sent(k, 1) for k in ("killed", "in-a-killed-batch", "throttled", "slow", "alone", "deferred")]
+    sent = [
+        _sent(k, 1)
+        for k in ("killed", "in-a-killed-batch", "throttled", "slow", "alone", "deferred", "deferred-and-failed")
+    ]
     sent += [_sent("started-before-the-deferred", 1)]
     sent += [_sent("resent", 1), _sent("resent", 2)]
     sent += [_sent(k, 1, queue="Fifo", group="g1") for k in ("ahead", "behind")]
     sent += [_sent("other-group", 1, queue="Fifo", group="g2")]
+    sent += [_sent(k, 1, queue="Fifo", group="g3") for k in ("first-in-g3", "killed-behind")]
 
     rows = dead_lettered_without_reason(
         moved,
         kill_records=kills,
         sdk_faults=[{"kind": "throttled", "request_id": "r-7"}],
-        invocations={"r-7": ["throttled"], "r-8": ["alone"], "r-9": ["started-before-the-deferred", "deferred"]},
+        invocations={
+            "r-7": ["throttled"],
+            "r-8": ["alone"],
+            "r-9": ["started-before-the-deferred", "deferred-and-failed", "deferred"],
+        },
         sent_rows=sent,
-        deferred={"r-9": 1},  # its runtime returned the last record: its remaining time could not fit it
+        deferred={"r-9": 2},  # its runtime returned the last records: its remaining time could not fit them
+        failed={"deferred-and-failed", "killed"},  # the runtime's "record failed" lines
     )
 
     causes = {row["key"]: row["cause"] for row in rows}
@@ -99,9 +111,11 @@ def test_each_key_gets_its_cause_from_what_the_run_did_to_it_or_its_fifo_group()
         "behind": "faults",  # a key ahead of it in its group was killed
         "slow": "deadline",
         "deferred": "deadline",
+        "deferred-and-failed": "app",  # deferred once, and failed by the app on another receive
         "started-before-the-deferred": "app",  # started, so not deferred: it failed by itself
         "alone": "app",
         "other-group": "app",  # another group's kill explains nothing
+        "first-in-g3": "app",  # a key killed behind it in its group cannot have held it back
     }
     alone = next(row for row in rows if row["key"] == "alone")
     assert alone == {"key": "alone", "messages": 2, "dlqs": ["q-dlq"], "cause": "app"}

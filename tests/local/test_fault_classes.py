@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,16 @@ import pytest
 
 from effectively_once_local.chaos.fault_classes import COMMANDS, DRAWN, FAULT_CLASSES, ChaosConfig, of_command
 from effectively_once_local.chaos.fault_model import KILL_PHASES, pick_fate
+from effectively_once_local.chaos.sdk_faults import SDK_FAULT_KINDS
 from effectively_once_local.cli import fault_flags
 from effectively_once_local.cli.arguments import fraction
 from effectively_once_local.cli.main import _BY_NAME, _parser
 from effectively_once_local.profiles import inert_faults
 from effectively_once_local.proof import faults_struck
+from effectively_once_local.proof.line_states import async_counts
+from effectively_once_local.traffic.producer import CONCURRENT_DUPLICATE, LATE_RESEND, RESEND
+
+_DOCS = Path(__file__).resolve().parents[2] / "docs" / "chaos.md"
 
 
 def _required(command: str, tmp_path: Path) -> list[str]:
@@ -63,7 +69,7 @@ def test_fails_a_flag_accepted_and_never_used(command: str, flag: str, tmp_path:
 
 
 @pytest.mark.parametrize("flag", _fraction_flags("demo"))
-def test_fails_a_demo_fault_flag_under_no_chaos(flag: str) -> None:
+def test_fails_a_demo_fault_flag_under_no_chaos(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     # ...and under --no-chaos, which draws nothing, giving one is a usage error, not a fraction silently dropped.
     parser, commands = _parser()
     args = parser.parse_args(["demo", "--no-chaos", flag, "0.5"])
@@ -71,6 +77,10 @@ def test_fails_a_demo_fault_flag_under_no_chaos(flag: str) -> None:
     with pytest.raises(SystemExit) as stopped:
         _BY_NAME["demo"].check(commands["demo"], args)
     assert stopped.value.code == 2
+    # The refusal itself, not a later check (the app folder's exits 2 too): it names both flags.
+    assert f"error: arguments --no-chaos, {flag}: --no-chaos runs without chaos; {flag} would be ignored" in (
+        capsys.readouterr().err
+    )
 
 
 def test_the_chaos_configuration_has_one_field_per_class() -> None:
@@ -85,12 +95,21 @@ def test_the_draw_is_the_tables_in_its_turns() -> None:
     assert set(ChaosConfig().fates()) <= set(KILL_PHASES)
 
 
-def test_the_draws_sum_check_names_the_commands_fates() -> None:
+def test_the_draws_sum_check_names_the_commands_fates(capsys: pytest.CaptureFixture[str]) -> None:
     parser, commands = _parser()
-    args = parser.parse_args(["demo", "--crash-after-charge", "0.6", "--timeouts", "0.6"])
+    args = parser.parse_args(
+        ["demo", "--crash-after-charge", "0.6", "--crash-after-complete", "0.1", "--timeouts", "0.6"]
+    )
 
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stopped:
         fault_flags.check_draw(commands["demo"], args, "demo")
+
+    assert stopped.value.code == 2
+    # The demo's flags of the drawn fates, in the draw's order (no --crash-after-write: the demo does not draw it).
+    assert (
+        "error: arguments --crash-after-charge, --crash-after-complete, --timeouts: one draw per invocation picks"
+        " among them, so their sum must not exceed 1, got 1.3 ("
+    ) in capsys.readouterr().err
 
 
 def test_every_place_a_class_needs_has_its_rule_in_both_inert_checks() -> None:
@@ -98,6 +117,24 @@ def test_every_place_a_class_needs_has_its_rule_in_both_inert_checks() -> None:
 
     assert set(inert_faults._NO_PLACE) == places, "before the first send (profiles/inert_faults.py)"
     assert set(faults_struck._NO_PLACE) == places, "after the run (proof/faults_struck.py)"
+
+
+def test_every_counted_path_names_a_kind_the_run_counts() -> None:
+    # The report's counts are keyed by these modules' kinds: a path naming anything else counts nothing, ever.
+    real = {
+        *(("total", "kills", phase) for phase in KILL_PHASES),
+        *(("sends", "by_kind", kind) for kind in (RESEND, LATE_RESEND, CONCURRENT_DUPLICATE)),
+        *(("sdk_faults", "by_kind", kind) for kind in SDK_FAULT_KINDS),
+        *(("async", key) for key in async_counts([{"async": True, "invoked": True}]) or {}),
+    }
+
+    for cls in FAULT_CLASSES:
+        assert cls.counted, cls.name
+        for path in cls.counted:
+            assert path in real, f"{cls.name} is counted at {path}, which no part of the run counts"
+    assert {p for c in FAULT_CLASSES for p in c.counted if p[0] == "sends"} == {
+        ("sends", "by_kind", kind) for kind in (RESEND, LATE_RESEND, CONCURRENT_DUPLICATE)
+    }, "every duplicate the producer sends is counted"
 
 
 def test_every_class_is_counted_by_its_paths_in_the_report_order() -> None:
@@ -141,17 +178,39 @@ _DRAWN_BEFORE = {
 }
 
 
-def test_the_fates_are_in_the_order_they_were_before() -> None:
-    defaults = ChaosConfig(
-        resend=0.1,
-        concurrent_duplicates=0.05,
-        crash_after_charge=0.03,
-        crash_after_complete=0.03,
-        timeout=0.02,
-        crash_after_write=0.05,
-        crash_random=0.02,
-        async_duplicate=0.1,
-    )
+def _chaos_defaults(tmp_path: Path) -> ChaosConfig:
+    """The ``chaos`` command's ChaosConfig given only its required arguments: parsed and built as the command does."""
+    parser, _ = _parser()
+    return fault_flags.chaos_config(parser.parse_args(_required("chaos", tmp_path)), "chaos")
+
+
+def _documented_defaults() -> dict[str, str]:
+    """docs/chaos.md's default per fault flag: its option table's rows (``| `--a`, `--b` | ... (defaults x, y ...) |``:
+    the flags and the values in turn) and, for a flag the table does not list, the prose's ``--flag F` (default x)``."""
+    text = _DOCS.read_text()
+    documented: dict[str, str] = {}
+    for row in re.finditer(r"^\| (`--[^|]*) \|[^\n]*\(defaults? ([^;)]*)[;)]", text, re.MULTILINE):
+        flags = re.findall(r"`(--[a-z-]+)`", row.group(1))
+        values = [v.strip() for v in row.group(2).split(",")]
+        for flag, value in zip(flags, values, strict=False):
+            documented[flag] = value
+    for prose in re.finditer(r"`(--[a-z-]+) F` \(default ([0-9.]+)\)", text):
+        documented.setdefault(prose.group(1), prose.group(2))
+    return documented
+
+
+def test_the_chaos_commands_defaults_are_the_documented_ones(tmp_path: Path) -> None:
+    defaults = _chaos_defaults(tmp_path)
+    documented = _documented_defaults()
+
+    assert {flag.name: getattr(defaults, cls.field) for cls, flag in of_command("chaos")} == {
+        flag.name: float(documented.get(flag.name, "nan")) for _, flag in of_command("chaos")
+    }, "docs/chaos.md's option table (or its prose) gives each fault flag's default"
+    assert defaults.seed == int(documented["--seed"]) == 7
+
+
+def test_the_fates_are_in_the_order_they_were_before(tmp_path: Path) -> None:
+    defaults = _chaos_defaults(tmp_path)
 
     assert list(ChaosConfig().fates().items()) == [(fate, 0.0) for fate in _FATES_BEFORE]
     assert list(defaults.fates().values()) == [0.03, 0.03, 0.02, 0.05, 0.02]

@@ -6,7 +6,7 @@ keys), its :class:`ChaosConfig` field, its flag per command (``chaos``, ``demo``
 strike (shown when it did not), the place it needs on a stack (``place``: checked before the first send by
 ``profiles/inert_faults.py`` and after the run by ``proof/faults_struck.py``), how it is counted (the report's paths
 summed) and, for a kill or stall, its fate in the per-invocation draw (:meth:`ChaosConfig.fates`). From the rows are
-built: both commands' fraction flags, their checks and their :class:`ChaosConfig` (``cli/arguments.py``), the draw,
+built: both commands' fraction flags, their checks and their :class:`ChaosConfig` (``cli/fault_flags.py``), the draw,
 the inert checks and the struck counts. ``tests/local/test_fault_classes.py`` holds every one of them to the table,
 and fails on a flag accepted and never used.
 

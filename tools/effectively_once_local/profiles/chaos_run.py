@@ -31,7 +31,7 @@ from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
 from ..proof.dead_letters import add_dead_letters, dead_lettered_without_reason, moved_by_sqs
-from ..proof.executions import Writer, all_writes, batch_kills, batches, rewritten
+from ..proof.executions import Writer, all_writes, batch_keys, batch_kills, batches, rewritten
 from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
@@ -416,17 +416,19 @@ def _dead_letters(
     opts: ChaosOptions, outcome: _Outcome, kill_records: list[dict[str, Any]], sent_rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The valid keys SQS dead-lettered, each with its cause (``dead_letters.dead_lettered_without_reason``): from
-    the kills, the injected SDK faults, the invocations' batches, the send log and the ``records deferred`` lines."""
+    the kills, the injected SDK faults, the invocations' batches, the send log, the ``records deferred`` and the
+    ``record failed`` lines."""
     return dead_lettered_without_reason(
         outcome.sqs_moved,
         kill_records=kill_records,
         sdk_faults=read_sdk_faults(read_jsonl(sorted(opts.run_dir.glob("chaos-*.jsonl")))),
-        invocations=batches(opts.run_dir, normalizer(opts.normalize)),
+        invocations=batch_keys(opts.run_dir, normalizer(opts.normalize)),
         sent_rows=sent_rows,
         deferred={
             str(ln.get("function_request_id")): int(ln.get(names.FIELD_DEFERRED) or 0)
             for ln in log_lines(opts.run_dir, names.MSG_RECORDS_DEFERRED)
         },
+        failed=set(_keys_of(opts, names.MSG_RECORD_FAILED)),
     )
 
 

@@ -15,13 +15,17 @@ What explains a key (its ``cause``):
 
 - ``faults``: the run struck it. An injected kill or stall of an invocation whose batch held the key, an injected
   SDK fault in such an invocation, or the run sent the key more than once (a resend, a concurrent duplicate, two
-  input lines of one key: a copy in progress elsewhere refuses it). On a FIFO queue a key of its message group
-  struck so counts too: SQS delivers a group in order, so a group's record held back blocks the keys behind it.
-- ``deadline``: no such fault, but the watchdog killed an invocation holding it (or its group) at its function's
+  input lines of one key: a copy in progress elsewhere refuses it). On a FIFO queue a key sent before it in its
+  message group struck so counts too: SQS delivers a group in order, so a group's record held back blocks the keys
+  behind it (never those ahead of it).
+- ``app``: no such fault, and the runtime failed the key by itself at least once (a ``record failed`` line: its
+  record function raised, its claim was refused, it was skipped behind a failed key of its FIFO group), whatever
+  else happened to it.
+- ``deadline``: none of those, but the watchdog killed an invocation holding it (or its group) at its function's
   deadline, or the runtime deferred it because the invocation's remaining time could not fit it (``records
   deferred``: the last records of the batch, never started): the machine was slower than the function's timeout
   allows. Listed, not failing.
-- ``app``: nothing of the run touched it or its group.
+- ``app`` too when nothing of the run touched it or its group.
 
 Only the DLQs of queues count: an asynchronous target's on-failure records are Lambda's, after its own retries, and
 carry their condition.
@@ -81,13 +85,22 @@ def _touched(
     return struck, at_deadline
 
 
-def _groups(sent_rows: Iterable[dict[str, Any]]) -> dict[str, set[tuple[Any, Any]]]:
-    """Key -> its FIFO message groups, each as ``(queue label, group id)``; a standard queue's key has none."""
-    groups: dict[str, set[tuple[Any, Any]]] = {}
+def _ahead(sent_rows: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """Key -> the keys sent before it in its FIFO message groups (a group is ``(queue label, group id)``; in the
+    send log's order, each key at its first send), itself included; a standard queue's key: itself."""
+    order: dict[tuple[Any, Any], list[str]] = {}
+    ahead: dict[str, set[str]] = {}
     for r in sent_rows:
-        if r.get("key") is not None and r.get("group") is not None:
-            groups.setdefault(str(r["key"]), set()).add((r.get("queue"), r["group"]))
-    return groups
+        if r.get("key") is None:
+            continue
+        key = str(r["key"])
+        ahead.setdefault(key, {key})
+        if r.get("group") is not None:
+            keys = order.setdefault((r.get("queue"), r["group"]), [])
+            if key not in keys:
+                ahead[key].update(keys)
+                keys.append(key)
+    return ahead
 
 
 def dead_lettered_without_reason(
@@ -98,35 +111,30 @@ def dead_lettered_without_reason(
     invocations: Mapping[str, Iterable[str]],
     sent_rows: list[dict[str, Any]],
     deferred: Mapping[str, int] | None = None,
+    failed: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """One row per key SQS dead-lettered (``moved``: :func:`moved_by_sqs`, gathered over the run and its redrive
     rounds), sorted by key: ``key``, ``messages`` (how many of its messages SQS moved), ``dlqs`` and ``cause``.
 
     :param kill_records: every kill (``key_check.kills``: ``phase``, ``key``, ``batch_keys``).
     :param sdk_faults: every injected SDK fault (``sdk_faults_seen.read_sdk_faults``: ``request_id``).
-    :param invocations: request id -> the keys of its batch (``executions.batches``).
+    :param invocations: request id -> the keys of its batch, in its order (``executions.batch_keys``).
     :param sent_rows: the send log (``key``, ``queue``, FIFO ``group``).
     :param deferred: request id -> the records its runtime deferred (``records deferred``: ``deferred``).
+    :param failed: the keys of the runtime's ``record failed`` lines.
     """
     struck, at_deadline = _touched(kill_records, sdk_faults, invocations, sent_rows, deferred or {})
-    groups = _groups(sent_rows)
-    members: dict[tuple[Any, Any], set[str]] = {}
-    for key, held in groups.items():
-        for group in held:
-            members.setdefault(group, set()).add(key)
-
-    def near(key: str) -> set[str]:
-        return {key}.union(*(members[g] for g in groups.get(key, ())))
-
+    ahead = _ahead(sent_rows)
     rows: dict[str, dict[str, Any]] = {}
     for entry in moved.values():
         row = rows.setdefault(entry["key"], {"key": entry["key"], "messages": 0, "dlqs": set()})
         row["messages"] += 1
         row["dlqs"].add(entry["dlq"])
     for key, row in rows.items():
-        around = near(key)
+        around = ahead.get(key, {key})  # a FIFO group's key held back blocks the keys behind it, not those ahead
         row["dlqs"] = sorted(row["dlqs"])
-        row["cause"] = FAULTS if around & struck else AT_DEADLINE if around & at_deadline else APP
+        slow = around & at_deadline and key not in failed
+        row["cause"] = FAULTS if around & struck else AT_DEADLINE if slow else APP
     return [rows[k] for k in sorted(rows)]
 
 

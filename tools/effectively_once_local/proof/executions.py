@@ -134,14 +134,19 @@ def batch_kills(
     return found
 
 
-def batches(run_dir: Path, same: Callable[[str], str] = str) -> dict[str, Counter[str]]:
-    """Request id -> the deliveries per business key (normalised with ``same``) in that invocation's batch, from the
-    chaos logs' ``invocation`` lines; a record without a key is left out."""
-    found: dict[str, Counter[str]] = {}
+def batch_keys(run_dir: Path, same: Callable[[str], str] = str) -> dict[str, list[str]]:
+    """Request id -> the business keys (normalised with ``same``) of that invocation's batch, in the batch's order,
+    from the chaos logs' ``invocation`` lines; a record without a key is left out."""
+    found: dict[str, list[str]] = {}
     for record in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))):
         if record.get("event") == INVOCATION_EVENT and record.get("request_id"):
-            found[str(record["request_id"])] = Counter(same(str(k)) for k in record.get("batch_keys") or [] if k)
+            found[str(record["request_id"])] = [same(str(k)) for k in record.get("batch_keys") or [] if k]
     return found
+
+
+def batches(run_dir: Path, same: Callable[[str], str] = str) -> dict[str, Counter[str]]:
+    """Request id -> the deliveries per business key in that invocation's batch (:func:`batch_keys`, counted)."""
+    return {request_id: Counter(keys) for request_id, keys in batch_keys(run_dir, same).items()}
 
 
 def _figure(loose: Mapping[str, Counter[str]], invoked: Mapping[str, Counter[str]]) -> tuple[int | None, int]:

@@ -40,6 +40,7 @@ from typing import Any
 from effectively_once_runtime import names
 
 from ..base.json_lines import read_jsonl
+from ..proof.dead_letters import APP
 from ..proof.line_states import dlq_why
 from .chart import KINDS, TimedEvent, origin, png
 
@@ -413,7 +414,7 @@ def _listed_section(report: dict[str, Any]) -> list[str]:
     rows += [
         f"<tr><th>dead-lettered</th><td>{_esc(d['key'])}</td><td>moved by the redrive policy ({_esc(d['messages'])}"
         f" messages to {_esc(', '.join(d['dlqs']))}), cause: {_esc(d['cause'])}</td></tr>"
-        for d in [d for d in report.get("dead_lettered_without_reason") or [] if d["cause"] != "app"][:50]
+        for d in [d for d in report.get("dead_lettered_without_reason") or [] if d["cause"] != APP][:50]
     ]
     rows += [
         f"<tr><th>torn moment</th><td>{_esc(m['key'])}</td><td>after {_esc(m['after_write'] or m['phase'])}: in "
