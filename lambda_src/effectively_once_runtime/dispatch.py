@@ -25,8 +25,8 @@ from .on_failure import OnFailureQueue
 from .sqs_batch import SqsBatch
 
 #: The triggers whose refused events go to the on-failure queue without ``ON_FAILURE_DIRECT``: those Lambda only
-#: ever invokes asynchronously.
-ALWAYS_ASYNC = (events.SNS, events.S3, events.EVENTBRIDGE)
+#: ever invokes asynchronously (``events.ASYNC_TRIGGERS``, where a new one is added).
+ALWAYS_ASYNC = events.ASYNC_TRIGGERS
 
 
 class Dispatch:

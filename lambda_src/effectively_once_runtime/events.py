@@ -64,6 +64,11 @@ EVENTBRIDGE = "eventbridge"
 DIRECT = "direct"
 #: Every value ``classify`` returns.
 TRIGGERS = (SQS, SNS, S3, EVENTBRIDGE, DIRECT)
+#: The triggers Lambda only ever invokes asynchronously (SNS, S3 notifications, EventBridge rules: AWS Lambda
+#: Developer Guide, https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html), so a refused event of one
+#: goes to the on-failure queue without ``ON_FAILURE_DIRECT`` (``dispatch.py``). A new asynchronous trigger is added
+#: here.
+ASYNC_TRIGGERS = (SNS, S3, EVENTBRIDGE)
 
 # --- envelopes --------------------------------------------------------------------------------------------------------
 AUTO = "auto"

@@ -13,7 +13,7 @@ import boto3
 from moto import mock_aws
 
 from effectively_once_local.chaos.fault_model import EventLog
-from effectively_once_local.chaos.faults import item_identity
+from effectively_once_local.chaos.write_services import item_identity
 from effectively_once_local.proof import key_check
 from effectively_once_local.proof.executions import (
     Writer,

@@ -22,10 +22,10 @@ from effectively_once_local.chaos.faults import (
     IDEMPOTENCY_RECORD,
     KILL_POINT_ROLES,
     WriteWatch,
-    item_identity,
     record_hash_candidates,
     role,
 )
+from effectively_once_local.chaos.write_services import item_identity
 from effectively_once_local.proof.key_check import kills
 from effectively_once_runtime import names
 

@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from effectively_once_local.chaos.fault_model import EventLog
-from effectively_once_local.chaos.faults import item_identity
+from effectively_once_local.chaos.write_services import item_identity
 from effectively_once_local.proof.executions import writers
 from effectively_once_local.proof.stores import PROVIDER_LOG, EffectStore, Store, combine, parse_effect
 from effectively_once_local.traffic.chaos_input import compile_key, load_input

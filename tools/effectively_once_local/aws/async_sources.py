@@ -176,7 +176,7 @@ class SourceFinder:
 
 
 #: Every kind of asynchronous source the local tooling finds, by kind (the runtime's trigger, as
-#: ``traffic.producer.SOURCE_SENDERS``), in the order a target's ``sources`` list them: EventBridge rules
+#: ``traffic.source_kinds.SOURCE_SENDERS``), in the order a target's ``sources`` list them: EventBridge rules
 #: (:func:`rules`), then SNS subscriptions (:func:`topics`).
 SOURCE_FINDERS: dict[str, SourceFinder] = {
     EVENTBRIDGE: SourceFinder("events", _rules),

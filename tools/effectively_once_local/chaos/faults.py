@@ -48,13 +48,11 @@ from typing import Any
 
 from effectively_once_runtime import names
 
-#: The writes watched, by botocore service name: the accepted ones are numbered, logged and may be kill points.
-WRITE_OPERATIONS: dict[str, frozenset[str]] = {
-    "dynamodb": frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}),
-    "s3": frozenset({"PutObject", "CompleteMultipartUpload"}),
-    "sqs": frozenset({"SendMessage", "SendMessageBatch"}),
-    "sns": frozenset({"Publish", "PublishBatch"}),
-}
+from .write_services import SDK_SERVICES
+
+#: The writes watched, by botocore service name: the accepted ones are numbered, logged and may be kill points
+#: (``chaos/write_services.py``: one class per service).
+WRITE_OPERATIONS: dict[str, frozenset[str]] = {name: s.operations for name, s in SDK_SERVICES.items()}
 EFFECT = "effect"
 DEAD_LETTER = "dead_letter"
 IDEMPOTENCY_RECORD = "idempotency_record"
@@ -96,23 +94,9 @@ def role(service: str, operation: str, params: dict[str, Any], env: Mapping[str,
 
 
 def target(service: str, params: dict[str, Any]) -> str | None:
-    """What a write wrote to: a table, a bucket (and key), a queue URL, a topic ARN."""
-    if service == "dynamodb":
-        if "TableName" in params:
-            return str(params["TableName"])
-        tables = params.get("RequestItems") or {}
-        if tables:
-            return ",".join(sorted(tables))
-        items = params.get("TransactItems") or []
-        found = {next(iter(i.values())).get("TableName") for i in items if i}
-        return ",".join(sorted(t for t in found if t)) or None
-    if service == "s3":
-        return f"{params.get('Bucket')}/{params.get('Key')}"
-    if service == "sqs":
-        return str(params.get("QueueUrl"))
-    if service == "sns":
-        return str(params.get("TopicArn") or params.get("TargetArn") or params.get("PhoneNumber"))
-    return None
+    """What a write wrote to: a table, a bucket (and key), a queue URL, a topic ARN (its service's ``target``)."""
+    found = SDK_SERVICES.get(service)
+    return found.target(params) if found is not None else None
 
 
 def record_hash_candidates(key: str) -> set[str]:
@@ -135,40 +119,11 @@ SENT_PARAMS = "effectively_once_local.sent_params"
 ENV_WATCH_KEYS = "EFFECTIVELY_ONCE_WATCH_KEYS"
 
 
-def item_identity(item: Mapping[str, Any], attributes: list[str]) -> str:
-    """A DynamoDB item's identity as the table store reads it back: its key attributes, typed, as JSON."""
-    return json.dumps([item.get(a) for a in attributes], sort_keys=True)
-
-
-def _dynamodb_items(params: dict[str, Any], watch: Mapping[str, list[str]]) -> list[tuple[str, Any]]:
-    """(table, item or key) of every item a DynamoDB write touched."""
-    found: list[tuple[str, Any]] = []
-    if "TableName" in params:
-        found.append((str(params["TableName"]), params.get("Item") or params.get("Key") or {}))
-    for table, requests in (params.get("RequestItems") or {}).items():
-        for request in requests:
-            put, delete = request.get("PutRequest") or {}, request.get("DeleteRequest") or {}
-            found.append((table, put.get("Item") or delete.get("Key") or {}))
-    for entry in params.get("TransactItems") or []:
-        for action in ("Put", "Update", "Delete"):
-            if action in entry:
-                part = entry[action]
-                found.append((str(part.get("TableName")), part.get("Item") or part.get("Key") or {}))
-    return [(t, i) for t, i in found if t in watch]
-
-
 def written_items(service: str, params: dict[str, Any], parsed: Any, watch: Mapping[str, list[str]]) -> list[list[str]]:
-    """``[store, identity]`` of everything an accepted write wrote (module docstring); ``watch``: table -> key
-    attributes."""
-    if service == "dynamodb":
-        return [[t, item_identity(i, watch[t])] for t, i in _dynamodb_items(params, watch)]
-    if service == "s3" and params.get("Bucket") and params.get("Key"):
-        return [[str(params["Bucket"]), str(params["Key"])]]
-    if service == "sqs" and isinstance(parsed, dict):
-        url = str(params.get("QueueUrl"))
-        ids = [parsed.get("MessageId")] + [e.get("MessageId") for e in parsed.get("Successful") or []]
-        return [[url, str(i)] for i in ids if i]
-    return []
+    """``[store, identity]`` of everything an accepted write wrote (module docstring; its service's
+    ``written_items``); ``watch``: table -> key attributes."""
+    found = SDK_SERVICES.get(service)
+    return found.written_items(params, parsed, watch) if found is not None else []
 
 
 def _watch_keys() -> dict[str, list[str]]:

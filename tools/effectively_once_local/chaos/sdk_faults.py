@@ -44,18 +44,17 @@ from effectively_once_runtime import names
 
 from .fault_model import ChaosConfig
 from .faults import SENT_PARAMS, WRITE_OPERATIONS
+from .write_services import SDK_SERVICES
 
 #: The fault kinds, as the chaos log's ``kind`` names them.
 UNPROCESSED = "unprocessed_items"
 THROTTLED = "throttled"
 SDK_FAULT_KINDS: tuple[str, ...] = (UNPROCESSED, THROTTLED)
 _HOOK = "effectively_once_local.sdk_faults"
-#: Each service's throttling error after the SDK's retries: (code, HTTP status).
+#: Each watched service's throttling error after the SDK's retries: (code, HTTP status), its class's ``throttling``
+#: (``chaos/write_services.py``: a service without one fails at import).
 THROTTLING_ERRORS: dict[str, tuple[str, int]] = {
-    "dynamodb": ("ProvisionedThroughputExceededException", 400),
-    "s3": ("SlowDown", 503),
-    "sqs": ("RequestThrottled", 400),
-    "sns": ("Throttled", 429),
+    name: service.throttling for name, service in SDK_SERVICES.items() if service.throttling is not None
 }
 
 

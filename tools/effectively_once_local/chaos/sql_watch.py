@@ -28,9 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .faults import EFFECT
+from .write_services import SqlCommits
 
 #: The operation name of a commit in the chaos log and the reports.
-SQL_COMMIT = "sql.commit"
+SQL_COMMIT = f"{SqlCommits.name}.commit"
+_SQL = SqlCommits()
 #: The drivers watched: (module, connection class).
 SQL_CONNECTIONS = (("sqlite3", "Connection"), ("psycopg", "Connection"))
 #: PostgreSQL command tags of a statement that changed rows, committed on its own in autocommit mode.
@@ -47,11 +49,10 @@ class SqlCommitWatch:
 
     def committed(self, connection: Any) -> None:
         """One commit of ``connection``: the write handed on."""
-        kind = type(connection)
         self._on_write(
             {
                 "op": SQL_COMMIT,
-                "target": f"{kind.__module__}.{kind.__name__}",
+                "target": _SQL.target({"connection": connection}),
                 "role": EFFECT,
                 "record_id": None,
                 "items": [],

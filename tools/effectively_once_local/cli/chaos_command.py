@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from effectively_once_runtime.identity import NORMALIZATIONS
 
-from ..proof.object_names import TemplateError, check_template
+from ..proof.object_names import TemplateError
+from ..proof.store_kinds import kind_of, kinds_help
 from ..traffic.chaos_input import InputFileError, compile_key
 from . import fault_flags
 from .arguments import (
@@ -102,11 +103,7 @@ def _add_chaos_stores(chaos: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="KIND:NAME:KEYPATH",
-        help="a store the effects are counted in (repeatable; default: none): table:NAME:ATTRIBUTE,"
-        " bucket:NAME:TEMPLATE with {key} or {effect_key} (matched against the input's keys; * for any"
-        " characters), queue:NAME:JMESPATH,"
-        " provider:[PATH]:JMESPATH (the stand-in's calls, under PATH if given), sqlite:FILE:TABLE:COLUMN,"
-        " postgres:DSN:TABLE:COLUMN",
+        help=f"a store the effects are counted in (repeatable; default: none): {kinds_help()}",
     )
     chaos.add_argument(
         "--provider",
@@ -170,8 +167,7 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
         parser.error(f"argument --key: {args.key!r} finds no key in any line of {args.input}; nothing was sent")
     for store in args.effect or ():
         try:
-            if store.kind == "bucket":
-                check_template(store.key_path, {ln.key for ln in lines if ln.key is not None})
+            kind_of(store).check(store, {ln.key for ln in lines if ln.key is not None})
         except TemplateError as exc:
             parser.error(f"argument --effect: {exc}")
 

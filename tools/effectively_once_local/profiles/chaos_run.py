@@ -45,8 +45,8 @@ from ..proof.key_check import (
     verdict,
 )
 from ..proof.line_states import PASSING_STATES, add_states, async_counts, dlq_contents, line_states, send_kinds
-from ..proof.object_names import check_template
 from ..proof.sdk_faults_seen import add_sdk_faults, read_sdk_faults
+from ..proof.store_kinds import kind_of
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
@@ -130,7 +130,7 @@ class ChaosOptions:
 
     @property
     def starts_provider(self) -> bool:
-        return self.provider or any(s.kind == "provider" for s in self.effects)
+        return self.provider or any(kind_of(s).name == "provider" for s in self.effects)
 
 
 @dataclass(frozen=True)
@@ -343,7 +343,7 @@ def _check_plan(opts: ChaosOptions, lines: list[InputLine], cdk_out: Path) -> tu
     labels = planned_targets_of(cdk_out, opts.stack)
     for name in sorted({ln.queue for ln in lines}, key=str):
         resolve_queue(name, labels)
-    sql = any(spec.kind in ("sqlite", "postgres") for spec in opts.effect_stores())
+    sql = any("sql" in kind_of(spec).services for spec in opts.effect_stores())
     return drawn(opts.chaos, stack_facts(cdk_out, opts.stack, sql_store=sql), opts.given_flags)
 
 
@@ -562,8 +562,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
     compile_key(opts.key, opts.normalize)
     for spec in opts.effect_stores():
-        if spec.kind == "bucket":
-            check_template(spec.key_path, sent_keys(lines))
+        kind_of(spec).check(spec, sent_keys(lines))
     clear_run_dir(opts.run_dir, opts.report_path)
     started = time.monotonic()
     clock = RunClock()

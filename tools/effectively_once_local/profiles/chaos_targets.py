@@ -11,7 +11,8 @@ from ..aws.deploy import DeployError
 from ..aws.discovery import DeployedMapping
 from ..aws.readback import DlqMessage, read_dlq_messages
 from ..runner.async_inbox import refusal, request_payload
-from ..traffic.producer import SOURCE_SENDERS, Sender, invoke_sender, sent_line, source_sender
+from ..traffic.producer import Sender, invoke_sender
+from ..traffic.source_kinds import SOURCE_SENDERS, sent_line, source_sender
 from .on_failure_redrive import local_redrive_on_failure
 from .redrive import local_move, mapping_targets
 
@@ -52,9 +53,9 @@ def move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
 
 def senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
     """How input reaches each asynchronous target: through its first source of the first kind that can take input
-    (``traffic.producer.source_sender``: an EventBridge rule's ``PutEvents`` with the rule's source and detail-type on
-    its bus, else an SNS topic's ``Publish``); when nothing in the stack invokes the function, by direct asynchronous
-    invocations (``traffic.producer.invoke_sender``: ``Invoke`` with ``InvocationType="Event"``).
+    (``traffic.source_kinds.source_sender``: an EventBridge rule's ``PutEvents`` with the rule's source and
+    detail-type on its bus, else an SNS topic's ``Publish``); when nothing in the stack invokes the function, by
+    direct asynchronous invocations (``traffic.producer.invoke_sender``: ``Invoke`` with ``InvocationType="Event"``).
 
     :raises DeployError: an asynchronous target whose sources cannot take input (a rule without a plain source and
         detail-type)."""

@@ -50,6 +50,7 @@ from ..chaos.fault_model import (
     TIMEOUT,
 )
 from ..chaos.faults import IDEMPOTENCY_RECORD, KILL_POINT_ROLES, record_hash, record_hash_candidates
+from ..chaos.write_services import WRITE_SERVICES
 from .dead_letters import render_dead_letters, verdict_reason
 from .faults_struck import render_faults
 from .line_states import FAILING_STATES, dlq_why, render_async
@@ -59,16 +60,10 @@ from .torn_moments import render_torn
 EFFECT_MESSAGE = names.EFFECT_EXECUTED
 #: The kill kinds of the report (``total.kills``, the terminal's ``kills:`` line): every phase but the payments seam's.
 KILL_KINDS = tuple(phase for phase in KILL_PHASES if phase != AFTER_CHARGE)
-#: What a kill after a write followed, by the write's service (``chaos/faults.py``'s ``WRITE_OPERATIONS``, and
-#: ``chaos/sql_watch.py``'s ``sql.commit``): the report's ``total.kills_after_write``, passing runs included, so a run
-#: can say whether its SQL commits were ever struck. HTTP calls are no watched writes: no kill follows one.
-WRITE_KINDS: dict[str, str] = {
-    "dynamodb": "dynamodb_write",
-    "s3": "s3_put",
-    "sqs": "send",
-    "sns": "send",
-    "sql": "sql_commit",
-}
+#: What a kill after a write followed, by the write's service (``chaos/write_services.py``: each service's
+#: ``write_kind``): the report's ``total.kills_after_write``, passing runs included, so a run can say whether its SQL
+#: commits were ever struck. HTTP calls are no watched writes: no kill follows one.
+WRITE_KINDS: dict[str, str] = {name: service.write_kind for name, service in WRITE_SERVICES.items()}
 #: The per-key classes, in the order shown.
 COUNT_KEYS = (
     "messages_sent",

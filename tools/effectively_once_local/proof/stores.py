@@ -40,48 +40,21 @@ own.
 
 from __future__ import annotations
 
-import json
-import re
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from effectively_once_runtime.identity import normalizer
 
-from ..aws.deploy import DeployError
-from ..aws.provider_stand_in import read_calls
-from ..aws.readback import read_dlq_messages, scan_table
-from ..chaos.faults import item_identity
-from ..traffic.chaos_input import body_key, compile_key
 from .executions import Counted, Writer, count_effects
-from .object_names import matcher, placeholder
+from .store_kinds import OPTIONAL_SUFFIX, PROVIDER_LOG, STORE_KINDS, EffectStore, kind_of, physical_name
 
-KINDS = ("table", "bucket", "queue", "provider", "sqlite", "postgres")
-#: Marks a store that not every key must show (``--effect KIND:NAME:KEYPATH:optional``).
-OPTIONAL_SUFFIX = ":optional"
-#: The kinds whose store is a SQL table outside the stack: ``KIND:TARGET:TABLE:COLUMN``.
-SQL_KINDS = ("sqlite", "postgres")
-_SQL_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
-_SQL_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Each kind's CloudFormation resource type, to find a store of the stack by name.
-_RESOURCE_TYPES = {"table": "AWS::DynamoDB::Table", "bucket": "AWS::S3::Bucket", "queue": "AWS::SQS::Queue"}
+__all__ = ["PROVIDER_LOG", "EffectStore", "Store", "combine", "incomplete_keys", "parse_effect", "physical_name"]
 
-
-@dataclass(frozen=True)
-class EffectStore:
-    """One ``--effect KIND:NAME:KEYPATH``."""
-
-    kind: str
-    name: str
-    key_path: str
-    #: Counted, but not required of every key (``:optional``): a store written at most once or under a condition.
-    optional: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}:{self.key_path}" + (OPTIONAL_SUFFIX if self.optional else "")
+#: Every kind's ``KIND`` (``proof/store_kinds.py``: one class each).
+KINDS = tuple(STORE_KINDS)
 
 
 def parse_effect(text: str) -> EffectStore:
@@ -95,99 +68,9 @@ def parse_effect(text: str) -> EffectStore:
     if text.endswith(OPTIONAL_SUFFIX) and text.count(":") > 2:
         return replace(parse_effect(text.removesuffix(OPTIONAL_SUFFIX)), optional=True)
     kind, sep, rest = text.partition(":")
-    if kind in SQL_KINDS:
-        return _sql_store(text, kind, rest)
-    name, sep2, key_path = rest.partition(":")
-    if not (sep and sep2) or kind not in KINDS:
+    if not sep or kind not in STORE_KINDS or ":" not in rest:
         raise ValueError(f"{text!r} is not KIND:NAME:KEYPATH with KIND one of {', '.join(KINDS)}")
-    if not key_path or (kind != "provider" and not name):
-        raise ValueError(f"{text!r}: NAME and KEYPATH are needed (provider::JMESPATH takes no NAME)")
-    if kind == "provider" and name and not name.startswith("/"):
-        raise ValueError(
-            f"{text!r}: the provider stand-in has no name: provider::JMESPATH, or a path prefix starting with '/' "
-            "(provider:/v1/charges:JMESPATH)"
-        )
-    if kind == "bucket":
-        placeholder(key_path)  # TemplateError (a ValueError): not exactly one of {key} and {effect_key}
-    if kind in ("queue", "provider"):
-        compile_key(key_path)  # InputFileError (a ValueError) for an expression the runtime refuses
-    return EffectStore(kind, name, key_path)
-
-
-def _sql_store(text: str, kind: str, rest: str) -> EffectStore:
-    parts = rest.rsplit(":", 2)
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"{text!r} is not {kind}:{'FILE' if kind == 'sqlite' else 'DSN'}:TABLE:COLUMN")
-    target, table, column = parts
-    if not _SQL_TABLE.fullmatch(table) or not _SQL_COLUMN.fullmatch(column):
-        raise ValueError(f"{text!r}: TABLE (name or schema.name) and COLUMN must be plain SQL identifiers")
-    return EffectStore(kind, f"{target}:{table}", column)
-
-
-def physical_name(session: Any, stack: str, store: EffectStore) -> str:
-    """The physical name of the stack's resource ``store`` names (a queue: its URL).
-
-    :raises DeployError: the name matches no resource of that kind, or several.
-    """
-    cfn = session.client("cloudformation")
-    resources = [
-        r
-        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
-        for r in page["StackResourceSummaries"]
-        if r.get("ResourceType") == _RESOURCE_TYPES[store.kind]
-    ]
-    exact = [r for r in resources if store.name in (r["LogicalResourceId"], r.get("PhysicalResourceId"))]
-    matches = exact or [r for r in resources if store.name.lower() in r["LogicalResourceId"].lower()]
-    if len(matches) != 1:
-        shown = ", ".join(r["LogicalResourceId"] for r in resources) or "none"
-        raise DeployError(
-            f"--effect {store} names {len(matches)} {store.kind}s of {stack} (its {store.kind}s: {shown})"
-        )
-    return str(matches[0]["PhysicalResourceId"])
-
-
-def _attr_text(value: dict[str, Any] | None) -> str | None:
-    if not value:
-        return None
-    for kind in ("S", "N"):
-        if kind in value:
-            return str(value[kind])
-    return json.dumps(value, sort_keys=True)
-
-
-def _quoted(table: str) -> str:
-    """A table name checked by :func:`parse_effect` (``name`` or ``schema.name``), each part double-quoted."""
-    return ".".join(f'"{part}"' for part in table.split("."))
-
-
-def _sql_rows(kind: str, target: str, table: str) -> list[dict[str, Any]]:
-    """Every row of ``table`` as column -> value; none when the database file or the table is not there yet."""
-    query = f"SELECT * FROM {_quoted(table)}"  # noqa: S608 - identifiers checked by parse_effect, quoted
-    if kind == "sqlite":
-        path = Path(target).resolve()
-        if not path.is_file():
-            return []
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
-        try:
-            cursor = conn.execute(query)
-        except sqlite3.OperationalError as error:
-            if "no such table" in str(error):
-                return []
-            raise
-        try:
-            columns = [d[0] for d in cursor.description]
-            return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-        finally:
-            conn.close()
-    import psycopg  # only for a postgres store: not a dependency of the tooling
-
-    with psycopg.connect(target, autocommit=True) as pg:
-        try:
-            cur = pg.execute(query.encode())
-        except psycopg.errors.UndefinedTable:
-            return []
-        columns = [d.name for d in cur.description or []]
-        return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+    return STORE_KINDS[kind].parse(text, rest)
 
 
 class Store:
@@ -210,19 +93,13 @@ class Store:
         self.normalize = normalize
         self.session = session
         self.run_dir = run_dir
+        #: The store's kind (``proof/store_kinds.py``), which reads it.
+        self.kind = kind_of(store)
         #: The store's name in the write logs: the physical name of a store of the stack, ``""`` for the provider,
-        #: ``TARGET:TABLE`` for SQL.
-        if store.kind == "provider":
-            self.name = ""
-        elif store.kind in SQL_KINDS:
-            self.name = store.name
-        else:
-            self.name = physical_name(session, stack, store)
-        #: A table's key attributes (what identifies its items), else ``[]``.
-        self.key_attributes: list[str] = []
-        if store.kind == "table":
-            table = session.client("dynamodb").describe_table(TableName=self.name)["Table"]
-            self.key_attributes = [k["AttributeName"] for k in table["KeySchema"]]
+        #: ``TARGET:TABLE`` for SQL (``StoreKind.log_name``).
+        self.name = self.kind.log_name(session, stack, store)
+        #: What identifies its items in the write logs (a table's key attributes), else ``[]``.
+        self.key_attributes: list[str] = self.kind.key_attributes(session, self.name)
         self._before: set[str] = set()
         #: What :meth:`count` found: the effects per key and what it learned (``proof/executions.py``).
         self.counted = Counted(Counter())
@@ -230,39 +107,8 @@ class Store:
         self.item_keys: dict[tuple[str, str], str] = {}
 
     def _items(self) -> list[tuple[str, str | None]]:
-        """(identity, business key) of every effect in the store now."""
-        kind, path = self.spec.kind, self.spec.key_path
-        if kind == "table":
-            return [
-                (item_identity(item, self.key_attributes), _attr_text(item.get(path)))
-                for item in scan_table(self.session.client("dynamodb"), self.name)
-            ]
-        if kind == "bucket":
-            s3, key_of = self.session.client("s3"), matcher(path, self.keys)
-            names = [
-                obj["Key"]
-                for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.name)
-                for obj in page.get("Contents", [])
-            ]
-            return [(name, key_of(name)) for name in names]
-        if kind in SQL_KINDS:
-            target, table = self.spec.name.rsplit(":", 1)
-            rows = _sql_rows(kind, target, table)
-            return [
-                (json.dumps(list(row.values()), default=str), None if row.get(path) is None else str(row[path]))
-                for row in rows
-            ]
-        expression = compile_key(path)
-        if kind == "queue":
-            messages = read_dlq_messages(self.session.client("sqs"), self.name)
-            return [(m.message_id, body_key(expression, m.body)) for m in messages]
-        log = self.run_dir / PROVIDER_LOG
-        calls = [
-            c
-            for c in (read_calls(log) if log.is_file() else [])
-            if c.get("executed") and str(c.get("path") or "").startswith(self.spec.name)
-        ]
-        return [(f"{i}", body_key(expression, json.dumps(c.get("request")))) for i, c in enumerate(calls)]
+        """(identity, business key) of every effect in the store now (its kind's ``items``)."""
+        return self.kind.items(self)
 
     def snapshot(self) -> None:
         """What the store holds before the run: left out of :meth:`count`."""
@@ -282,10 +128,6 @@ class Store:
         self.item_keys = {(self.name, identity): key for identity, key in added}
         self.counted = count_effects(added, self.name, writers, batches)
         return self.counted.effects
-
-
-#: The provider stand-in's call log in the run folder (``aws/provider_stand_in.py``).
-PROVIDER_LOG = "standin-calls.jsonl"
 
 
 def incomplete_keys(counts: Mapping[str, Counter[str]], optional: set[str], keys: set[str]) -> list[str]:

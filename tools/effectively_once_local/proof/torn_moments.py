@@ -10,9 +10,10 @@ or its target: a table, a bucket, a queue URL; a SQL commit writes every SQL sto
 holds every effect write of its key before it: in its own log, the writes numbered before it (``seq``); in the other
 environments' logs, the writes logged before its time (``ts``).
 
-Only the stores whose writes the environment watches count: tables, buckets, queues and the SQL stores. The provider
-stand-in's calls are HTTP calls, no watched writes (``key_check.WRITE_KINDS``): a provider store is left out, so a
-run needs two required stores of the other kinds for a moment to be torn.
+Only the stores whose writes the environment watches count (a kind's ``watched``, ``proof/store_kinds.py``): tables,
+buckets, queues and the SQL stores. The provider stand-in's calls are HTTP calls, no watched writes: a provider store
+is left out, so a run needs two required stores of the other kinds for a moment to be torn. Which stores a write
+wrote to is each kind's rule (``StoreKind.wrote``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,8 @@ from typing import Any
 
 from ..base.json_lines import read_jsonl
 from ..chaos.faults import EFFECT, IDEMPOTENCY_RECORD, record_hash, record_hash_candidates
-from ..chaos.sql_watch import SQL_COMMIT
+from .store_kinds import STORE_KINDS
 
-#: The store kinds whose writes the environment watches (``proof/stores.py``'s kinds but ``provider``).
-WATCHED_KINDS = ("table", "bucket", "queue", "sqlite", "postgres")
-#: The SQL driver module of each SQL store kind, as a commit's ``target`` names its connection class.
-_SQL_DRIVERS = {"sqlite": "sqlite3.", "postgres": "psycopg."}
 #: At most this many moments are listed in the report (all are counted).
 LISTED = 100
 
@@ -53,19 +50,8 @@ class _Write:
 
 
 def _stores_of(write: Mapping[str, Any], stores: Mapping[str, StoreRef]) -> frozenset[str]:
-    """The run's stores (by their ``--effect`` text) that one effect write wrote to."""
-    op, target = str(write.get("op") or ""), str(write.get("target") or "")
-    if op == SQL_COMMIT:
-        return frozenset(s for s, ref in stores.items() if target.startswith(_SQL_DRIVERS.get(ref.kind, "\0")))
-    service = op.split(".", 1)[0]
-    named = {str(item[0]) for item in write.get("items") or [] if item}
-    if service == "dynamodb":
-        named |= set(target.split(","))
-    elif service == "s3":
-        named.add(target.split("/", 1)[0])
-    elif service == "sqs":
-        named.add(target)
-    return frozenset(s for s, ref in stores.items() if ref.kind in ("table", "bucket", "queue") and ref.name in named)
+    """The run's stores (by their ``--effect`` text) that one effect write wrote to (each store's kind says)."""
+    return frozenset(s for s, ref in stores.items() if STORE_KINDS[ref.kind].wrote(write, ref.name))
 
 
 def _effect_writes(run_dir: Path, stores: Mapping[str, StoreRef]) -> list[_Write]:
@@ -108,7 +94,7 @@ def torn_moments(
         ``after_write`` (the write the kill followed, an ``op``), ``written`` and ``missing`` (store texts, sorted).
         Fewer than two required watched stores: none.
     """
-    required = {s: ref for s, ref in stores.items() if s not in optional and ref.kind in WATCHED_KINDS}
+    required = {s: ref for s, ref in stores.items() if s not in optional and STORE_KINDS[ref.kind].watched}
     if len(required) < 2:
         return []
     writes = _effect_writes(run_dir, required)

@@ -31,7 +31,7 @@ from typing import Any
 
 from effectively_once_runtime import events, names
 
-from ..traffic.producer import SOURCE_SENDERS
+from ..traffic.source_kinds import SOURCE_KINDS, DirectInvoke
 
 #: The inbox queue's name prefix.
 INBOX_PREFIX = "eo-async-"
@@ -45,12 +45,12 @@ SOURCE_ATTRIBUTE = "EffectivelyOnceAsyncSource"
 #: ``Invoke`` with (in ``traffic.producer.EVENT_ID_HEADER``): the send log and the delivery log meet on it.
 EVENT_ID_ATTRIBUTE = "EffectivelyOnceEventId"
 #: The sources of the inbox's own: a direct ``Invoke`` (``InvocationType="Event"``) and a redriven on-failure record.
-INVOKE, REDRIVE = "invoke", "redrive"
+INVOKE, REDRIVE = DirectInvoke.inbox_source, "redrive"
 #: Two kinds of the asynchronous sources the local AWS bridges (the runtime's triggers), under their old names here.
 EVENTBRIDGE, SNS = events.EVENTBRIDGE, events.SNS
-#: Every value of :data:`SOURCE_ATTRIBUTE`: the kinds of asynchronous source the local tooling drives
-#: (``traffic.producer.SOURCE_SENDERS``, in its order: ``eventbridge``, ``sns``), then :data:`INVOKE`, :data:`REDRIVE`.
-SOURCES = (*SOURCE_SENDERS, INVOKE, REDRIVE)
+#: Every value of :data:`SOURCE_ATTRIBUTE`: each kind's (``traffic/source_kinds.SOURCE_KINDS``, in its order:
+#: ``eventbridge``, ``sns``, ``invoke``), then :data:`REDRIVE`.
+SOURCES = (*(kind.inbox_source for kind in SOURCE_KINDS), REDRIVE)
 #: Lambda's waits before the second and the third attempt, in seconds ("Lambda waits one minute before the second
 #: attempt and two minutes before the third": AWS Lambda Developer Guide, asynchronous invocation).
 RETRY_DELAYS_SECONDS = (60, 120)

@@ -26,6 +26,7 @@ from effectively_once_runtime.errors import InvalidRecord, UnsupportedEvent
 
 from ..base.run_figures import record_peak
 from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
+from ..traffic.source_kinds import kind_of_trigger
 from .async_inbox import (
     EVENT_AGE_EXCEEDED,
     EVENT_ID_ATTRIBUTE,
@@ -60,16 +61,18 @@ def async_event_id(event: Any) -> str | None:
 
 def async_event_key(path: events.Expression, event: Any) -> str | None:
     """The business key of an asynchronously invoked event: ``path`` searched over what its source's producer
-    published, for an SNS or EventBridge trigger (each names an envelope of the runtime): the first item's payload
-    under that envelope (``events.payload``: an EventBridge event's ``detail``, an SNS record's ``Sns.Message``
-    parsed as strict JSON); else over the event itself. ``None`` when the runtime would reject the event or find no
-    key there (the rules are the runtime's own: ``effectively_once_runtime.events`` and ``consumer.key_text``)."""
+    published (the kind of source delivering the trigger's events says, ``traffic/source_kinds.py``): for an
+    enveloped one the first item's payload under the envelope (``events.payload``: an EventBridge event's ``detail``,
+    an SNS record's ``Sns.Message`` parsed as strict JSON); else over the event itself. ``None`` when the runtime
+    would reject the event or find no key there (the rules are the runtime's own: ``effectively_once_runtime.events``
+    and ``consumer.key_text``)."""
     first = _first_item(event)
     if first is None:
         return None
     trigger, item = first
     try:
-        data = events.payload(trigger, item, trigger) if trigger in (events.SNS, events.EVENTBRIDGE) else event
+        kind = kind_of_trigger(trigger)
+        data = kind.published(item, event) if kind is not None else event
         return key_text(path.search(data))
     except InvalidRecord:
         return None

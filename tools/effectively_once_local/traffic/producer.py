@@ -15,9 +15,8 @@ ties an input line to the delivery log (``attribution.sent_never_delivered``). A
 behind an EventBridge rule or an SNS topic) is sent to through a :data:`Sender` of its own (:func:`event_sender`,
 :func:`topic_sender`): every copy is a new put, with a new event id, as a producer's retry is; the send log keeps
 that id as the ``message_id``. A function nothing in the stack invokes is sent to directly (:func:`invoke_sender`:
-``Invoke`` with ``InvocationType="Event"``, the body as the payload). :data:`SOURCE_SENDERS`: every kind of
-asynchronous source, its sender and how the line comes back out of the events it delivers (:func:`source_sender`,
-:func:`sent_line`).
+``Invoke`` with ``InvocationType="Event"``, the body as the payload). Each kind of asynchronous source, its sender
+and how the line comes back out of the events it delivers: ``traffic/source_kinds.py``.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
-
-from effectively_once_runtime.events import EVENTBRIDGE, SNS
 
 from ..chaos.fault_model import ChaosConfig
 
@@ -147,88 +144,6 @@ def invoke_sender(lam: Any, *, function_name: str) -> Sender:
         return ids
 
     return invoke
-
-
-def _rule_sender(session: Any, rule: Any) -> Sender | None:
-    """:func:`event_sender` through an EventBridge rule (``bus_name``, ``source``, ``detail_type``); ``None`` for a
-    rule whose pattern has no plain ``source`` and ``detail-type``."""
-    if not (rule.source and rule.detail_type):
-        return None
-    return event_sender(
-        session.client("events"),
-        bus_name=str(rule.bus_name),
-        source=str(rule.source),
-        detail_type=str(rule.detail_type),
-    )
-
-
-def _detail_line(event: Any) -> str | None:
-    """An EventBridge event's ``detail`` as JSON (what :func:`event_sender` put as ``Detail``)."""
-    if isinstance(event, dict) and "detail-type" in event and "detail" in event:
-        return json.dumps(event["detail"])
-    return None
-
-
-def _topic_sender(session: Any, topic: Any) -> Sender | None:
-    """:func:`topic_sender` to an SNS topic (``topic_arn``); ``None`` without one."""
-    return topic_sender(session.client("sns"), topic_arn=str(topic.topic_arn)) if topic.topic_arn else None
-
-
-def _message_line(event: Any) -> str | None:
-    """An SNS event's first record's ``Sns.Message`` (what :func:`topic_sender` published), as it is."""
-    records = event.get("Records") if isinstance(event, dict) else None
-    if isinstance(records, list) and records and isinstance(records[0], dict) and "Sns" in records[0]:
-        return str(records[0]["Sns"].get("Message"))
-    return None
-
-
-@dataclass(frozen=True)
-class SourceSender:
-    """How input lines go through one kind of asynchronous source, and come back out of the events it delivers.
-
-    :ivar what: the source as a message names it (``"SNS topic"``).
-    :ivar sender: given a boto3 session and one source of this kind that sends the function events (an
-        ``aws.async_sources.AsyncSource``), the :data:`Sender` through it; ``None`` when it cannot take input.
-    :ivar line_of: the input line inside an event this kind of source delivered (the body its sender put through);
-        ``None`` for an event of another shape.
-    """
-
-    what: str
-    sender: Callable[[Any, Any], Sender | None]
-    line_of: Callable[[Any], str | None]
-
-
-#: Every kind of asynchronous source the local tooling drives, by kind (the runtime's trigger of the events it
-#: delivers, ``effectively_once_runtime.events``: ``eventbridge``, ``sns``), in the order a target's sender is chosen
-#: (:func:`source_sender`). ``runner/async_inbox.py`` (``SOURCES``) and ``aws/async_sources.py`` (``SOURCE_FINDERS``)
-#: name the same kinds.
-SOURCE_SENDERS: dict[str, SourceSender] = {
-    EVENTBRIDGE: SourceSender("EventBridge rule (with a plain source and detail-type)", _rule_sender, _detail_line),
-    SNS: SourceSender("SNS topic", _topic_sender, _message_line),
-}
-
-
-def source_sender(session: Any, sources: Iterable[Any]) -> Sender | None:
-    """The sender of an asynchronous target: through its first source (an ``AsyncSource``, with ``kind``) of the
-    first kind of :data:`SOURCE_SENDERS` that has one able to take input; ``None`` when none can."""
-    listed = list(sources)
-    for kind, entry in SOURCE_SENDERS.items():
-        for source in listed:
-            sender = entry.sender(session, source) if source.kind == kind else None
-            if sender is not None:
-                return sender
-    return None
-
-
-def sent_line(event: Any) -> str:
-    """The input line inside an event an asynchronous source delivered (:attr:`SourceSender.line_of`, the kinds in
-    :data:`SOURCE_SENDERS`' order): an EventBridge event's ``detail`` as JSON, an SNS record's ``Message``; else the
-    event itself, as JSON."""
-    for entry in SOURCE_SENDERS.values():
-        line = entry.line_of(event)
-        if line is not None:
-            return line
-    return json.dumps(event)
 
 
 @dataclass(frozen=True)
