@@ -687,9 +687,11 @@ def test_one_slow_record_long_ago_no_longer_decides_the_deadline(
     assert batch.slowest_ms == 5000.0
     batch.recent_ms.append(200.0)  # the outlier leaves the window
 
-    # 4 s: with the outlier in the window no second record would start (5 s + closing work > what is left), without
-    # it three records of about 0.2 s fit five times over, however loaded the machine (1.5 s failed so, 2026-12-05).
-    response = orders.invoke([sqs_record(order(f"o-{i}")) for i in range(3)], DeadlineContext(4000))
+    # 4 s left throughout (a context whose remaining time stands still): the decision rests on the window alone, not
+    # on the machine's speed. With the outlier in it no second record would start (5 s + closing work > 3.6 s usable);
+    # without it the window's slowest is a real record's time. A wall-clock deadline failed here under make test's
+    # load twice (1.5 s on 2026-12-05; 4 s on 2026-12-07, a record's claim and completion on moto taking seconds).
+    response = orders.invoke([sqs_record(order(f"o-{i}")) for i in range(3)], FakeLambdaContext(4000))
 
     assert failures(response) == set() and len(spans) == 3
 
