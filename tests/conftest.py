@@ -1,11 +1,16 @@
 """Every test session: ``--record-time MEASURE`` (the Makefile passes ``make test`` or ``make proof``) makes a session
 that passed record its wall time into benchmarks/times.json (``benchmarks/times.py``; under pytest-xdist the
 controller records, not its workers). An option, not an environment variable: a pytest that a test starts in a
-subprocess records nothing."""
+subprocess records nothing.
+
+Every session holds each report the tooling assembles (the chaos run's, the demo's) to its committed shape
+(``effectively_once_local/report/report_shape.json``): ``EFFECTIVELY_ONCE_REPORT_SHAPE=check``, set here for the
+session and every process it starts (a run that drifts raises ``ReportShapeError``)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +18,9 @@ from types import ModuleType
 import pytest
 
 OPTION = "--record-time"
+#: ``report_shape.CHECK_ENV`` (a test reads both): every report a test produces is held to its committed shape.
+REPORT_SHAPE_ENV = "EFFECTIVELY_ONCE_REPORT_SHAPE"
+os.environ[REPORT_SHAPE_ENV] = "check"
 _STARTED = "_eo_session_started"
 
 
