@@ -10,7 +10,7 @@ from typing import Any
 
 from effectively_once_local.aws.readback import DlqMessage
 from effectively_once_local.proof.dead_letters import (
-    add_dead_letters,
+    dead_letter_totals,
     dead_lettered_without_reason,
     moved_by_sqs,
 )
@@ -133,7 +133,7 @@ def _report(rows: list[dict[str, Any]]) -> dict[str, Any]:
         kill_records=[],
         effect_takes_key=False,
     )
-    add_dead_letters(report, rows)
+    report |= {"total": report["total"] | dead_letter_totals(rows), "dead_lettered_without_reason": rows}
     return report
 
 

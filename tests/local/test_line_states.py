@@ -13,7 +13,7 @@ import pytest
 
 from effectively_once_local.aws.readback import DlqMessage
 from effectively_once_local.proof.key_check import build, verdict
-from effectively_once_local.proof.line_states import add_states, dlq_contents, line_states
+from effectively_once_local.proof.line_states import dlq_contents, line_states
 from effectively_once_local.traffic.chaos_input import InputLine
 from effectively_once_runtime import names
 
@@ -128,7 +128,7 @@ def test_the_verdict_fails_on_stranded_vanished_and_never_delivered(states: dict
         kill_records=KILLS,
         effect_takes_key=False,
     )
-    add_states(report, states, dlq_contents(DLQ, _key_of))
+    report |= {"total": report["total"] | states["counts"], "states": states, "dlq": dlq_contents(DLQ, _key_of)}
 
     code, reasons = verdict(report)
 
@@ -163,7 +163,7 @@ def test_a_clean_run_passes_with_its_states() -> None:
         kill_records=[],
         effect_takes_key=False,
     )
-    add_states(report, states, {})
+    report |= {"total": report["total"] | states["counts"], "states": states, "dlq": {}}
 
     assert verdict(report) == (0, [])
     assert report["total"]["effected_once"] == 1 and report["total"]["invalid_in_dlq"] == 1

@@ -13,7 +13,7 @@ from typing import Any
 from effectively_once_local.aws.discovery import DeployedMapping
 from effectively_once_local.profiles.pipeline import describe
 from effectively_once_local.proof.key_check import build, render, verdict
-from effectively_once_local.proof.line_states import add_states, dlq_contents, dlq_why, line_states
+from effectively_once_local.proof.line_states import dlq_contents, dlq_why, line_states
 from effectively_once_local.runner.mapping_config import MappingConfig
 from effectively_once_local.traffic.chaos_input import InputLine
 
@@ -92,7 +92,7 @@ def _report(redrive: bool) -> dict[str, Any]:
         kill_records=KILLS,
         effect_takes_key=False,
     )
-    add_states(report, states, dlq_contents(DLQ, _key_of))
+    report |= {"total": report["total"] | states["counts"], "states": states, "dlq": dlq_contents(DLQ, _key_of)}
     report["run"] = {"redrive": redrive}
     return report
 

@@ -133,7 +133,7 @@ def test_a_lost_key_shows_the_fault_that_hit_it(tmp_path: Any) -> None:
     """The proof's side (``proof/sdk_faults_seen.py``): a fault's held-back requests named by key through the table
     store's attribute, counted by kind, in the lost key's evidence and row, and in the verdict's words."""
     from effectively_once_local.proof.key_check import verdict
-    from effectively_once_local.proof.sdk_faults_seen import add_sdk_faults, render_sdk_faults
+    from effectively_once_local.proof.sdk_faults_seen import render_sdk_faults, sdk_faults
 
     held = {"orders-physical": [{"PutRequest": {"Item": {"id": {"S": "x"}, "order_id": {"S": " O-2 "}}}}]}
     rows = [
@@ -147,7 +147,10 @@ def test_a_lost_key_shows_the_fault_that_hit_it(tmp_path: Any) -> None:
         "states": {"per_key": {"o-2": {"state": "vanished"}}, "evidence": {"o-2": {"kills": []}}},
     }
 
-    add_sdk_faults(report, tmp_path, {"orders-physical": "order_id"}, lambda k: k.strip().lower())
+    def same(key: str) -> str:  # the run's normalisation
+        return key.strip().lower()
+
+    report["sdk_faults"] = sdk_faults(report["states"], tmp_path, {"orders-physical": "order_id"}, same)
 
     assert report["sdk_faults"] == {
         "by_kind": {UNPROCESSED: 1, "throttled": 0},

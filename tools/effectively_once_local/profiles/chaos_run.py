@@ -30,7 +30,7 @@ from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
 from ..proof.attribution import log_line_count
-from ..proof.dead_letters import add_dead_letters, dead_lettered_without_reason, moved_by_sqs
+from ..proof.dead_letters import dead_letter_totals, dead_lettered_without_reason, moved_by_sqs
 from ..proof.executions import Writer, all_writes, batch_keys, batch_kills, batches, rewritten
 from ..proof.faults_struck import faults_block, required, watched_writes
 from ..proof.group_order import first_executions, reordered
@@ -44,16 +44,17 @@ from ..proof.key_check import (
     unkeyed_lines,
     verdict,
 )
-from ..proof.line_states import PASSING_STATES, add_states, async_counts, dlq_contents, line_states, send_kinds
-from ..proof.sdk_faults_seen import add_sdk_faults, read_sdk_faults
+from ..proof.line_states import PASSING_STATES, States, async_counts, dlq_contents, line_states, send_kinds
+from ..proof.sdk_faults_seen import read_sdk_faults, sdk_faults
 from ..proof.store_kinds import kind_of
 from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
+from ..report.report_shape import CHAOS, assemble
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
 from ..traffic.producer import plan
-from .chaos_targets import dlq_messages, move_back, senders
+from .chaos_targets import dlq_messages, mapping_row, move_back, senders
 from .drain_limit import default_drain_seconds
 from .inert_faults import drawn, stack_facts
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
@@ -361,7 +362,9 @@ def _incomplete(opts: ChaosOptions, outcome: _Outcome, lines: list[InputLine]) -
 
 def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-key check (``key_check.build``) with every input line's state (``line_states``) and the DLQs'
-    contents: the report before its findings and its ``run`` block; and how the lines were sent (``send_kinds``)."""
+    contents: the report's sections before its findings, ``sdk_faults``, ``faults``, ``run`` and ``verdict`` (the
+    ``total`` with the states' counts and the listed and dead-lettered keys'); and how the lines were sent
+    (``send_kinds``)."""
     key_path = compile_key(opts.key, opts.normalize)
     dlq_bodies = [m.body for messages in outcome.dlq_messages.values() for m in messages]
     store, _ = combine(outcome.store_counts) if outcome.store_counts else (None, {})
@@ -403,13 +406,18 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
         marked={"incomplete": set(_incomplete(opts, outcome, lines)), "reordered": {r["then"] for r in out_of_order}},
     )
-    add_states(report, states, dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)))
-    report["fifo_order"] = {"keys_checked": checked, "reordered": out_of_order}
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
-    report["async"] = async_counts(deliveries, refused=refused)
-    _add_listed(report, opts, outcome, raw_kills)
-    add_dead_letters(report, _dead_letters(opts, outcome, kill_records, sent_rows))
-    return report, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
+    listed = _listed(states, opts, outcome, raw_kills)
+    rows = _dead_letters(opts, outcome, kill_records, sent_rows)
+    sections = report | {
+        "total": report["total"] | states["counts"] | listed.pop("total") | dead_letter_totals(rows),
+        "states": states,
+        "dlq": dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)),
+        "fifo_order": {"keys_checked": checked, "reordered": out_of_order},
+        "async": async_counts(deliveries, refused=refused),
+    }
+    sections |= listed | {"dead_lettered_without_reason": rows}
+    return sections, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 
 def _dead_letters(
@@ -432,67 +440,47 @@ def _dead_letters(
     )
 
 
-def _add_listed(
-    report: dict[str, Any],
-    opts: ChaosOptions,
-    outcome: _Outcome,
-    raw_kills: list[dict[str, Any]],
-) -> None:
+def _listed(states: States, opts: ChaosOptions, outcome: _Outcome, raw_kills: list[dict[str, Any]]) -> dict[str, Any]:
     """What the report lists without failing: the torn moments (``proof/torn_moments.py``), the keys that finished
     only through the run's redrive, with the rounds that brought them back (what production would hold in a DLQ
     until someone redrove it: ``--no-redrive`` shows that), and the keys of a passing state whose items were written
-    again (``rewritten``: how many times beyond their effects, ``executions.rewritten``; also in their per-key row)."""
+    again (``rewritten``: how many times beyond their effects, ``executions.rewritten``; also in their per-key row
+    of ``states``). The sections ``rewritten``, ``torn_moments`` and ``redriven``, and ``total``: their counts."""
     effects, _ = combine(outcome.store_counts) if outcome.store_counts else (Counter(), {})
-    per_key = report["states"]["per_key"]
+    per_key = states["per_key"]
     again = rewritten(outcome.item_keys, outcome.writes, effects)
-    report["rewritten"] = {k: n for k, n in again.items() if per_key.get(k, {}).get("state") in PASSING_STATES}
-    report["total"]["rewritten_keys"] = len(report["rewritten"])
-    for key, n in report["rewritten"].items():
+    written = {k: n for k, n in again.items() if per_key.get(k, {}).get("state") in PASSING_STATES}
+    for key, n in written.items():
         per_key[key]["rewritten"] = n
     optional = {str(spec) for spec in opts.effect_stores() if spec.optional}
     torn = torn_moments(opts.run_dir, raw_kills, outcome.store_refs, optional)
-    report["total"]["torn_moments"] = len(torn)
-    report["torn_moments"] = torn[:LISTED]
-    report["redriven"] = [
-        {"key": key, "rounds": outcome.redriven.get(key, [])}
-        for key in report["states"]["keys"]["redriven_then_effected"]
-    ]
-
-
-def _add_findings(report: dict[str, Any], opts: ChaosOptions, lines: list[InputLine], sends: dict[str, Any]) -> None:
-    """What the runtime's lines say beside the per-key check: duplicates suppressed, a key normalization the run
-    may lack, how the lines were sent (``sends``), and the un-keyed effects."""
-    report["total"]["duplicates_suppressed"] = log_line_count(
-        sorted(opts.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
-    )
-    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
-    report["normalization"] = normalization_hint(
-        raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
-    )
-    report["sends"] = sends
-    # Un-keyed effects (delivery="at_most_once"|"at_least_once"): what the runtime's lines say was skipped or
-    # repeated, for a checker to hold against the stores of those calls.
-    report["unkeyed"] = unkeyed_lines(opts.run_dir, opts.normalize)
-
-
-def _mapping_row(m: DeployedMapping) -> dict[str, Any]:
-    """The report's ``run.mappings`` entry of one mapping or asynchronous target."""
-    row = {
-        "queue": m.queue_name,
-        "function": m.mapping.function_name,
-        "handler": m.mapping.handler,
-        "fifo": m.fifo,
-        "kind": "async" if m.mapping.async_config is not None else "fifo" if m.fifo else "standard",
+    return {
+        "total": {"rewritten_keys": len(written), "torn_moments": len(torn)},
+        "rewritten": written,
+        "torn_moments": torn[:LISTED],
+        "redriven": [
+            {"key": key, "rounds": outcome.redriven.get(key, [])} for key in states["keys"]["redriven_then_effected"]
+        ],
     }
-    if m.mapping.async_config is not None:
-        row |= {
-            "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
-            "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
-            "on_failure_queue": m.on_failure_url,
-            "time_scale": m.mapping.async_config.time_scale,
-            "sources": [s.rule_name or s.topic_arn for s in m.sources],
-        }
-    return row
+
+
+def _findings(opts: ChaosOptions, lines: list[InputLine], sends: dict[str, Any]) -> dict[str, Any]:
+    """What the runtime's lines say beside the per-key check: the sections ``normalization`` (a key normalization
+    the run may lack), ``sends`` (how the lines were sent) and ``unkeyed`` (the un-keyed effects), and the duplicates
+    suppressed (``duplicates_suppressed``, the report's last ``total`` entry)."""
+    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
+    return {
+        "duplicates_suppressed": log_line_count(
+            sorted(opts.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
+        ),
+        "normalization": normalization_hint(
+            raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
+        ),
+        "sends": sends,
+        # Un-keyed effects (delivery="at_most_once"|"at_least_once"): what the runtime's lines say was skipped or
+        # repeated, for a checker to hold against the stores of those calls.
+        "unkeyed": unkeyed_lines(opts.run_dir, opts.normalize),
+    }
 
 
 def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[str, Any]:
@@ -501,7 +489,7 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
     table = outcome.table
     return {
         "stack": opts.stack,
-        "mappings": {m.label: _mapping_row(m) for m in outcome.mappings},
+        "mappings": {m.label: mapping_row(m) for m in outcome.mappings},
         "key": opts.key,
         "normalize": list(opts.normalize),
         "effect_store": {"table": table, "key_attribute": opts.effect_key} if table and opts.effect_key else None,
@@ -522,10 +510,13 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
     }
 
 
-def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: Callable[[str], None]) -> int:
-    """The verdict into the report, then the report shown and written with its page; the exit code."""
-    code, reasons = required(verdict(report), report["faults"], opts.require_faults)
-    report["verdict"] = {"exit_code": code, "reasons": reasons}
+def _conclude(
+    opts: ChaosOptions, sections: dict[str, Any], clock: RunClock, log: Callable[[str], None]
+) -> tuple[int, dict[str, Any]]:
+    """The verdict; the report assembled from ``sections`` with it (``report_shape.assemble``), shown and written
+    with its page; the exit code and the report."""
+    code, reasons = required(verdict(sections), sections["faults"], opts.require_faults)
+    report = assemble(CHAOS, sections | {"verdict": {"exit_code": code, "reasons": reasons}})
     t, faults = report["total"], report["faults"]
     conclude(
         report,
@@ -545,7 +536,7 @@ def _conclude(opts: ChaosOptions, report: dict[str, Any], clock: RunClock, log: 
         title=f"{opts.stack}: chaos run",
         log=log,
     )
-    return code
+    return code, report
 
 
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
@@ -587,13 +578,14 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         opts = replace(opts, chaos=chaos)
         outcome = _run(opts, lines, deployed, log, clock)
         skipped = deployed.skipped
-    report, sends = _check_keys(opts, lines, outcome)
-    _add_findings(report, opts, lines, sends)
+    sections, sends = _check_keys(opts, lines, outcome)
+    found = _findings(opts, lines, sends)
+    sections["total"]["duplicates_suppressed"] = found.pop("duplicates_suppressed")
     tables = {
         outcome.store_refs[str(spec)].name: spec.key_path for spec in opts.effect_stores() if spec.kind == "table"
     }
-    add_sdk_faults(report, opts.run_dir, tables, normalizer(opts.normalize))
-    kinds = {_mapping_row(m)["kind"] for m in outcome.mappings}
-    report["faults"] = faults_block(report, opts.chaos, kinds, watched_writes(opts.run_dir), left_out)
-    report["run"] = _run_block(opts, outcome, time.monotonic() - started) | {"skipped_resources": skipped}
-    return _conclude(opts, report, clock, log), report
+    sections |= found | {"sdk_faults": sdk_faults(sections["states"], opts.run_dir, tables, normalizer(opts.normalize))}
+    kinds = {mapping_row(m)["kind"] for m in outcome.mappings}
+    sections["faults"] = faults_block(sections, opts.chaos, kinds, watched_writes(opts.run_dir), left_out)
+    sections["run"] = _run_block(opts, outcome, time.monotonic() - started) | {"skipped_resources": skipped}
+    return _conclude(opts, sections, clock, log)

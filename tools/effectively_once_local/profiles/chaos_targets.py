@@ -1,6 +1,6 @@
 """How a chaos run reaches its targets (``profiles/chaos_run.py``): the sender of each asynchronous target's input,
 and each target's failure queue read back (a DLQ's messages; an on-failure queue's records unwrapped to the lines
-they hold) and moved back for the run's redrive."""
+they hold) and moved back for the run's redrive; each target's row in the report (``mapping_row``)."""
 
 from __future__ import annotations
 
@@ -72,3 +72,25 @@ def senders(session: Any, mappings: list[DeployedMapping]) -> dict[str, Sender]:
             raise DeployError(f"{m.label}: no {kinds} of the stack invokes the function: the run cannot send it input")
         found[m.label] = sender
     return found
+
+
+def mapping_row(m: DeployedMapping) -> dict[str, Any]:
+    """The chaos report's ``run.mappings`` entry of one mapping or asynchronous target: ``queue``, ``function``,
+    ``handler``, ``fifo``, ``kind`` (``standard``, ``fifo`` or ``async``), and for an asynchronous target its
+    retry settings, on-failure queue, time scale and sources."""
+    row = {
+        "queue": m.queue_name,
+        "function": m.mapping.function_name,
+        "handler": m.mapping.handler,
+        "fifo": m.fifo,
+        "kind": "async" if m.mapping.async_config is not None else "fifo" if m.fifo else "standard",
+    }
+    if m.mapping.async_config is not None:
+        row |= {
+            "max_retry_attempts": m.mapping.async_config.max_retry_attempts,
+            "max_event_age_seconds": m.mapping.async_config.max_event_age_seconds,
+            "on_failure_queue": m.on_failure_url,
+            "time_scale": m.mapping.async_config.time_scale,
+            "sources": [s.rule_name or s.topic_arn for s in m.sources],
+        }
+    return row

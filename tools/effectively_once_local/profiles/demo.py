@@ -23,6 +23,7 @@ from ..base.run_figures import render as render_figures
 from ..chaos.fault_model import ChaosConfig
 from ..proof import key_check as effects
 from ..report.page import RunClock, conclude, read_events
+from ..report.report_shape import DEMO, assemble
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import body_key, compile_key
 from ..traffic.producer import plan
@@ -179,20 +180,21 @@ def redrive_backlog(
 
 
 def _conclude(
-    report: dict[str, Any], figures: dict[str, Any], opts: DemoOptions, clock: RunClock, log: Callable[[str], None]
-) -> int:
-    """The verdicts (the payments report's and the general per-key one's), the text, the page and the JSON."""
-    code, reasons = verdict(report, opts.unsafe)
-    if "async" in report:
-        found = async_leg.problems(report["async"])
+    sections: dict[str, Any], figures: dict[str, Any], opts: DemoOptions, clock: RunClock, log: Callable[[str], None]
+) -> tuple[int, dict[str, Any]]:
+    """The verdicts (the payments report's and the general per-key one's), the report assembled from ``sections``
+    and them (``report_shape.assemble``), the text, the page and the JSON; the exit code and the report."""
+    code, reasons = verdict(sections, opts.unsafe)
+    if sections.get("async") is not None:
+        found = async_leg.problems(sections["async"])
         reasons += found
         code = max(code, 1 if found else 0)
     if not opts.unsafe:
         # The general path's verdict too (the control's duplicates are expected, and judged above).
-        per_key_code, per_key_reasons = effects.verdict(report["per_key"])
+        per_key_code, per_key_reasons = effects.verdict(sections["per_key"])
         reasons += [f"per key: {r}" for r in per_key_reasons]
         code = max(code, per_key_code)
-    report["verdict"] = {"exit_code": code, "reasons": reasons}
+    report = assemble(DEMO, sections | {"verdict": {"exit_code": code, "reasons": reasons}})
     t = report["total"]
     conclude(
         report,
@@ -216,7 +218,7 @@ def _conclude(
         title=f"{opts.stack}: payments demo{' (control run, no guards)' if opts.unsafe else ''}",
         log=log,
     )
-    return code
+    return code, report
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,6 @@ def _drive_payments(
 
 
 def _after_the_run(
-    report: dict[str, Any],
     session: Any,
     pipelines: dict[str, Pipeline],
     payments: tuple[list[Line], Callable[[str], bool]],
@@ -288,23 +289,24 @@ def _after_the_run(
     opts: DemoOptions,
     clock: RunClock,
     log: Callable[[str], None],
-) -> None:
-    """The outage backlog and its redrive (``report["redrive"]``), then the asynchronous leg's on-failure redrive
-    (``report["async"]``); ``payments``: the lines and the handler's validity rule; ``bus``: the asynchronous target
-    found and the lines sent through it."""
+) -> dict[str, Any]:
+    """The outage backlog and its redrive (the report's ``redrive`` section), then the asynchronous leg's on-failure
+    redrive (its ``async`` section), each ``None`` when it did not run; ``payments``: the lines and the handler's
+    validity rule; ``bus``: the asynchronous target found and the lines sent through it."""
     lines, is_valid = payments
     found, bus_lines = bus
+    sections: dict[str, Any] = {"redrive": None, "async": None}
     if opts.redrive_backlog and not opts.unsafe:
         k = opts.redrive_backlog
         log(f"outage backlog: {k} charged + {k} new payments into each DLQ, then a redrive")
         clock.mark("outage backlog")
         # The queues' pollers only: the bus leg's pollers would add load (and deadline kills) for nothing.
         queued = [(spec, n) for spec, n in main.specs if spec.mapping.async_config is None]
-        report["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, queued, opts)
+        sections["redrive"] = redrive_backlog(session, pipelines, lines, is_valid, queued, opts)
     if found is not None:
         log(f"asynchronous leg: {len(bus_lines)} payments through the bus; then its on-failure redrive")
         clock.mark("on-failure redrive")
-        report["async"] = async_leg.leg(
+        sections["async"] = async_leg.leg(
             session,
             found,
             sent=bus_lines,
@@ -315,6 +317,7 @@ def _after_the_run(
             drain_timeout_seconds=opts.drain_timeout_seconds,
             seed=opts.chaos.seed,
         )
+    return sections
 
 
 def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
@@ -345,9 +348,9 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         bus = (found, {ln.number for ln in bus_lines})
         main = _drive_payments(session, deployed, opts, pipelines, lines, bus, clock)
         clock.report_taken()
-        report = build_report(session, pipelines, lines, opts.run_dir, is_valid)
-        report["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, main.done.messages_sent)
-        _after_the_run(report, session, pipelines, (lines, is_valid), main, (found, bus_lines), opts, clock, log)
+        sections = build_report(session, pipelines, lines, opts.run_dir, is_valid)
+        sections["per_key"] = per_key_report(session, pipelines, lines, opts.run_dir, main.done.messages_sent)
+        sections |= _after_the_run(session, pipelines, (lines, is_valid), main, (found, bus_lines), opts, clock, log)
     # The runner's peak after the report and the backlog were built; the pollers' of the main run.
     figures = run_figures(
         payments=len(lines),
@@ -356,7 +359,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         poller_maxrss=int(main.pool.peak_rss.value),
         load_average=main.load,
     )
-    report["run"] = {
+    sections["run"] = {
         "unsafe": opts.unsafe,
         "chaos": opts.chaos.__dict__,
         "pollers_per_queue": opts.concurrency,
@@ -365,4 +368,4 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         "seconds": round(time.monotonic() - started, 1),
         **figures,
     }
-    return _conclude(report, figures, opts, clock, log), report
+    return _conclude(sections, figures, opts, clock, log)

@@ -198,7 +198,7 @@ def verdict(report: dict[str, Any], unsafe: bool) -> tuple[int, list[str]]:
     explain, or the ``redrive`` block (the outage backlog, :func:`redrive_problems`) shows a violation. ``--unsafe``
     control: 0 when it shows double charges (and no accepted first send vanished)."""
     total = report["total"]
-    problems = redrive_problems(report.get("redrive", {}))
+    problems = redrive_problems(report.get("redrive") or {})
     if total.get("lost", 0):
         problems.append(f"{total['lost']} payments lost (neither charged nor in a DLQ)")
     if total.get("dlq_unread", 0):

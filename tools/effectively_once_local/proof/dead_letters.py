@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from ..chaos.fault_model import DEADLINE
 
@@ -149,12 +149,18 @@ def causes(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
     return {**dict.fromkeys(CAUSES, 0), **Counter(row["cause"] for row in rows)}
 
 
-def add_dead_letters(report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    """Put the rows (:func:`dead_lettered_without_reason`) into a chaos report: ``dead_lettered_without_reason``
-    (every row) and, in ``total``, ``dead_lettered_without_reason`` (keys) with ``dead_lettered_by_cause``."""
-    report["dead_lettered_without_reason"] = rows
-    report["total"]["dead_lettered_without_reason"] = len(rows)
-    report["total"]["dead_lettered_by_cause"] = causes(rows)
+class DeadLetterTotals(TypedDict):
+    """The chaos report's ``total`` entries of the dead-lettered keys (:func:`dead_letter_totals`)."""
+
+    dead_lettered_without_reason: int  # keys
+    dead_lettered_by_cause: dict[str, int]  # keys per cause, every cause of CAUSES shown
+
+
+def dead_letter_totals(rows: list[dict[str, Any]]) -> DeadLetterTotals:
+    """The rows' (:func:`dead_lettered_without_reason`) entries in a chaos report's ``total``:
+    ``dead_lettered_without_reason`` (keys) and ``dead_lettered_by_cause`` (:func:`causes`); the rows themselves are
+    the report's ``dead_lettered_without_reason`` section."""
+    return {"dead_lettered_without_reason": len(rows), "dead_lettered_by_cause": causes(rows)}
 
 
 def verdict_reason(report: dict[str, Any]) -> str | None:

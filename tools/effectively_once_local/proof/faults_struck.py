@@ -24,10 +24,10 @@ default one is left out of the draw and listed as ``left_out``; ``could_not_stri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..base.exit_codes import EXIT_FAULTS_NOT_STRUCK
 from ..base.json_lines import read_jsonl
@@ -94,13 +94,25 @@ def watched_writes(run_dir: Path) -> int:
     return sum(1 for r in records if r.get("event") == "write" and r.get("role") in KILL_POINT_ROLES)
 
 
+class FaultsBlock(TypedDict):
+    """The chaos report's ``faults`` section (:func:`faults_block`)."""
+
+    asked: dict[str, float]  # every fault class -> the fraction asked (0 for one not asked)
+    struck: dict[str, int]  # every fault class -> how many times it struck
+    struck_total: int
+    kills_struck: int  # every kill, the watchdog's deadline kills included
+    not_struck: list[dict[str, Any]]  # {"fault", "flag", "asked", "why"} each
+    could_not_strike: list[dict[str, Any]]  # {"fault", "flag", "asked", "why", "strikes"} each
+    left_out: list[dict[str, Any]]  # {"fault", "flag", "asked", "why", "instead"} each
+
+
 def faults_block(
     report: dict[str, Any],
     chaos: ChaosConfig,
     kinds: Collection[str],
     writes: int,
     left_out: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> FaultsBlock:
     """The report's ``faults`` block: ``asked`` (each class's fraction, 0 for one not asked), ``struck`` (each
     class's count), ``struck_total``, ``kills_struck`` (every kill, the watchdog's deadline kills included),
     ``not_struck`` and ``could_not_strike`` (``{"fault", "flag", "asked", "why"}`` each: the module docstring), and
@@ -134,7 +146,7 @@ def faults_block(
     }
 
 
-def render_faults(block: dict[str, Any]) -> list[str]:
+def render_faults(block: Mapping[str, Any]) -> list[str]:
     """The terminal's lines: what struck, then each class asked for that did not."""
     struck = ", ".join(f"{name}={n}" for name, n in block["struck"].items() if block["asked"][name] > 0 or n)
     out = [f"faults struck: {block['struck_total']} ({struck or 'none asked'}); {block['kills_struck']} kills in all"]
@@ -149,7 +161,7 @@ def render_faults(block: dict[str, Any]) -> list[str]:
     return out
 
 
-def required(verdict: tuple[int, list[str]], block: dict[str, Any], require: bool) -> tuple[int, list[str]]:
+def required(verdict: tuple[int, list[str]], block: Mapping[str, Any], require: bool) -> tuple[int, list[str]]:
     """The per-key ``verdict`` (exit code, reasons) under ``--require-faults`` (``require``): a run the verdict
     passed exits :data:`EXIT_FAULTS_NOT_STRUCK` when a class asked for could strike and never did (``block``:
     :func:`faults_block`), with a reason naming each flag; any other verdict stands as it is."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypedDict
 
 #: Passing states: a key effected once (``effected_once``), a key effected once after the run's redrive brought it
 #: back from a DLQ (``redriven_then_effected``), a line the app refused, in a DLQ (``invalid_in_dlq``; moved by the
@@ -41,6 +41,17 @@ def _delivered_keys(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, 
     return {r.get("key") for r in rows}, {int(r["line"]) for r in rows if isinstance(r.get("line"), int)}
 
 
+class States(TypedDict):
+    """The chaos report's ``states`` section (:func:`line_states`); its ``counts`` also go into the report's
+    ``total``."""
+
+    counts: dict[str, int]  # every state of PASSING_STATES + FAILING_STATES -> lines in it
+    keys: dict[str, list[str]]  # each failing state, and redriven_then_effected -> its keys, sorted
+    invalid_lines: list[dict[str, Any]]  # {"line", "state", "moved_by"?} per input line without a key
+    per_key: dict[str, dict[str, Any]]  # key -> {"state", "sends", "deliveries", "effects", ...}
+    evidence: dict[str, dict[str, Any]]  # failing key (50 per state at most) -> what the logs and DLQs say of it
+
+
 def line_states(
     *,
     lines: list[Any],
@@ -54,7 +65,7 @@ def line_states(
     key_of: Any,
     suppressed: Counter[str] | None = None,
     marked: Mapping[str, AbstractSet[str]] | None = None,
-) -> dict[str, Any]:
+) -> States:
     """The state of every input line (the constants above), with evidence for each failing one, and a row per key
     (``per_key``: its state, sends, deliveries, effects, duplicates suppressed, kills by kind).
 
@@ -243,14 +254,6 @@ def dlq_why(why: Mapping[str, int]) -> str:
         for reason, n in why.items()
     ]
     return ", ".join(parts) or "empty"
-
-
-def add_states(report: dict[str, Any], states: dict[str, Any], dlq: dict[str, Any]) -> None:
-    """Put the per-line states (:func:`line_states`) and the DLQ contents (:func:`dlq_contents`) into a chaos report:
-    the ``states`` and ``dlq`` blocks, and each state's count in ``total``."""
-    report["states"] = states
-    report["dlq"] = dlq
-    report["total"].update(states["counts"])
 
 
 def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]], fifo: set[str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..base.json_lines import read_jsonl
 from ..chaos.sdk_faults import SDK_FAULT_KINDS
@@ -66,30 +66,39 @@ def write_calls(records: list[dict[str, Any]]) -> tuple[int, int]:
     return batch, sum(1 for r in writes if not str(r.get("op")).startswith("sql."))
 
 
-def add_sdk_faults(
-    report: dict[str, Any], run_dir: Path, tables: Mapping[str, str], same: Callable[[str], str] = str
-) -> None:
-    """The report's ``sdk_faults`` block (``by_kind``: every kind of ``chaos/sdk_faults.SDK_FAULT_KINDS``, 0 for one
-    that never struck; ``batch_write_calls`` and ``aws_write_calls``, accepted (:func:`write_calls`); ``keys``: each key
-    hit, with how many faults), and each hit key's ``sdk_faults`` in its per-key row (a count) and, for a failing key,
-    in its evidence (the faults)."""
+class SdkFaults(TypedDict):
+    """The chaos report's ``sdk_faults`` section (:func:`sdk_faults`)."""
+
+    by_kind: dict[str, int]  # every kind of chaos/sdk_faults.SDK_FAULT_KINDS, 0 for one that never struck
+    batch_write_calls: int  # BatchWriteItem calls the local AWS accepted
+    aws_write_calls: int  # write calls through boto3 it accepted (not SQL commits)
+    keys: dict[str, int]  # each key hit -> how many faults, sorted by key
+
+
+def sdk_faults(
+    states: Mapping[str, Any], run_dir: Path, tables: Mapping[str, str], same: Callable[[str], str] = str
+) -> SdkFaults:
+    """The report's ``sdk_faults`` section (:class:`SdkFaults`; ``batch_write_calls`` and ``aws_write_calls`` from
+    :func:`write_calls`), from the run's chaos logs in ``run_dir``; ``tables``: table name -> key attribute path,
+    ``same``: the run's key normalisation. Each hit key's ``sdk_faults`` goes into the ``states`` section
+    (``line_states.line_states``) the run reports with it: in its per-key row (a count) and, for a failing key, in
+    its evidence (the faults)."""
     records = read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))  # read once
     faults = read_sdk_faults(records)
     hit = keys_hit(faults, tables, same)
     by_kind = Counter(str(f.get("kind")) for f in faults)
     batch, aws = write_calls(records)
-    report["sdk_faults"] = {
-        "by_kind": {kind: by_kind.get(kind, 0) for kind in SDK_FAULT_KINDS},
-        "batch_write_calls": batch,
-        "aws_write_calls": aws,
-        "keys": {key: len(rows) for key, rows in sorted(hit.items())},
-    }
-    states = report.get("states") or {}
     for key, rows in hit.items():
         if key in (states.get("per_key") or {}):
             states["per_key"][key]["sdk_faults"] = len(rows)
         if key in (states.get("evidence") or {}):
             states["evidence"][key]["sdk_faults"] = rows
+    return {
+        "by_kind": {kind: by_kind.get(kind, 0) for kind in SDK_FAULT_KINDS},
+        "batch_write_calls": batch,
+        "aws_write_calls": aws,
+        "keys": {key: len(rows) for key, rows in sorted(hit.items())},
+    }
 
 
 def render_sdk_faults(block: dict[str, Any]) -> str:
