@@ -71,14 +71,14 @@ def _drifted(kind: str, change: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("kind", "change", "said"),
     [
-        (CHAOS, "added", "$.total.new_count: not in the shape"),
-        (CHAOS, "missing", "$.total.lost: missing"),
-        (CHAOS, "mistyped", '$.total.lost: "0" is not int'),
-        (CHAOS, "moved", "$: keys in the order ['effects_counted_from', 'total'"),
+        (CHAOS, "added", "report.total.new_count: not in the shape"),
+        (CHAOS, "missing", "report.total.lost: missing"),
+        (CHAOS, "mistyped", 'report.total.lost: "0" is not int'),
+        (CHAOS, "moved", "report: keys in the order ['effects_counted_from', 'total'"),
         (CHAOS, "row", ".colour: not in the shape"),
-        (DEMO, "added", "$.total.new_count: not in the shape"),
-        (DEMO, "missing", "$.total.lost: missing"),
-        (DEMO, "mistyped", '$.total.lost: "0" is not int'),
+        (DEMO, "added", "report.total.new_count: not in the shape"),
+        (DEMO, "missing", "report.total.lost: missing"),
+        (DEMO, "mistyped", 'report.total.lost: "0" is not int'),
     ],
 )
 def test_a_report_that_drifts_is_refused(kind: str, change: str, said: str) -> None:
@@ -98,8 +98,8 @@ def test_a_bool_is_not_a_count_and_null_only_where_the_shape_allows_it() -> None
     report["async"] = None  # the shape allows it: a run without an asynchronous target
 
     assert problems(report, shape_of(CHAOS)) == [
-        "$.total.lost: false is not int",
-        "$.effects_lower_bound: null is not bool",
+        "report.total.lost: false is not int",
+        "report.effects_lower_bound: null is not bool",
     ]
 
 
@@ -142,7 +142,7 @@ def test_assemble_holds_the_whole_report_under_the_check_and_not_without_it(monk
     drifted = _drifted(CHAOS, "mistyped")
 
     monkeypatch.setenv(CHECK_ENV, "check")
-    with pytest.raises(ReportShapeError, match=r'\$\.total\.lost: "0" is not int'):
+    with pytest.raises(ReportShapeError, match=r'report\.total\.lost: "0" is not int'):
         assemble(CHAOS, drifted)
     monkeypatch.delenv(CHECK_ENV)
     assert assemble(CHAOS, drifted)["total"]["lost"] == "0"
@@ -158,3 +158,19 @@ def test_every_test_session_holds_the_reports_it_produces_to_the_shape() -> None
 def test_the_shape_language_refuses_an_unknown_type() -> None:
     with pytest.raises(ValueError, match="unknown type"):
         problems(1, "integer")
+
+
+def test_a_failing_keys_evidence_as_the_run_builds_it_is_of_the_shape() -> None:
+    """A failing key's evidence (``line_states._evidence``) as the run holds it before writing: its sends a list of
+    (kind, count) tuples, which the JSON report writes as lists. The recorded passing run has none; the first make
+    proof under the check refused 15 failing runs' reports on these tuples."""
+    from effectively_once_local.proof.line_states import _evidence
+
+    report = _recorded(CHAOS)
+    sent = [{"key": "k-1", "kind": "original", "message_id": "m-1"}, {"key": "k-1", "kind": "resend"}]
+    report["states"]["evidence"]["k-1"] = _evidence("k-1", [], sent, [], [])
+
+    assert report["states"]["evidence"]["k-1"]["sends"] == [("original", 1), ("resend", 1)]
+    assert problems(report, shape_of(CHAOS)) == []
+    report["states"]["evidence"]["k-1"]["sends"] = [("original", 1.5)]
+    assert problems(report, shape_of(CHAOS)) == ["report.states.evidence.k-1.sends[0][1]: 1.5 is not str|int"]

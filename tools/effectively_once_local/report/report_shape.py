@@ -8,7 +8,7 @@
 - an object ``{"key": shape, "other?": shape}``: exactly these keys (one ending in ``?`` may be left out), in this
   order;
 - a map ``{"*": shape}``: any keys (business keys, queue names, labels), each value of the shape;
-- a list ``[shape]``: every item of the shape;
+- a list ``[shape]``: every item of the shape (a tuple too: the JSON report writes it as a list);
 - ``{"oneof": [shape, ...]}``: a value of any one of them (``{"oneof": [{...}, "null"]}``: a block or ``null``).
 
 :func:`assemble` builds a report from its sections in the committed order; with ``EFFECTIVELY_ONCE_REPORT_SHAPE``
@@ -46,7 +46,7 @@ _SCALARS: dict[str, Any] = {
 
 
 class ReportShapeError(ValueError):
-    """A report that is not of its committed shape: the message lists each difference (``$.total.lost: ...``)."""
+    """A report that is not of its committed shape: the message lists each difference (``report.total.lost: ...``)."""
 
 
 @cache
@@ -78,7 +78,7 @@ def _object(value: Any, shape: dict[str, Any], path: str) -> list[str]:
     return out
 
 
-def problems(value: Any, shape: Any, path: str = "$") -> list[str]:
+def problems(value: Any, shape: Any, path: str = "report") -> list[str]:
     """Every difference of ``value`` (a report or a part of one) from ``shape`` (the module docstring's language),
     each ``"<path>: <what>"``; empty when it is of the shape.
 
@@ -92,7 +92,7 @@ def problems(value: Any, shape: Any, path: str = "$") -> list[str]:
             return []
         return [f"{path}: {json.dumps(value)[:60]} is not {shape}"]
     if isinstance(shape, list):
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple is written as a JSON list
             return [f"{path}: {type(value).__name__}, not a list"]
         return [p for i, item in enumerate(value) for p in problems(item, shape[0], f"{path}[{i}]")]
     if "oneof" in shape:
