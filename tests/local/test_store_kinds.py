@@ -30,10 +30,16 @@ def test_every_list_of_store_kinds_is_built_from_the_classes() -> None:
     assert stores.KINDS == tuple(STORE_KINDS) == ("table", "bucket", "queue", "provider", "sqlite", "postgres")
     help_text = " ".join(next(a.help for a in _chaos_actions() if a.dest == "effect").split())
     assert all(kind.syntax in help_text for kind in STORE_KINDS.values()), help_text
-    for kind in STORE_KINDS.values():
-        assert set(kind.services) <= set(WRITE_SERVICES), kind.name
-        assert kind.watched == bool(kind.services)
+    assert {name: kind.services for name, kind in STORE_KINDS.items()} == {
+        "table": ("dynamodb",),
+        "bucket": ("s3",),
+        "queue": ("sqs", "sns"),
+        "provider": (),
+        "sqlite": ("sql",),
+        "postgres": ("sql",),
+    }
     assert [k.name for k in STORE_KINDS.values() if not k.watched] == ["provider"], "HTTP calls are no watched writes"
+    assert [k.name for k in STORE_KINDS.values() if k.stand_in] == ["provider"]
 
 
 def _chaos_actions() -> list[Any]:
@@ -42,8 +48,20 @@ def _chaos_actions() -> list[Any]:
 
 def test_every_list_of_write_services_is_built_from_the_classes() -> None:
     assert tuple(WRITE_OPERATIONS) == tuple(SDK_SERVICES) == ("dynamodb", "s3", "sqs", "sns")
-    assert set(THROTTLING_ERRORS) == set(WRITE_OPERATIONS), "every watched SDK service has its throttling error"
-    assert key_check.WRITE_KINDS == {name: s.write_kind for name, s in WRITE_SERVICES.items()}
+    assert THROTTLING_ERRORS == {
+        "dynamodb": ("ProvisionedThroughputExceededException", 400),
+        "s3": ("SlowDown", 503),
+        "sqs": ("RequestThrottled", 400),
+        "sns": ("Throttled", 429),
+    }
+    assert key_check.WRITE_KINDS == {
+        "dynamodb": "dynamodb_write",
+        "s3": "s3_put",
+        "sqs": "send",
+        "sns": "send",
+        "sql": "sql_commit",
+    }
+    assert list(key_check.kills_after_write([])) == ["dynamodb_write", "s3_put", "send", "sql_commit"]
     assert SQL_COMMIT == "sql.commit" and "sql" in WRITE_SERVICES and "sql" not in SDK_SERVICES
 
 
@@ -140,7 +158,7 @@ def test_every_list_of_source_kinds_is_built_from_the_classes() -> None:
             "redrive",
         )
     )
-    assert dispatch.ALWAYS_ASYNC == events.ASYNC_TRIGGERS
+    assert dispatch.ALWAYS_ASYNC == (events.SNS, events.S3, events.EVENTBRIDGE)
     assert {kind.trigger for kind in SOURCE_KINDS if kind.in_stack} <= set(events.ASYNC_TRIGGERS)
 
 
@@ -171,3 +189,20 @@ def test_every_list_of_source_kinds_is_built_from_the_classes() -> None:
 def test_each_source_kind_reads_the_key_and_the_line_its_producer_put(event: dict[str, Any], line: str | None) -> None:
     assert async_event_key(events.compile_expression("key", "order_id"), event) == "o-1"
     assert json.loads(sent_line(event)) == json.loads(line or json.dumps(event.get("detail", event)))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("sqlite:foo", "'sqlite:foo' is not sqlite:FILE:TABLE:COLUMN"),
+        ("table:orders", "'table:orders' is not table:NAME:ATTRIBUTE: NAME and KEYPATH are needed"),
+        ("table::id", "'table::id' is not table:NAME:ATTRIBUTE: NAME and KEYPATH are needed"),
+        ("provider:v1:id", "a path prefix starting with '/'"),
+        ("stream:s:id", "with KIND one of table, bucket, queue, provider, sqlite, postgres"),
+    ],
+)
+def test_a_store_that_leaves_a_part_out_is_refused_in_its_kinds_own_form(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        stores.parse_effect(text)
+
+    assert message in str(refused.value)

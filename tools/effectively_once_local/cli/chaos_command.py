@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from effectively_once_runtime.identity import NORMALIZATIONS
 
-from ..proof.object_names import TemplateError
 from ..proof.store_kinds import kind_of, kinds_help
 from ..traffic.chaos_input import InputFileError, compile_key
 from . import fault_flags
@@ -168,7 +167,7 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
     for store in args.effect or ():
         try:
             kind_of(store).check(store, {ln.key for ln in lines if ln.key is not None})
-        except TemplateError as exc:
+        except ValueError as exc:  # StoreKind.check: a bucket's template is a TemplateError
             parser.error(f"argument --effect: {exc}")
 
 

@@ -29,6 +29,7 @@ from ..aws.target_plan import planned_targets_of
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
+from ..chaos.write_services import SqlCommits
 from ..proof.attribution import log_line_count
 from ..proof.dead_letters import dead_letter_totals, dead_lettered_without_reason, moved_by_sqs
 from ..proof.executions import Writer, all_writes, batch_keys, batch_kills, batches, rewritten
@@ -131,7 +132,7 @@ class ChaosOptions:
 
     @property
     def starts_provider(self) -> bool:
-        return self.provider or any(kind_of(s).name == "provider" for s in self.effects)
+        return self.provider or any(kind_of(s).stand_in for s in self.effects)
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,7 @@ def _check_plan(opts: ChaosOptions, lines: list[InputLine], cdk_out: Path) -> tu
     labels = planned_targets_of(cdk_out, opts.stack)
     for name in sorted({ln.queue for ln in lines}, key=str):
         resolve_queue(name, labels)
-    sql = any("sql" in kind_of(spec).services for spec in opts.effect_stores())
+    sql = any(SqlCommits.name in kind_of(spec).services for spec in opts.effect_stores())
     return drawn(opts.chaos, stack_facts(cdk_out, opts.stack, sql_store=sql), opts.given_flags)
 
 

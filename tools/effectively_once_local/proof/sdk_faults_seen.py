@@ -66,7 +66,7 @@ def write_calls(records: list[dict[str, Any]]) -> tuple[int, int]:
     return batch, sum(1 for r in writes if not str(r.get("op")).startswith("sql."))
 
 
-class SdkFaults(TypedDict):
+class SdkFaultsSection(TypedDict):
     """The chaos report's ``sdk_faults`` section (:func:`sdk_faults`)."""
 
     by_kind: dict[str, int]  # every kind of chaos/sdk_faults.SDK_FAULT_KINDS, 0 for one that never struck
@@ -77,12 +77,12 @@ class SdkFaults(TypedDict):
 
 def sdk_faults(
     states: Mapping[str, Any], run_dir: Path, tables: Mapping[str, str], same: Callable[[str], str] = str
-) -> SdkFaults:
-    """The report's ``sdk_faults`` section (:class:`SdkFaults`; ``batch_write_calls`` and ``aws_write_calls`` from
-    :func:`write_calls`), from the run's chaos logs in ``run_dir``; ``tables``: table name -> key attribute path,
-    ``same``: the run's key normalisation. Each hit key's ``sdk_faults`` goes into the ``states`` section
-    (``line_states.line_states``) the run reports with it: in its per-key row (a count) and, for a failing key, in
-    its evidence (the faults)."""
+) -> SdkFaultsSection:
+    """The report's ``sdk_faults`` section (:class:`SdkFaultsSection`; ``batch_write_calls`` and
+    ``aws_write_calls`` from :func:`write_calls`), from the run's chaos logs in ``run_dir``; ``tables``: table name ->
+    key attribute path, ``same``: the run's key normalisation. Each hit key's ``sdk_faults`` goes into the
+    ``states`` section (``line_states.line_states``) the run reports with it: in its per-key row (a count) and, for a
+    failing key, in its evidence (the faults)."""
     records = read_jsonl(sorted(run_dir.glob("chaos-*.jsonl")))  # read once
     faults = read_sdk_faults(records)
     hit = keys_hit(faults, tables, same)

@@ -95,6 +95,7 @@ class StoreKind(ABC):
 
     :cvar name: the ``KIND`` of ``--effect KIND:...``.
     :cvar syntax: the whole ``--effect`` form, for help and errors (``table:NAME:ATTRIBUTE``).
+    :cvar stand_in: whether the run starts the HTTP provider stand-in for such a store (its calls are the store).
     :cvar note: what ``--effect``'s help says of it after its ``syntax`` (``""``: nothing).
     :cvar services: the write services its effects go through (keys of ``chaos/write_services.WRITE_SERVICES``);
         ``()``: none the environment watches (its moments are never torn, no kill follows its writes).
@@ -106,6 +107,7 @@ class StoreKind(ABC):
     services: ClassVar[tuple[str, ...]]
     resource_type: ClassVar[str | None]
     note: ClassVar[str] = ""
+    stand_in: ClassVar[bool] = False
 
     def __init_subclass__(cls, *, base: bool = False, **kwargs: Any) -> None:
         """Check a kind's class attributes at import; ``base=True``: a base of kinds (such as :class:`SqlKind`)."""
@@ -242,6 +244,7 @@ class ProviderKind(StoreKind):
 
     name = "provider"
     syntax = "provider:[PATH]:JMESPATH"
+    stand_in = True
     note = "(the stand-in's calls, under PATH if given)"
     services = ()
     resource_type = None

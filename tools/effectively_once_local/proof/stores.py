@@ -68,7 +68,7 @@ def parse_effect(text: str) -> EffectStore:
     if text.endswith(OPTIONAL_SUFFIX) and text.count(":") > 2:
         return replace(parse_effect(text.removesuffix(OPTIONAL_SUFFIX)), optional=True)
     kind, sep, rest = text.partition(":")
-    if not sep or kind not in STORE_KINDS or ":" not in rest:
+    if not sep or kind not in STORE_KINDS:
         raise ValueError(f"{text!r} is not KIND:NAME:KEYPATH with KIND one of {', '.join(KINDS)}")
     return STORE_KINDS[kind].parse(text, rest)
 

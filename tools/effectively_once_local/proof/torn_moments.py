@@ -33,8 +33,8 @@ LISTED = 100
 
 @dataclass(frozen=True)
 class StoreRef:
-    """One store of the run as the write logs name it: ``kind`` (``proof/stores.py``'s kinds) and ``name`` (a table's
-    or bucket's physical name, a queue's URL, ``TARGET:TABLE`` for SQL: ``Store.name``)."""
+    """One store of the run as the write logs name it: ``kind`` (a key of ``store_kinds.STORE_KINDS``) and ``name``
+    (a table's or bucket's physical name, a queue's URL, ``TARGET:TABLE`` for SQL: ``Store.name``)."""
 
     kind: str
     name: str
