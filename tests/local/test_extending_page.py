@@ -384,7 +384,10 @@ def test_a_table_missing_a_kind_is_reported() -> None:
     ]
     assert fault_table_gaps(
         fault.replace("`--throttle` |", "`--crash-random` |"), KILL_PHASES, SDK_FAULT_KINDS, FAULT_CLASSES
-    ) == ["SDK fault kind 'throttled': drawn by ['--throttle'], the table says ['--crash-random']"]
+    ) == [
+        "SDK fault kind 'throttled': drawn by ['--throttle'], the table says ['--crash-random']",
+        "fault class 'throttle': its flag --throttle is not named",
+    ]
     assert store_table_gaps(store.replace("| `sqs`, `sns` |", "| `sqs` |"), STORE_KINDS) == [
         "store kind 'queue': its row is not queue:NAME:JMESPATH written through ('sqs', 'sns')"
     ]
