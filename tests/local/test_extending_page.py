@@ -90,7 +90,7 @@ def _is_registry(name: str) -> bool:
 
 def sections(page: str) -> dict[str, str]:
     """The page's ``## `` sections by title."""
-    parts = re.split(r"^## (.+)$", page, flags=re.MULTILINE)
+    parts = re.split(r"^## ([^\n]+)", page, flags=re.MULTILINE)
     return {title.strip(): text for title, text in zip(parts[1::2], parts[2::2], strict=True)}
 
 
