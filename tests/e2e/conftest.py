@@ -25,7 +25,7 @@ import pytest
 
 from effectively_once_local.aws.deploy import deploy
 from effectively_once_local.aws.server import MotoServer
-from effectively_once_local.profiles.chaos_run import ChaosOptions
+from effectively_once_local.profiles.chaos_context import ChaosOptions
 
 
 class LocalAws:

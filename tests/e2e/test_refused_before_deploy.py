@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from effectively_once_local.aws.deploy import DeployError
-from effectively_once_local.profiles.chaos_run import ChaosOptions, run_chaos
+from effectively_once_local.profiles.chaos_context import ChaosOptions
+from effectively_once_local.profiles.chaos_run import run_chaos
 from effectively_once_local.traffic.chaos_input import InputFileError
 
 pytestmark = pytest.mark.e2e

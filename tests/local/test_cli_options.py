@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from effectively_once_local.cli.main import _parser, chaos_options, demo_options
-from effectively_once_local.profiles.chaos_run import ChaosOptions
+from effectively_once_local.profiles.chaos_context import ChaosOptions
 from effectively_once_local.profiles.demo import DemoOptions
 from effectively_once_local.profiles.payments_input import SampleOptions
 from effectively_once_local.profiles.redrive import RedriveOptions

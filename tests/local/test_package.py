@@ -166,8 +166,8 @@ def test_an_old_module_now_a_folder_gives_its_names_with_a_deprecation_warning(o
 def test_the_entry_points_the_docs_name_import_from_the_package() -> None:
     from effectively_once_local import ChaosOptions, ProviderStandIn, run_chaos
     from effectively_once_local.aws.provider_stand_in import ProviderStandIn as stand_in
-    from effectively_once_local.profiles import chaos_run
+    from effectively_once_local.profiles import chaos_context, chaos_run
 
-    assert (run_chaos, ChaosOptions, ProviderStandIn) == (chaos_run.run_chaos, chaos_run.ChaosOptions, stand_in)
+    assert (run_chaos, ChaosOptions, ProviderStandIn) == (chaos_run.run_chaos, chaos_context.ChaosOptions, stand_in)
     for name, module in effectively_once_local.ENTRY_POINTS.items():
         assert getattr(effectively_once_local, name).__module__ == f"effectively_once_local.{module}"

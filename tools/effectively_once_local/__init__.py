@@ -48,7 +48,7 @@ _EXTRA_MODULES = ("moto", "flask", "boto3", "aws_lambda_powertools", "tqdm", "ma
 #: ``{name: the module defining it}``: the entry points the docs name, importable from the package itself.
 ENTRY_POINTS = {
     "run_chaos": "profiles.chaos_run",
-    "ChaosOptions": "profiles.chaos_run",
+    "ChaosOptions": "profiles.chaos_context",
     "run_demo": "profiles.demo",
     "DemoOptions": "profiles.demo",
     "MotoServer": "aws.server",

@@ -25,7 +25,7 @@ from .arguments import (
 )
 
 if TYPE_CHECKING:
-    from ..profiles.chaos_run import ChaosOptions
+    from ..profiles.chaos_context import ChaosOptions
 
 #: The subcommands this module adds.
 NAMES = ("chaos",)
@@ -203,7 +203,7 @@ def _add_import_check(chaos: argparse.ArgumentParser) -> None:
 
 def options(args: argparse.Namespace) -> ChaosOptions:
     """``chaos``'s options object, built from its parsed arguments (the one place they are read)."""
-    from ..profiles.chaos_run import ChaosOptions
+    from ..profiles.chaos_context import ChaosOptions
 
     return ChaosOptions(
         app_dir=args.app_dir.resolve(),

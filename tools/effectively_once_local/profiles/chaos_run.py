@@ -13,13 +13,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from effectively_once_runtime import names
-from effectively_once_runtime.events import Expression
-from effectively_once_runtime.identity import normalizer
 
 from ..aws.discovery import DeployedMapping, disable, discover_targets
 from ..aws.provider_stand_in import URL_ENV, ProviderStandIn
@@ -29,7 +27,6 @@ from ..aws.target_plan import planned_targets_of
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
-from ..chaos.write_services import SqlCommits
 from ..proof.attribution import log_line_count
 from ..proof.dead_letters import dead_letter_totals, dead_lettered_without_reason, moved_by_sqs
 from ..proof.executions import Writer, all_writes, batch_keys, batch_kills, batches, rewritten
@@ -48,91 +45,18 @@ from ..proof.key_check import (
 from ..proof.line_states import PASSING_STATES, States, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.sdk_faults_seen import read_sdk_faults, sdk_faults
 from ..proof.store_kinds import kind_of
-from ..proof.stores import PROVIDER_LOG, EffectStore, Store, combine, incomplete_keys
+from ..proof.stores import PROVIDER_LOG, Store, combine, incomplete_keys
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
 from ..report.report_shape import CHAOS, assemble
 from ..runner.mapping_runner import PollerPool, PollerSpec
-from ..traffic.chaos_input import InputFileError, InputLine, body_key, compile_key, load_input, resolve_queue
+from ..traffic.chaos_input import InputLine, load_input, resolve_queue
 from ..traffic.producer import plan
+from .chaos_context import ChaosOptions, DriveSettings, Keys, StoreSpecs, Verdict
 from .chaos_targets import dlq_messages, mapping_row, move_back, senders
 from .drain_limit import default_drain_seconds
 from .inert_faults import drawn, stack_facts
 from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
-
-
-@dataclass(frozen=True)
-class ChaosOptions:
-    """One chaos run. ``key``: JMESPath over each body giving its business key. ``effect_table``: the effect's own
-    store (logical id, physical name, or a part of the logical id that names one table of the stack) and
-    ``effect_key`` its attribute holding the business key; without them, effects are the effect log lines and
-    ``effect_takes_key`` states that a replayed effect is answered from its key. ``context``: ``cdk deploy -c``
-    values (e.g. a short function timeout, so that stalls past the deadline end quickly)."""
-
-    app_dir: Path
-    stack: str
-    input: Path
-    key: str
-    effect_table: str | None = None
-    effect_key: str | None = None
-    #: The stores effects are counted in (``proof/stores.py``: ``--effect KIND:NAME:KEYPATH``). :default: none but
-    #: ``effect_table``; without any, effects are the effect log lines (a lower bound).
-    effects: tuple[EffectStore, ...] = ()
-    #: Start the HTTP provider stand-in (``aws/provider_stand_in.py``) on 127.0.0.1 for the run, its URL in each
-    #: execution environment as ``EFFECTIVELY_ONCE_PROVIDER_URL``. :default: only when an ``effects`` store is the
-    #: provider.
-    provider: bool = False
-    #: Environment variables set in every execution environment of the run, over the deployed function's own
-    #: (``--function-env``): a switch the app reads, e.g. a variant of one deploy. :default: none.
-    function_env: dict[str, str] = field(default_factory=dict)
-    #: Business identity (``--normalize``, in the order given): the steps of ``identity.normalize_key`` applied to
-    #: every key the run reads (input, stores, log lines), as ``Consumer(normalize=...)`` applies them. The chaos
-    #: command decides what one key is, never the app under test. :default: none.
-    normalize: tuple[str, ...] = ()
-    #: Top-level modules the functions may import without shipping them (``--allow-import``): what a layer the run
-    #: cannot read provides (``aws/lambda_imports.py``). :default: none.
-    allowed_imports: tuple[str, ...] = ()
-    effect_takes_key: bool = False
-    concurrency: int = 2
-    chaos: ChaosConfig = ChaosConfig()
-    context: dict[str, str] = field(default_factory=dict)
-    #: After the queues drained, redrive every DLQ while it holds valid keys the app did not refuse (SQS moved them
-    #: after maxReceiveCount), for at most ``redrive_rounds`` rounds; a valid key still only in a DLQ then is
-    #: ``stranded`` and fails the run. :default: on, 3 rounds.
-    redrive: bool = True
-    redrive_rounds: int = 3
-    report_path: Path = Path("reports/chaos-report.json")
-    run_dir: Path = Path(".local-aws/chaos")
-    #: Seconds to wait for the queues to drain (and for each redrive round). :default: ``None``: the stack's own
-    #: (``profiles/drain_limit.default_drain_seconds``: at least 600).
-    drain_timeout_seconds: int | None = None
-    quiet: bool = False
-    #: Exit :data:`~effectively_once_local.proof.faults_struck.EXIT_FAULTS_NOT_STRUCK` when a fault class asked for
-    #: could strike and never did (``--require-faults``; ``proof/faults_struck.py``). :default: off (listed only).
-    require_faults: bool = False
-    #: The chaos command's flags the user gave (``--crash-after-effect``, ...; ``args.given``): a fault class one of
-    #: them asks for that cannot strike on the stack is refused before the first send, one left at its default is
-    #: left out of the draw (``profiles/inert_faults.py``). :default: none: every class at its default.
-    given_flags: frozenset[str] = frozenset()
-    #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
-    #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.
-    endpoint: str | None = None
-    cdk_out: Path | None = None
-
-    def __post_init__(self) -> None:
-        if (self.effect_table is None) != (self.effect_key is None):
-            raise InputFileError("--effect-table and --effect-key go together (the table and its key attribute)")
-
-    def effect_stores(self) -> list[EffectStore]:
-        """Every store the run counts effects in: ``effects``, and ``effect_table``/``effect_key`` as a table."""
-        legacy = (
-            [EffectStore("table", self.effect_table, self.effect_key)] if self.effect_table and self.effect_key else []
-        )
-        return legacy + list(self.effects)
-
-    @property
-    def starts_provider(self) -> bool:
-        return self.provider or any(kind_of(s).stand_in for s in self.effects)
 
 
 @dataclass(frozen=True)
@@ -152,51 +76,43 @@ class _Outcome:
     sqs_moved: dict[str, dict[str, Any]]  # every message SQS dead-lettered over the run and its redrive, by message id
 
 
-def _pending(dlq: dict[str, list[DlqMessage]], key_path: Expression) -> set[str]:
+def _pending(dlq: dict[str, list[DlqMessage]], keys: Keys) -> set[str]:
     """The valid keys a DLQ holds that the app did not refuse: moved by SQS after maxReceiveCount (a message the
     runtime moved on first sight carries its reason: the app refused it for good)."""
-    return {
-        k
-        for messages in dlq.values()
-        for m in messages
-        if m.reason() is None
-        for k in [body_key(key_path, m.body)]
-        if k
-    }
+    return {k for messages in dlq.values() for m in messages if m.reason() is None for k in [keys.of(m.body)] if k}
 
 
 def _held(
-    opts: ChaosOptions, sqs: Any, mappings: list[DeployedMapping], moved: dict[str, dict[str, Any]]
+    sqs: Any, mappings: list[DeployedMapping], keys: Keys, moved: dict[str, dict[str, Any]]
 ) -> dict[str, list[DlqMessage]]:
     """Each DLQ's messages now (``dlq_messages``), the queues' messages SQS moved added to ``moved``
     (``dead_letters.moved_by_sqs``)."""
     held = dlq_messages(sqs, mappings)
-    key_path = compile_key(opts.key, opts.normalize)
     on_failure = {m.on_failure_url.rstrip("/").rsplit("/", 1)[-1] for m in mappings if m.on_failure_url}
-    moved.update(moved_by_sqs(held, lambda body: body_key(key_path, body), on_failure))
+    moved.update(moved_by_sqs(held, keys.of, on_failure))
     return held
 
 
 def _redrive(
-    opts: ChaosOptions,
     sqs: Any,
     mappings: list[DeployedMapping],
-    specs: list[tuple[PollerSpec, int]],
+    pollers: list[tuple[PollerSpec, int]],
+    settings: DriveSettings,
+    limit: int,
+    keys: Keys,
     clock: RunClock,
     log: Callable[[str], None],
-    limit: int,
     sqs_moved: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, list[int]], list[dict[str, int]]]:
-    """Up to ``opts.redrive_rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back
-    to its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within
-    ``limit`` seconds a round). Returns each key brought back with the rounds that brought it back, and each round's
-    counts; every message SQS moved before a round is added to ``sqs_moved``."""
-    key_path = compile_key(opts.key, opts.normalize)
-    calm = [(replace(spec, chaos=ChaosConfig(seed=opts.chaos.seed)), n) for spec, n in specs]
+    """Up to ``settings.rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back to
+    its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within ``limit``
+    seconds a round). Returns each key brought back with the rounds that brought it back,
+    and each round's counts; every message SQS moved before a round is added to ``sqs_moved``."""
+    calm = [(replace(spec, chaos=ChaosConfig(seed=settings.chaos.seed)), n) for spec, n in pollers]
     redriven: dict[str, list[int]] = {}
     rounds: list[dict[str, int]] = []
-    for number in range(1, opts.redrive_rounds + 1 if opts.redrive else 1):
-        pending = _pending(_held(opts, sqs, mappings, sqs_moved), key_path)
+    for number in range(1, settings.rounds + 1):
+        pending = _pending(_held(sqs, mappings, keys, sqs_moved), keys)
         if not pending:
             break
         clock.mark(f"redrive {number}")
@@ -208,7 +124,7 @@ def _redrive(
         pool.start()
         try:
             urls = [m.mapping.queue_url for m in mappings]
-            drain(pool, sqs, urls, moved, timeout_seconds=limit, run_dir=opts.run_dir, quiet=True)
+            drain(pool, sqs, urls, moved, timeout_seconds=limit, run_dir=keys.run_dir, quiet=True)
         finally:
             pool.stop()
         rounds.append({"round": number, "valid_keys": len(pending), "moved": moved})
@@ -216,25 +132,31 @@ def _redrive(
 
 
 def _env_overrides(
-    opts: ChaosOptions, stores: list[Store], scope: ExitStack, log: Callable[[str], None]
+    function_env: dict[str, str],
+    stores: list[Store],
+    provider: bool,
+    run_dir: Path,
+    scope: ExitStack,
+    log: Callable[[str], None],
 ) -> dict[str, str]:
     """The variables every execution environment of the run gets over its function's: ``--function-env``, each
-    effect table's key attributes (its writes name the items they wrote: ``chaos/faults.py``), and the provider
-    stand-in's URL when the run starts it (entered into ``scope``)."""
-    env_overrides = dict(opts.function_env)
+    effect table's key attributes (its writes name the items they wrote: ``chaos/faults.py``), and with ``provider``
+    the provider stand-in's URL (the stand-in entered into ``scope``, its log in ``run_dir``)."""
+    env_overrides = dict(function_env)
     watched = {st.name: st.key_attributes for st in stores if st.key_attributes}
     env_overrides[ENV_WATCH_KEYS] = json.dumps(watched, sort_keys=True)
-    if opts.starts_provider:
-        provider = scope.enter_context(ProviderStandIn(log_path=opts.run_dir / PROVIDER_LOG))
-        env_overrides[URL_ENV] = provider.url
-        log(f"provider stand-in on {provider.url} ({URL_ENV})")
+    if provider:
+        stand_in = scope.enter_context(ProviderStandIn(log_path=run_dir / PROVIDER_LOG))
+        env_overrides[URL_ENV] = stand_in.url
+        log(f"provider stand-in on {stand_in.url} ({URL_ENV})")
     return env_overrides
 
 
-def _drain_limit(opts: ChaosOptions, mappings: list[DeployedMapping], messages: int, log: Callable[[str], None]) -> int:
-    """``--drain-timeout``, else the stack's default (``profiles/drain_limit.py``), said in a start-up line."""
-    if opts.drain_timeout_seconds is not None:
-        return opts.drain_timeout_seconds
+def _drain_limit(given: int | None, mappings: list[DeployedMapping], messages: int, log: Callable[[str], None]) -> int:
+    """``--drain-timeout`` (``given``), else the stack's default (``profiles/drain_limit.py``), said in a start-up
+    line."""
+    if given is not None:
+        return given
     limit = default_drain_seconds([m.mapping for m in mappings], messages)
     log(
         f"drain limit {limit}s: the longest (maxReceiveCount + 1) x visibility timeout of the stack's queues, plus"
@@ -243,14 +165,29 @@ def _drain_limit(opts: ChaosOptions, mappings: list[DeployedMapping], messages: 
     return limit
 
 
+def _stores(session: Any, stack: str, keys: Keys, effect_stores: StoreSpecs, sent: set[str]) -> list[Store]:
+    """The run's effect stores found in the deployed ``stack`` (``proof/stores.Store``; ``sent``: the input's keys, a
+    bucket's ``{key}`` is matched against them), each snapshotted before the first send."""
+    stores = [Store(session, stack, s, keys.run_dir, keys.normalize, keys=sent) for s in effect_stores.specs]
+    for st in stores:
+        st.snapshot()
+    return stores
+
+
 def _run(
-    opts: ChaosOptions, lines: list[InputLine], deployed: Deployment, log: Callable[[str], None], clock: RunClock
+    stack: str,
+    keys: Keys,
+    effect_stores: StoreSpecs,
+    settings: DriveSettings,
+    lines: list[InputLine],
+    deployed: Deployment,
+    log: Callable[[str], None],
+    clock: RunClock,
 ) -> _Outcome:
-    """Discover, send, run until drained, read back (``profiles/pipeline.py``). Every client talks to the local AWS
-    only."""
+    """Discover, send, run until drained, read back (``profiles/pipeline.py``), on the local AWS only."""
     with local_endpoint(deployed.endpoint):
         session = local_session(deployed.endpoint)
-        mappings = discover_targets(session, opts.stack, deployed.cdk_out)
+        mappings = discover_targets(session, stack, deployed.cdk_out)
         disable(session, mappings)
         sources = senders(session, mappings)
         for m in mappings:
@@ -258,26 +195,25 @@ def _run(
         labels = {m.label: m.queue_name for m in mappings}
         routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
         fifo = {m.label: m.fifo for m in mappings}
-        keys = sent_keys(lines)
-        stores = [Store(session, opts.stack, s, opts.run_dir, opts.normalize, keys=keys) for s in opts.effect_stores()]
+        stores = _stores(session, stack, keys, effect_stores, sent_keys(lines))
         table = next((st.name for st in stores if st.spec.kind == "table"), None)
-        for st in stores:
-            st.snapshot()
-        outgoing = plan(lines, lambda line: routes[line.number], fifo, opts.chaos)
-        limit = _drain_limit(opts, mappings, sum(len(batch) for batch in outgoing.values()), log)
+        outgoing = plan(lines, lambda line: routes[line.number], fifo, settings.chaos)
+        limit = _drain_limit(settings.drain_timeout_seconds, mappings, sum(map(len, outgoing.values())), log)
         with ExitStack() as scope:
-            env_overrides = _env_overrides(opts, stores, scope, log)
-            specs = poller_specs(
+            env_overrides = _env_overrides(
+                settings.function_env, stores, effect_stores.starts_provider, keys.run_dir, scope, log
+            )
+            pollers = poller_specs(
                 mappings,
-                run_dir=opts.run_dir,
+                run_dir=keys.run_dir,
                 aws_env=aws_env(deployed.endpoint),
-                chaos=opts.chaos,
-                concurrency=opts.concurrency,
-                key_expression=opts.key,
-                key_normalize=opts.normalize,
+                chaos=settings.chaos,
+                concurrency=settings.concurrency,
+                key_expression=keys.expression,
+                key_normalize=keys.normalize,
                 env_overrides=env_overrides,
             )
-            pool = PollerPool(specs)
+            pool = PollerPool(pollers)
             sqs = session.client("sqs")
             done = drive(
                 sqs,
@@ -286,22 +222,22 @@ def _run(
                 fifo,
                 outgoing,
                 clock=clock,
-                run_dir=opts.run_dir,
+                run_dir=keys.run_dir,
                 drain_timeout_seconds=limit,
-                quiet=opts.quiet,
+                quiet=settings.quiet,
                 fresh_deploy=deployed.fresh,
                 senders=sources,
             )
             sqs_moved: dict[str, dict[str, Any]] = {}
-            redriven, rounds = _redrive(opts, sqs, mappings, specs, clock, log, limit, sqs_moved)
-        dlq = _held(opts, sqs, mappings, sqs_moved)
+            redriven, rounds = _redrive(sqs, mappings, pollers, settings, limit, keys, clock, log, sqs_moved)
+        dlq = _held(sqs, mappings, keys, sqs_moved)
         return _Outcome(
-            mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(opts, stores), sqs_moved
+            mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(keys, stores), sqs_moved
         )
 
 
 def _counts(
-    opts: ChaosOptions, stores: list[Store]
+    keys: Keys, stores: list[Store]
 ) -> tuple[
     dict[str, Counter[str]],
     dict[str, StoreRef],
@@ -314,7 +250,7 @@ def _counts(
     the items one delivery writes and the keys delivered once whose items are a multiple of it (the report's
     ``run.effect_stores`` entry gains it); every item the stores gained with its key; and every write of each item
     (the write logs read once)."""
-    writes, invoked = all_writes(opts.run_dir), batches(opts.run_dir, normalizer(opts.normalize))
+    writes, invoked = all_writes(keys.run_dir), batches(keys.run_dir, keys.same)
     first = {item: found[0] for item, found in writes.items()}
     counts = {str(st.spec): st.count(first, invoked) for st in stores}
     learned = {
@@ -335,45 +271,39 @@ def sent_keys(lines: list[InputLine]) -> set[str]:
     return {ln.key for ln in lines if ln.key is not None}
 
 
-def _check_plan(opts: ChaosOptions, lines: list[InputLine], cdk_out: Path) -> tuple[ChaosConfig, list[dict[str, Any]]]:
+def _check_plan(
+    stack: str,
+    lines: list[InputLine],
+    cdk_out: Path,
+    effect_stores: StoreSpecs,
+    chaos: ChaosConfig,
+    given_flags: frozenset[str],
+) -> tuple[ChaosConfig, list[dict[str, Any]]]:
     """Before the deploy, from the synthesized template (``aws/target_plan.py``): the stack has something to drive,
     and every line's ``queue`` names one target (or none is needed: one target); then the chaos drawn on it
     (``inert_faults.drawn``: the fault classes that cannot strike there left out, with the report's rows).
 
     :raises DeployError: nothing to drive. :raises InputFileError: a line names no target, or several could be
         meant (the message lists the stack's targets). :raises InertFlagError: a flag given that cannot strike."""
-    labels = planned_targets_of(cdk_out, opts.stack)
+    labels = planned_targets_of(cdk_out, stack)
     for name in sorted({ln.queue for ln in lines}, key=str):
         resolve_queue(name, labels)
-    sql = any(SqlCommits.name in kind_of(spec).services for spec in opts.effect_stores())
-    return drawn(opts.chaos, stack_facts(cdk_out, opts.stack, sql_store=sql), opts.given_flags)
+    return drawn(chaos, stack_facts(cdk_out, stack, sql_store=effect_stores.commits_sql), given_flags)
 
 
-def _keys_of(opts: ChaosOptions, message: str) -> Counter[str]:
-    """Per idempotency key (normalized as the run's keys are), the runtime's log lines with ``message``."""
-    same = normalizer(opts.normalize)
-    return Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in log_lines(opts.run_dir, message))
-
-
-def _incomplete(opts: ChaosOptions, outcome: _Outcome, lines: list[InputLine]) -> list[str]:
-    """The input's keys in some of the run's required stores and not in the others (``stores.incomplete_keys``)."""
-    optional = {str(spec) for spec in opts.effect_stores() if spec.optional}
-    return incomplete_keys(outcome.store_counts, optional, sent_keys(lines))
-
-
-def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -> tuple[dict[str, Any], dict[str, Any]]:
+def _check_keys(
+    keys: Keys, effect_stores: StoreSpecs, lines: list[InputLine], outcome: _Outcome
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-key check (``key_check.build``) with every input line's state (``line_states``) and the DLQs'
     contents: the report's sections before its findings, ``sdk_faults``, ``faults``, ``run`` and ``verdict`` (the
     ``total`` with the states' counts and the listed and dead-lettered keys'); and how the lines were sent
     (``send_kinds``)."""
-    key_path = compile_key(opts.key, opts.normalize)
     dlq_bodies = [m.body for messages in outcome.dlq_messages.values() for m in messages]
     store, _ = combine(outcome.store_counts) if outcome.store_counts else (None, {})
-    same = normalizer(opts.normalize)
-    effected = effect_lines(opts.run_dir)
-    log_counts = Counter(same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effected)
-    raw_kills = kills(opts.run_dir)
-    kill_records = [{**k, "key": same(str(k["key"])) if k.get("key") else None} for k in raw_kills]
+    effected = effect_lines(keys.run_dir)
+    log_counts = Counter(keys.same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effected)
+    raw_kills = kills(keys.run_dir)
+    kill_records = [{**k, "key": keys.same(str(k["key"])) if k.get("key") else None} for k in raw_kills]
     batch = batch_kills(
         kill_records, outcome.writes, outcome.item_keys
     )  # item keys are normalised as the kills now are
@@ -381,19 +311,20 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         sent=Counter(ln.key for ln in lines if ln.key is not None),
         invalid_lines=sum(1 for ln in lines if ln.key is None),
         messages_sent=outcome.messages_sent,
-        dlq_keys={k for k in (body_key(key_path, b) for b in dlq_bodies) if k is not None},
+        dlq_keys={k for k in (keys.of(b) for b in dlq_bodies) if k is not None},
         dead_lettered=len(dlq_bodies),
         log_counts=log_counts,
         store_counts=store,
         kill_records=kill_records,
-        effect_takes_key=opts.effect_takes_key,
-        failed_after_effect=_keys_of(opts, names.MSG_EFFECT_REPEATED_AFTER_FAILURE),
+        effect_takes_key=effect_stores.takes_key,
+        failed_after_effect=keys.logged(names.MSG_EFFECT_REPEATED_AFTER_FAILURE),
         batch_kills=batch,
     )
-    sent_rows = read_jsonl(sorted(opts.run_dir.glob("sent-*.jsonl")))
-    deliveries = read_jsonl(sorted(opts.run_dir.glob("deliveries-*.jsonl")))
-    first = first_executions(effected, lambda key: None if key is None else same(str(key)))
+    sent_rows = read_jsonl(sorted(keys.run_dir.glob("sent-*.jsonl")))
+    deliveries = read_jsonl(sorted(keys.run_dir.glob("deliveries-*.jsonl")))
+    first = first_executions(effected, lambda key: None if key is None else keys.same(str(key)))
     out_of_order, checked = reordered(sent_rows, first, outcome.redriven)
+    incomplete = incomplete_keys(outcome.store_counts, effect_stores.optional, sent_keys(lines))
     states = line_states(
         lines=lines,
         effects=store if store is not None else log_counts,
@@ -403,17 +334,17 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
         sent_rows=sent_rows,
         deliveries=deliveries,
         kill_records=kill_records + batch,
-        key_of=lambda body: body_key(key_path, body),
-        suppressed=_keys_of(opts, names.MSG_DUPLICATE_SUPPRESSED),
-        marked={"incomplete": set(_incomplete(opts, outcome, lines)), "reordered": {r["then"] for r in out_of_order}},
+        key_of=keys.of,
+        suppressed=keys.logged(names.MSG_DUPLICATE_SUPPRESSED),
+        marked={"incomplete": set(incomplete), "reordered": {r["then"] for r in out_of_order}},
     )
     refused = sum(1 for messages in outcome.dlq_messages.values() for m in messages if m.refusal is not None)
-    listed = _listed(states, opts, outcome, raw_kills)
-    rows = _dead_letters(opts, outcome, kill_records, sent_rows)
+    listed = _listed(states, effect_stores.optional, outcome, raw_kills, keys.run_dir)
+    rows = _dead_letters(keys, outcome, kill_records, sent_rows)
     sections = report | {
         "total": report["total"] | states["counts"] | listed.pop("total") | dead_letter_totals(rows),
         "states": states,
-        "dlq": dlq_contents(outcome.dlq_messages, lambda body: body_key(key_path, body)),
+        "dlq": dlq_contents(outcome.dlq_messages, keys.of),
         "fifo_order": {"keys_checked": checked, "reordered": out_of_order},
         "async": async_counts(deliveries, refused=refused),
     }
@@ -422,7 +353,7 @@ def _check_keys(opts: ChaosOptions, lines: list[InputLine], outcome: _Outcome) -
 
 
 def _dead_letters(
-    opts: ChaosOptions, outcome: _Outcome, kill_records: list[dict[str, Any]], sent_rows: list[dict[str, Any]]
+    keys: Keys, outcome: _Outcome, kill_records: list[dict[str, Any]], sent_rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The valid keys SQS dead-lettered, each with its cause (``dead_letters.dead_lettered_without_reason``): from
     the kills, the injected SDK faults, the invocations' batches, the send log, the ``records deferred`` and the
@@ -430,31 +361,33 @@ def _dead_letters(
     return dead_lettered_without_reason(
         outcome.sqs_moved,
         kill_records=kill_records,
-        sdk_faults=read_sdk_faults(read_jsonl(sorted(opts.run_dir.glob("chaos-*.jsonl")))),
-        invocations=batch_keys(opts.run_dir, normalizer(opts.normalize)),
+        sdk_faults=read_sdk_faults(read_jsonl(sorted(keys.run_dir.glob("chaos-*.jsonl")))),
+        invocations=batch_keys(keys.run_dir, keys.same),
         sent_rows=sent_rows,
         deferred={
             str(ln.get("function_request_id")): int(ln.get(names.FIELD_DEFERRED) or 0)
-            for ln in log_lines(opts.run_dir, names.MSG_RECORDS_DEFERRED)
+            for ln in log_lines(keys.run_dir, names.MSG_RECORDS_DEFERRED)
         },
-        failed=set(_keys_of(opts, names.MSG_RECORD_FAILED)),
+        failed=set(keys.logged(names.MSG_RECORD_FAILED)),
     )
 
 
-def _listed(states: States, opts: ChaosOptions, outcome: _Outcome, raw_kills: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the report lists without failing: the torn moments (``proof/torn_moments.py``), the keys that finished
-    only through the run's redrive, with the rounds that brought them back (what production would hold in a DLQ
-    until someone redrove it: ``--no-redrive`` shows that), and the keys of a passing state whose items were written
-    again (``rewritten``: how many times beyond their effects, ``executions.rewritten``; also in their per-key row
-    of ``states``). The sections ``rewritten``, ``torn_moments`` and ``redriven``, and ``total``: their counts."""
+def _listed(
+    states: States, optional: set[str], outcome: _Outcome, raw_kills: list[dict[str, Any]], run_dir: Path
+) -> dict[str, Any]:
+    """What the report lists without failing: the torn moments (``proof/torn_moments.py``; ``optional``: the stores
+    a key may be missing from), the keys that finished only through the run's redrive, with the rounds that brought
+    them back (what production would hold in a DLQ until someone redrove it: ``--no-redrive`` shows that), and the
+    keys of a passing state whose items were written again (``rewritten``: how many times beyond their effects,
+    ``executions.rewritten``; also in their per-key row of ``states``). The sections ``rewritten``, ``torn_moments``
+    and ``redriven``, and ``total``: their counts."""
     effects, _ = combine(outcome.store_counts) if outcome.store_counts else (Counter(), {})
     per_key = states["per_key"]
     again = rewritten(outcome.item_keys, outcome.writes, effects)
     written = {k: n for k, n in again.items() if per_key.get(k, {}).get("state") in PASSING_STATES}
     for key, n in written.items():
         per_key[key]["rewritten"] = n
-    optional = {str(spec) for spec in opts.effect_stores() if spec.optional}
-    torn = torn_moments(opts.run_dir, raw_kills, outcome.store_refs, optional)
+    torn = torn_moments(run_dir, raw_kills, outcome.store_refs, optional)
     return {
         "total": {"rewritten_keys": len(written), "torn_moments": len(torn)},
         "rewritten": written,
@@ -465,45 +398,47 @@ def _listed(states: States, opts: ChaosOptions, outcome: _Outcome, raw_kills: li
     }
 
 
-def _findings(opts: ChaosOptions, lines: list[InputLine], sends: dict[str, Any]) -> dict[str, Any]:
+def _findings(keys: Keys, raw_sent: set[str], sends: dict[str, Any]) -> dict[str, Any]:
     """What the runtime's lines say beside the per-key check: the sections ``normalization`` (a key normalization
-    the run may lack), ``sends`` (how the lines were sent) and ``unkeyed`` (the un-keyed effects), and the duplicates
-    suppressed (``duplicates_suppressed``, the report's last ``total`` entry)."""
-    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
+    the run may lack, from the input's keys before normalization, ``raw_sent``), ``sends`` (how the lines were
+    sent) and ``unkeyed`` (the un-keyed effects), and the duplicates suppressed (``duplicates_suppressed``, the
+    report's last ``total`` entry)."""
     return {
         "duplicates_suppressed": log_line_count(
-            sorted(opts.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
+            sorted(keys.run_dir.glob("function-*.log")), names.MSG_DUPLICATE_SUPPRESSED
         ),
         "normalization": normalization_hint(
-            raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(opts.run_dir)}, opts.normalize
+            raw_sent, {str(ln.get(names.FIELD_IDEMPOTENCY_KEY)) for ln in effect_lines(keys.run_dir)}, keys.normalize
         ),
         "sends": sends,
         # Un-keyed effects (delivery="at_most_once"|"at_least_once"): what the runtime's lines say was skipped or
         # repeated, for a checker to hold against the stores of those calls.
-        "unkeyed": unkeyed_lines(opts.run_dir, opts.normalize),
+        "unkeyed": unkeyed_lines(keys.run_dir, keys.normalize),
     }
 
 
-def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[str, Any]:
+def _run_block(
+    stack: str, keys: Keys, effect_stores: StoreSpecs, settings: DriveSettings, outcome: _Outcome, seconds: float
+) -> dict[str, Any]:
     """The report's ``run`` block: what ran, with which settings and chaos, and where faults can strike."""
     _, per_store = combine(outcome.store_counts) if outcome.store_counts else (None, {})
-    table = outcome.table
+    table, key_attribute = outcome.table, effect_stores.key_attribute
     return {
-        "stack": opts.stack,
+        "stack": stack,
         "mappings": {m.label: mapping_row(m) for m in outcome.mappings},
-        "key": opts.key,
-        "normalize": list(opts.normalize),
-        "effect_store": {"table": table, "key_attribute": opts.effect_key} if table and opts.effect_key else None,
+        "key": keys.expression,
+        "normalize": list(keys.normalize),
+        "effect_store": {"table": table, "key_attribute": key_attribute} if table and key_attribute else None,
         "effect_stores": {name: {**row, **outcome.learned.get(name, {})} for name, row in per_store.items()},
-        "chaos": opts.chaos.__dict__,
-        "pollers_per_mapping": opts.concurrency,
+        "chaos": settings.chaos.__dict__,
+        "pollers_per_mapping": settings.concurrency,
         "poller_restarts": outcome.poller_restarts,
-        "redrive": opts.redrive,
+        "redrive": settings.redrive,
         "redrive_rounds": outcome.redrive_rounds,
         # Where faults can strike from outside the app (faults.py), and where they cannot.
         "fault_points": {
             "writes_watched": {service: sorted(ops) for service, ops in WRITE_OPERATIONS.items()},
-            "http": "the provider stand-in's calls are logged" if opts.starts_provider else "not watched",
+            "http": "the provider stand-in's calls are logged" if effect_stores.starts_provider else "not watched",
             "sql": "every commit of sqlite3 and psycopg 3 connections (commit(), with conn:, with "
             "conn.transaction():, autocommit writes; chaos/sql_watch.py), a kill point",
         },
@@ -512,11 +447,11 @@ def _run_block(opts: ChaosOptions, outcome: _Outcome, seconds: float) -> dict[st
 
 
 def _conclude(
-    opts: ChaosOptions, sections: dict[str, Any], clock: RunClock, log: Callable[[str], None]
+    to: Verdict, run_dir: Path, sections: dict[str, Any], clock: RunClock, log: Callable[[str], None]
 ) -> tuple[int, dict[str, Any]]:
     """The verdict; the report assembled from ``sections`` with it (``report_shape.assemble``), shown and written
-    with its page; the exit code and the report."""
-    code, reasons = required(verdict(sections), sections["faults"], opts.require_faults)
+    with its page (``to``; the run's events read from ``run_dir``); the exit code and the report."""
+    code, reasons = required(verdict(sections), sections["faults"], to.require_faults)
     report = assemble(CHAOS, sections | {"verdict": {"exit_code": code, "reasons": reasons}})
     t, faults = report["total"], report["faults"]
     conclude(
@@ -531,10 +466,10 @@ def _conclude(
         )
         if code == 0
         else None,
-        report_path=opts.report_path,
-        events=clock.events + read_events(opts.run_dir),
+        report_path=to.report_path,
+        events=clock.events + read_events(run_dir),
         clock=clock,
-        title=f"{opts.stack}: chaos run",
+        title=to.title,
         log=log,
     )
     return code, report
@@ -543,7 +478,8 @@ def _conclude(
 def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[int, dict[str, Any]]:
     """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained/..., 3 a fault
     class asked for that never struck under ``require_faults``: ``proof/faults_struck.py``) and the report (also
-    written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``).
+    written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``). The one function taking the
+    whole options: the run's context is computed from them once here (``profiles/chaos_context.py``).
 
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.
@@ -551,42 +487,48 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     :raises InertFlagError: a fault flag in ``given_flags`` cannot strike on the stack (before the deploy, or before
         the first send on a stack deployed already).
     """
-    lines = load_input(opts.input, opts.key, opts.normalize)  # checked whole before anything starts
-    compile_key(opts.key, opts.normalize)
-    for spec in opts.effect_stores():
+    keys, effect_stores, to = opts.keys(), opts.stores(), opts.verdict()
+    lines = load_input(opts.input, keys.expression, keys.normalize)  # checked whole before anything starts
+    for spec in effect_stores.specs:
         kind_of(spec).check(spec, sent_keys(lines))
-    clear_run_dir(opts.run_dir, opts.report_path)
+    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
+    clear_run_dir(keys.run_dir, to.report_path)
     started = time.monotonic()
     clock = RunClock()
     planned: list[tuple[ChaosConfig, list[dict[str, Any]]]] = []
+
+    def check(cdk_out: Path) -> None:
+        planned.append(_check_plan(opts.stack, lines, cdk_out, effect_stores, opts.chaos, opts.given_flags))
+
     if opts.endpoint is not None and opts.cdk_out is not None:
-        planned.append(_check_plan(opts, lines, opts.cdk_out))  # deployed already: checked before the first send
+        check(opts.cdk_out)  # deployed already: checked before the first send
     deployment = local_deployment(
         app_dir=opts.app_dir,
         stack=opts.stack,
         context=dict(opts.context),
-        run_dir=opts.run_dir,
+        run_dir=keys.run_dir,
         log=log,
         endpoint=opts.endpoint,
         cdk_out=opts.cdk_out,
-        check=lambda cdk_out: planned.append(_check_plan(opts, lines, cdk_out)),
+        check=check,
         allowed_imports=opts.allowed_imports,
     )
     with deployment as deployed:
         chaos, left_out = planned[-1] if planned else (opts.chaos, [])
         for row in left_out:
             log(f"left out of the draw: {row['flag']} {row['asked']:g} (default): {row['why']}")
-        opts = replace(opts, chaos=chaos)
-        outcome = _run(opts, lines, deployed, log, clock)
+        settings = opts.drive_settings(chaos)
+        outcome = _run(opts.stack, keys, effect_stores, settings, lines, deployed, log, clock)
         skipped = deployed.skipped
-    sections, sends = _check_keys(opts, lines, outcome)
-    found = _findings(opts, lines, sends)
+    sections, sends = _check_keys(keys, effect_stores, lines, outcome)
+    found = _findings(keys, raw_sent, sends)
     sections["total"]["duplicates_suppressed"] = found.pop("duplicates_suppressed")
-    tables = {
-        outcome.store_refs[str(spec)].name: spec.key_path for spec in opts.effect_stores() if spec.kind == "table"
-    }
-    sections |= found | {"sdk_faults": sdk_faults(sections["states"], opts.run_dir, tables, normalizer(opts.normalize))}
+    tables = {outcome.store_refs[str(s)].name: s.key_path for s in effect_stores.specs if s.kind == "table"}
+    sections |= found | {"sdk_faults": sdk_faults(sections["states"], keys.run_dir, tables, keys.same)}
     kinds = {mapping_row(m)["kind"] for m in outcome.mappings}
-    sections["faults"] = faults_block(sections, opts.chaos, kinds, watched_writes(opts.run_dir), left_out)
-    sections["run"] = _run_block(opts, outcome, time.monotonic() - started) | {"skipped_resources": skipped}
-    return _conclude(opts, sections, clock, log)
+    sections["faults"] = faults_block(sections, chaos, kinds, watched_writes(keys.run_dir), left_out)
+    seconds = time.monotonic() - started
+    sections["run"] = _run_block(opts.stack, keys, effect_stores, settings, outcome, seconds) | {
+        "skipped_resources": skipped
+    }
+    return _conclude(to, keys.run_dir, sections, clock, log)
