@@ -16,9 +16,10 @@ from .server import ACCOUNT, REGION, aws_env
 
 
 class DeployError(RuntimeError):
-    """``cdk synth``, ``cdk bootstrap`` or ``cdk deploy`` failed (the message is one line, the full output is in the
-    log), a stack is not in the app, what a run is to drive is missing from the synthesized template, or the app's
-    CDK CLI is missing or too old (:func:`cdk_command`)."""
+    """``cdk synth``, ``cdk bootstrap`` or ``cdk deploy`` failed (the message is one line, with the end of the app's
+    traceback when it raised, :func:`traceback_tail`; the full output is in the log), a stack is not in the app,
+    what a run is to drive is missing from the synthesized template, or the app's CDK CLI is missing or too old
+    (:func:`cdk_command`)."""
 
 
 #: What the error messages tell a user to run in the app's folder: the CLI release this tooling is tested with
@@ -112,16 +113,85 @@ def cdk_command(app_dir: Path) -> list[str]:
     return command
 
 
+#: The line a Python traceback starts with; a ``SyntaxError`` of the script itself is printed without it.
+_TRACEBACK = "Traceback (most recent call last):"
+#: A traceback's frame line: ``  File "/app/app.py", line 5, in build`` (a ``SyntaxError``'s without ``, in``).
+_FRAME = re.compile(r'\s+File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<name>.+))?')
+#: The CDK CLI's own line after the app's output: ``python3 app.py: Subprocess exited with error 1``.
+_APP_EXITED = re.compile(r".+: Subprocess exited with error -?\d+")
+#: The exception's lines kept: a failed CDK validation lists its errors on the lines under the first.
+EXCEPTION_LINES = 3
+_LIBRARY_FOLDERS = frozenset({"site-packages", "dist-packages"})
+
+
+def _file(path: str, app_dir: Path) -> tuple[Path, bool]:
+    """A traceback's file, absolute, and whether it is the app's: in ``app_dir`` and not an installed package's."""
+    found = Path(path) if Path(path).is_absolute() else app_dir / path
+    if _LIBRARY_FOLDERS & set(found.parts):
+        return found, False
+    return found, found.resolve().is_relative_to(app_dir.resolve())
+
+
+def _frame(lines: list[str], at: int, found: re.Match[str], app_dir: Path) -> str:
+    """The frame ``found`` at ``lines[at]`` in one line: its file (from the working folder when under it), line,
+    function and the source line Python printed under it (not its ``^^^`` marks)."""
+    path = _file(found["path"], app_dir)[0].resolve()
+    here = Path.cwd().resolve()
+    shown = path.relative_to(here) if path.is_relative_to(here) else path
+    said = f'File "{shown}", line {found["line"]}' + (f", in {found['name']}" if found["name"] else "")
+    below = lines[at + 1] if at + 1 < len(lines) else ""
+    code = below.strip() if below[:1].isspace() and not _FRAME.fullmatch(below.rstrip()) else ""
+    return f"{said}: {code[:150]}" if code.strip("^~ ") else said
+
+
+def traceback_tail(output: str, app_dir: Path) -> str | None:
+    """The end of the last Python traceback in a command's ``output``, in one line: the last frame in the app
+    (``app_dir``'s files, not an installed package's: a construct's error is raised deep in jsii, under the app's
+    line), else the last frame; then the exception, at most :data:`EXCEPTION_LINES` lines of it. ``None``: no
+    traceback."""
+    lines = output.splitlines()
+    starts = [at for at, line in enumerate(lines) if line.strip() == _TRACEBACK]
+    frames = [
+        (at, found)
+        for at in range(starts[-1] if starts else 0, len(lines))
+        if (found := _FRAME.fullmatch(lines[at].rstrip())) is not None
+    ]
+    if not frames:
+        return None
+    in_app = [(at, found) for at, found in frames if _file(found["path"], app_dir)[1]]
+    exception: list[str] = []
+    for line in lines[frames[-1][0] + 1 :]:
+        if not exception and line[:1].isspace():
+            continue  # the last frame's source line and marks
+        if not line.strip() or _APP_EXITED.fullmatch(line.strip()) or len(exception) == EXCEPTION_LINES:
+            break
+        exception.append(line.strip())
+    frame = _frame(lines, *(in_app or frames)[-1], app_dir)
+    return f"{frame} — {' '.join(exception)[:300]}" if exception else frame
+
+
+def _failure(what: str, returncode: int, output: str, app_dir: Path, log_path: Path) -> DeployError:
+    """A failed command's error: the CLI's last ``❌``/``‣`` line (else its last line) and the end of the app's
+    traceback (:func:`traceback_tail`), from ``output``: that command's own, not the log's earlier runs."""
+    lines = output.splitlines()
+    reason = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith(("❌", "‣"))), "")
+    reason = reason or next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
+    tail = traceback_tail(output, app_dir)
+    said = f"{reason[:300]} — {tail}" if tail else reason[:300]
+    return DeployError(f"{what} failed (exit {returncode}): {said} — full output in {log_path}")
+
+
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: str) -> None:
     with open(log_path, "ab") as log:
         log.write(f"\n$ {' '.join(cmd)}\n".encode())
         log.flush()
+        start = log.tell()
         proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     if proc.returncode != 0:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        reason = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith(("❌", "‣"))), "")
-        reason = reason or next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
-        raise DeployError(f"{what} failed (exit {proc.returncode}): {reason[:300]} — full output in {log_path}")
+        with open(log_path, "rb") as log:
+            log.seek(start)
+            output = log.read().decode("utf-8", errors="replace")
+        raise _failure(what, proc.returncode, output, cwd, log_path)
 
 
 def deploy(
@@ -138,7 +208,8 @@ def deploy(
 
     :param check: called with the ``cdk.out`` folder after the synth, before anything is deployed: what it raises
         stops the deploy. :default: ``None``.
-    :raises DeployError: a command failed, or a stack is not in the app (the message names the app's stacks).
+    :raises DeployError: a command failed (the message names the app's line and its exception when the app raised),
+        or a stack is not in the app (the message names the app's stacks).
     """
     stacks = [stack] if isinstance(stack, str) else list(stack)
     env = {**os.environ, **aws_env(endpoint), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
