@@ -1,6 +1,9 @@
 """What a failed CDK CLI command says (``effectively_once_local.aws.deploy.deploy``, issue 57 item 3): one line with
 the CLI's own last line and, when the app raised, the end of its Python traceback (the app's line and the exception),
-read from that command's output only, never from an earlier run's in the same ``cdk.log``.
+read from that command's output only, never from an earlier run's in the same ``cdk.log``. And a CDK CLI command
+killed by Ctrl-C (SIGINT) or SIGTERM, ``--version`` included, is an interrupt, not a failure (issue 57 item 5): it
+raises ``KeyboardInterrupt``, and the command exits 130 (``cli/main.py``), even when this process did not get the
+signal itself (started with SIGINT ignored, as a background job of a non-interactive shell is).
 
 The CLI is a fake in the app's ``node_modules/.bin/cdk`` (a Python script) answering ``--version`` as the real one
 does and printing, for each command, what the real CLI (2.1148.1, ``synth --quiet``) printed for these apps: a
@@ -12,12 +15,17 @@ a ``SyntaxError`` in ``app.py`` (no ``Traceback`` line).
 from __future__ import annotations
 
 import stat
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 
 import pytest
 
-from effectively_once_local.aws.deploy import DeployError, deploy
+from effectively_once_local.aws.deploy import DeployError, cdk_command, deploy
+from effectively_once_local.cli import main as cli
+from effectively_once_local.profiles import pipeline
 
 ENDPOINT = "http://localhost:1"  # never reached: every run here fails before the deploy, or fakes it
 EXITED = "python3 app.py: Subprocess exited with error 1"
@@ -86,7 +94,7 @@ import os, pathlib, signal, sys
 
 said = pathlib.Path({said!r})
 command = sys.argv[1]
-if command == "--version":
+if command == "--version" and not (said / "--version.rc").exists():
     print("2.1148.1 (build x)")
     sys.exit(0)
 if command == "synth":
@@ -97,17 +105,17 @@ if (said / f"{{command}}.out").exists():
     sys.stdout.write((said / f"{{command}}.out").read_text())
     sys.stdout.flush()
 code = (said / f"{{command}}.rc").read_text() if (said / f"{{command}}.rc").exists() else "0"
-if code == "SIGINT":  # killed by Ctrl-C: whatever disposition the test run inherited
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
+if code.startswith("SIG"):  # killed by it (Ctrl-C's SIGINT), whatever disposition the test run inherited
+    signal.signal(getattr(signal, code), signal.SIG_DFL)
+    os.kill(os.getpid(), getattr(signal, code))
 sys.exit(int(code))
 """
 
 
 def fake_cli(app: Path, said: dict[str, tuple[str, str]]) -> Path:
     """``app/node_modules/.bin/cdk``: prints ``said[command][0]`` for a command and exits with ``said[command][1]``
-    (a number, or ``SIGINT``: killed by it); a command not in ``said`` prints nothing and exits 0. Its ``synth``
-    writes a template of stack ``S`` into ``--output``."""
+    (a number, or a signal's name, ``SIGINT``: killed by it); a command not in ``said`` prints nothing and exits 0,
+    ``--version`` printing the pinned version. Its ``synth`` writes a template of stack ``S`` into ``--output``."""
     folder = app / "said"
     folder.mkdir(parents=True, exist_ok=True)
     for command, (text, code) in said.items():
@@ -223,3 +231,112 @@ def test_a_deploy_failure_says_its_own_reason_not_the_synths_output(app: Path) -
         "cdk deploy S failed (exit 1): ❌  S failed: ValidationError: Template error — full output in "
         f"{app / 'run' / 'cdk.log'}"
     )
+
+
+#: What ``python3 app.py`` printed when Ctrl-C reached it during the synth (the CLI then died of the same SIGINT).
+APP_INTERRUPTED = """\
+Traceback (most recent call last):
+  File "{app}/app.py", line 3, in <module>
+    import aws_cdk as cdk
+KeyboardInterrupt
+"""
+
+
+@pytest.mark.parametrize("command", ["synth", "bootstrap", "deploy"])
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_cdk_command_killed_by_an_interrupt_is_an_interrupt(app: Path, command: str, signal_name: str) -> None:
+    fake_cli(app, {command: (APP_INTERRUPTED.format(app=app), signal_name)})
+
+    with pytest.raises(KeyboardInterrupt):
+        deploy(ENDPOINT, app, "S", {}, app / "run" / "cdk.log")
+
+
+def test_a_cdk_command_that_exits_130_is_still_a_failure(app: Path) -> None:
+    # Only a death by the signal itself is an interrupt: an exit code is the command's own verdict.
+    fake_cli(app, {"synth": ("Error: stopped\n", "130")})
+
+    with pytest.raises(DeployError, match=r"\Acdk synth failed \(exit 130\): Error: stopped — "):
+        deploy(ENDPOINT, app, "S", {}, app / "run" / "cdk.log")
+
+
+def test_a_version_check_killed_by_ctrl_c_is_an_interrupt(app: Path) -> None:
+    fake_cli(app, {"--version": ("", "SIGINT")})
+
+    with pytest.raises(KeyboardInterrupt):
+        cdk_command(app)
+
+
+def _chaos(app: Path) -> list[str]:
+    """The chaos command's arguments for stack ``S`` of ``app``, one input line; its report and logs under ``app``."""
+    (app / "cdk.json").write_text('{"app": "python3 app.py"}', encoding="utf-8")
+    (app / "in.jsonl").write_text('{"order_id": "o-1"}\n', encoding="utf-8")
+    return [
+        "chaos", "--app-dir", str(app), "--stack", "S", "--input", str(app / "in.jsonl"), "--key", "order_id",
+        "--report", str(app / "report.json"), "--run-dir", str(app / "run"), "--quiet",
+    ]  # fmt: skip
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return cli.main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt left the command as a traceback, not exit 130")
+
+
+def test_ctrl_c_during_the_version_check_exits_130(app: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _chaos(app)
+    fake_cli(app, {"--version": ("", "SIGINT")})
+
+    assert _exit_code(argv) == 130
+    assert capsys.readouterr().err.splitlines() == ["interrupted"]
+
+
+def test_ctrl_c_caught_by_this_process_during_the_version_check_exits_130(
+    app: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = _chaos(app)
+    fake_cli(app, {})
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "run", interrupted)  # as the CLI's `--version` runs
+
+    assert _exit_code(argv) == 130
+    assert capsys.readouterr().err.splitlines() == ["interrupted"]
+
+
+class _LocalAws:
+    """Stands in for ``MotoServer`` in ``pipeline``: nothing is deployed here, the synth is interrupted first."""
+
+    stopped: list[bool] = []
+
+    def __init__(self, log_path: Path) -> None:
+        self.endpoint = ENDPOINT
+
+    def __enter__(self) -> _LocalAws:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stopped.append(True)
+
+
+@pytest.fixture
+def local_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """The local AWS of a run replaced by :class:`_LocalAws`; yields whether it was stopped."""
+    monkeypatch.setattr(pipeline, "MotoServer", _LocalAws)
+    _LocalAws.stopped = []
+    yield _LocalAws.stopped
+
+
+def test_ctrl_c_during_the_first_synth_exits_130(
+    app: Path, local_aws: list[bool], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _chaos(app)
+    fake_cli(app, {"synth": (APP_INTERRUPTED.format(app=app), "SIGINT")})
+
+    assert _exit_code(argv) == 130
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "interrupted: local AWS stopped", err
+    assert "failed" not in err and "error" not in err
+    assert local_aws == [True]

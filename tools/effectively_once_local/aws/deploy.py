@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -32,6 +33,22 @@ _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _cli_versions: dict[str, str] = {}
 
 
+#: How a child killed by Ctrl-C (SIGINT) or SIGTERM ends (``returncode``): the run is interrupted, not failed.
+INTERRUPTED = frozenset({-signal.SIGINT, -signal.SIGTERM})
+
+
+def stop_if_interrupted(returncode: int) -> None:
+    """Raise ``KeyboardInterrupt`` when a child was killed by an interrupt (:data:`INTERRUPTED`), so that the
+    command ends as interrupted (exit 130, ``cli/main.py``), not as a failed deploy or a usage error. Ctrl-C reaches
+    the whole process group: the CDK CLI dies of it while this process may not see it at all (one started with SIGINT
+    ignored, as a background job of a non-interactive shell is, never raises ``KeyboardInterrupt`` itself).
+
+    :raises KeyboardInterrupt: ``returncode`` is a death by SIGINT or SIGTERM.
+    """
+    if returncode in INTERRUPTED:
+        raise KeyboardInterrupt
+
+
 def _version(text: str) -> tuple[int, int, int] | None:
     found = _VERSION.search(text)
     return (int(found[1]), int(found[2]), int(found[3])) if found else None
@@ -42,6 +59,7 @@ def cli_version(cli: str, app_dir: Path) -> str:
 
     :raises DeployError: the command cannot run, fails, takes over :data:`CLI_VERSION_TIMEOUT_SECONDS` or prints no
         version; the message ends with the install line for ``app_dir``.
+    :raises KeyboardInterrupt: the command was killed by Ctrl-C or SIGTERM (:func:`stop_if_interrupted`).
     """
     if cli in _cli_versions:
         return _cli_versions[cli]
@@ -63,6 +81,7 @@ def cli_version(cli: str, app_dir: Path) -> str:
         ) from None
     except OSError as exc:
         raise DeployError(f"the CDK CLI {cli} cannot run ({exc.strerror or exc}): {fix}") from None
+    stop_if_interrupted(done.returncode)
     output = " ".join(f"{done.stdout} {done.stderr}".split())
     found = _VERSION.search(done.stdout) if done.returncode == 0 else None
     if found is None:
@@ -84,6 +103,7 @@ def cdk_command(app_dir: Path) -> list[str]:
     :raises DeployError: no CLI is found; or the one found is older than the minimum or not 2.x; or its
         ``--version`` cannot run, fails, times out or prints no version. One line; it tells the user to run
         :data:`CDK_INSTALL_LINE` in ``app_dir`` (the CLI this tooling is tested with, ``limits.CDK_CLI_VERSION``).
+    :raises KeyboardInterrupt: its ``--version`` was killed by Ctrl-C or SIGTERM (:func:`cli_version`).
     """
     cli = None
     command: list[str] = []
@@ -187,6 +207,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, what: s
         log.flush()
         start = log.tell()
         proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    stop_if_interrupted(proc.returncode)
     if proc.returncode != 0:
         with open(log_path, "rb") as log:
             log.seek(start)
@@ -210,6 +231,7 @@ def deploy(
         stops the deploy. :default: ``None``.
     :raises DeployError: a command failed (the message names the app's line and its exception when the app raised),
         or a stack is not in the app (the message names the app's stacks).
+    :raises KeyboardInterrupt: a command was killed by Ctrl-C or SIGTERM (:func:`stop_if_interrupted`).
     """
     stacks = [stack] if isinstance(stack, str) else list(stack)
     env = {**os.environ, **aws_env(endpoint), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}

@@ -4,7 +4,8 @@ Every argument is checked before anything starts (no local AWS, no deploy, no AW
 ranges, the payments file read and parsed whole (and it must hold at least one valid payment by the handler's own
 rules), folders that must be folders, output paths that must not be, and no option another one would silently
 ignore. Every expected error ends in one line on stderr and exit code 2, never a traceback; queues not drained within
-the limit end in one line and exit code 4 (``base/exit_codes.py``).
+the limit end in one line and exit code 4 (``base/exit_codes.py``). Ctrl-C at any step (the checks and the CDK
+CLI's commands included), and a SIGTERM once the run has started, end in ``interrupted`` and exit code 130.
 """
 
 from __future__ import annotations
@@ -86,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported by the subcommand's parser: its usage and its --help are the ones that list the flags
         commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
-    _check(commands[args.command], args)
+    try:
+        _check(commands[args.command], args)  # runs the app's CDK CLI (`--version`): Ctrl-C may come there too
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     # A SIGTERM (a CI timeout, `kill`) stops the run like Ctrl-C does (the demo stops its local AWS).
     previous: Any = signal.signal(signal.SIGTERM, _interrupt)
     try:
