@@ -51,7 +51,7 @@ from ..report.page import RunClock, conclude, read_events
 from ..report.report_shape import CHAOS, assemble
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.chaos_input import InputLine, load_input, resolve_queue
-from ..traffic.producer import plan
+from ..traffic.producer import Sender, plan
 from .chaos_context import ChaosOptions, DriveSettings, Keys, StoreSpecs, Verdict
 from .chaos_targets import dlq_messages, mapping_row, move_back, senders
 from .drain_limit import default_drain_seconds
@@ -174,6 +174,18 @@ def _stores(session: Any, stack: str, keys: Keys, effect_stores: StoreSpecs, sen
     return stores
 
 
+def _targets(
+    session: Any, stack: str, cdk_out: Path, log: Callable[[str], None]
+) -> tuple[list[DeployedMapping], dict[str, Sender]]:
+    """The stack's targets (``discover_targets``, moto's own mappings switched off), each said in a line, and how
+    input reaches each asynchronous one (``chaos_targets.senders``)."""
+    mappings = discover_targets(session, stack, cdk_out)
+    disable(session, mappings)
+    for m in mappings:
+        log(describe(m))
+    return mappings, senders(session, mappings)
+
+
 def _run(
     stack: str,
     keys: Keys,
@@ -183,15 +195,13 @@ def _run(
     deployed: Deployment,
     log: Callable[[str], None],
     clock: RunClock,
+    report_path: Path,
 ) -> _Outcome:
-    """Discover, send, run until drained, read back (``profiles/pipeline.py``), on the local AWS only."""
+    """Discover, send, run until drained, read back (``profiles/pipeline.py``), on the local AWS only; the previous
+    report (``report_path``) is removed as sending starts (``pipeline.drive``)."""
     with local_endpoint(deployed.endpoint):
         session = local_session(deployed.endpoint)
-        mappings = discover_targets(session, stack, deployed.cdk_out)
-        disable(session, mappings)
-        sources = senders(session, mappings)
-        for m in mappings:
-            log(describe(m))
+        mappings, sources = _targets(session, stack, deployed.cdk_out, log)
         labels = {m.label: m.queue_name for m in mappings}
         routes = {ln.number: resolve_queue(ln.queue, labels) for ln in lines}
         fifo = {m.label: m.fifo for m in mappings}
@@ -225,6 +235,7 @@ def _run(
                 run_dir=keys.run_dir,
                 drain_timeout_seconds=limit,
                 quiet=settings.quiet,
+                report_path=report_path,
                 fresh_deploy=deployed.fresh,
                 senders=sources,
             )
@@ -492,7 +503,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     for spec in effect_stores.specs:
         kind_of(spec).check(spec, sent_keys(lines))
     raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
-    clear_run_dir(keys.run_dir, to.report_path)
+    clear_run_dir(keys.run_dir)
     started = time.monotonic()
     clock = RunClock()
     planned: list[tuple[ChaosConfig, list[dict[str, Any]]]] = []
@@ -518,7 +529,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
         for row in left_out:
             log(f"left out of the draw: {row['flag']} {row['asked']:g} (default): {row['why']}")
         settings = opts.drive_settings(chaos)
-        outcome = _run(opts.stack, keys, effect_stores, settings, lines, deployed, log, clock)
+        outcome = _run(opts.stack, keys, effect_stores, settings, lines, deployed, log, clock, to.report_path)
         skipped = deployed.skipped
     sections, sends = _check_keys(keys, effect_stores, lines, outcome)
     found = _findings(keys, raw_sent, sends)

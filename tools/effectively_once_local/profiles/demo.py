@@ -272,6 +272,7 @@ def _drive_payments(
             run_dir=opts.run_dir,
             drain_timeout_seconds=opts.drain_timeout_seconds,
             quiet=opts.quiet,
+            report_path=opts.report_path,
             fresh_deploy=deployed.fresh,
             senders={found.label: async_leg.sender(session, found)} if found is not None else None,
         )
@@ -325,7 +326,7 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
     ``SendError``, ``DlqReadError``; ``OSError`` when the report cannot be written (after it is shown)."""
     lines = load_payments(opts.payments)  # checked whole before anything starts
     is_valid = validity_check(opts.handler_root)
-    clear_run_dir(opts.run_dir, opts.report_path)
+    clear_run_dir(opts.run_dir)
     started = time.monotonic()
     clock = RunClock()
     deployment = local_deployment(

@@ -45,17 +45,22 @@ RUN_FILES = (
 )
 
 
-def clear_run_dir(run_dir: Path, report_path: Path | None = None) -> None:
-    """The previous run's files removed before a run: its logs in ``run_dir`` (:data:`RUN_FILES`), and its JSON
-    report at ``report_path`` with the page beside it, so that a run that stops early never leaves the last run's
-    report looking like its own."""
+def clear_run_dir(run_dir: Path) -> None:
+    """The previous run's logs in ``run_dir`` (:data:`RUN_FILES`) removed before a run: the folder is the new run's
+    from its start (its deploy writes ``cdk.log`` and ``moto.log`` there). Its report stays until the run starts
+    sending (:func:`clear_report`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for pattern in RUN_FILES:
         for stale in run_dir.glob(pattern):
             stale.unlink()
-    if report_path is not None:
-        for stale in (report_path, page_path(report_path)):
-            stale.unlink(missing_ok=True)
+
+
+def clear_report(report_path: Path) -> None:
+    """The previous run's JSON report at ``report_path`` and the page beside it removed, as a run starts sending
+    (:func:`drive`): a run stopped before (a usage error, exit 2) keeps the last report, and one stopped after never
+    leaves it looking like its own."""
+    for stale in (report_path, page_path(report_path)):
+        stale.unlink(missing_ok=True)
 
 
 def progress_bar(total: int, desc: str, quiet: bool) -> Any:
@@ -253,15 +258,18 @@ def drive(
     run_dir: Path,
     drain_timeout_seconds: int,
     quiet: bool,
+    report_path: Path,
     fresh_deploy: bool = True,
     senders: dict[str, Sender] | None = None,
 ) -> Drive:
-    """Send the originals, start the pollers, send the resends while they run (a producer retrying), drain, stop the
-    pollers. Every message SQS accepted is in the run's send log (``sent-<label>.jsonl``). Sending while pollers
-    run is slow on moto: every SendMessage scans the whole queue (``Queue.attributes``, docs/moto-bugs.md).
+    """Remove the previous run's report (``report_path``, :func:`clear_report`), send the originals, start the
+    pollers, send the resends while they run (a producer retrying), drain, stop the pollers. Every message SQS
+    accepted is in the run's send log (``sent-<label>.jsonl``). Sending while pollers run is slow on moto: every
+    SendMessage scans the whole queue (``Queue.attributes``, docs/moto-bugs.md).
 
     :raises SendError: SQS rejected a message. :raises DrainTimeout: not drained in time.
     """
+    clear_report(report_path)
     total = sum(len(v) for v in outgoing.values())
     sent_logs = {label: EventLog(run_dir / f"sent-{label}.jsonl") for label in outgoing}
     sending_started = time.monotonic()
