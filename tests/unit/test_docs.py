@@ -146,3 +146,37 @@ def test_uneven_rows_are_found_and_escaped_or_quoted_pipes_are_not_cells() -> No
     assert uneven_rows("a | b\n--- | ---\n1 | 2 | 3\n") == ["line 3: 3 cells, its header 2: 1 | 2 | 3"]
     assert uneven_rows("```text\n| a | b |\n|---|---|\n| 1 |\n```\n") == []
     assert [cell_count(row) for row in ("| a |", "a", "|", "a | b |", "| a \\|")] == [1, 1, 1, 2, 1]
+
+
+# --- commands run in the checkout say whose Python runs them --------------------------------------------------------
+
+#: The tooling run bare (``python -m``, not ``.venv/bin/python -m``) on an app of the checkout (``examples/``).
+_CHECKOUT_RUN = re.compile(r"(?<![\w/.])python3? -m effectively_once_local [^\n]*--app-dir examples/")
+_ACTIVATE = ".venv/bin/activate"
+
+
+def unactivated_runs(text: str) -> list[str]:
+    """Each command of ``text`` (its lines continued with ``\\`` joined) that runs the tooling bare on an app of the
+    checkout with no activation of its ``.venv`` (:data:`_ACTIVATE`) before it on the page: its start, spaces as one.
+    Run so in a fresh shell, ``python`` is not the checkout's, and the command is not found or not this one."""
+    joined = text.replace("\\\n", " ")
+    return [
+        " ".join(m.group().split())[:60] for m in _CHECKOUT_RUN.finditer(joined) if _ACTIVATE not in joined[: m.start()]
+    ]
+
+
+def test_every_command_run_in_the_checkout_activates_its_venv_first() -> None:
+    pages = [*_site_sources(), *sorted((REPO / "examples").glob("*/README.md"))]
+    found = {p.relative_to(REPO).as_posix(): runs for p in pages if (runs := unactivated_runs(p.read_text("utf-8")))}
+
+    assert found == {}
+
+
+def test_a_bare_run_before_any_activation_is_found() -> None:
+    run = "python -m effectively_once_local chaos \\\n  --app-dir examples/orders --stack OrdersExample\n"
+
+    assert unactivated_runs(run) == ["python -m effectively_once_local chaos --app-dir examples/"]
+    assert unactivated_runs(f"```bash\n. .venv/bin/activate\n{run}```\n") == []
+    assert unactivated_runs(run.replace("python", ".venv/bin/python")) == []
+    assert unactivated_runs(f"{run}then `. .venv/bin/activate`") != []
+    assert unactivated_runs(run.replace("examples/orders", ".")) == [], "an app of one's own: its own venv"
