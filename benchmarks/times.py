@@ -10,9 +10,12 @@ passes it; tests/conftest.py):
 - ``make proof``'s walk-through (tests/e2e/test_walkthrough.py): the page's set-up block, each chaos command, and
   the deploy it printed.
 
-Then the Makefile runs ``python benchmarks/times.py``, which re-renders each page's generated section of times
-(:data:`SECTIONS`, markers as in ``sections.py``); ``tests/unit/test_times_page.py`` checks the pages against the
-committed file. Configured windows (a visibility timeout, the 5-minute deduplication window) are facts, not
+They record into :data:`LOCAL` (``.local-aws/times.json``, git-ignored), so a clone stays clean after its tests,
+passed or failed. ``make record-times`` (``python benchmarks/times.py --take``) moves those runs into the committed
+file and re-renders each page's generated section of times from it (:data:`SECTIONS`, markers as in
+``sections.py``), on purpose, to be committed; ``python benchmarks/times.py`` alone re-renders them.
+``tests/unit/test_times_page.py`` checks the pages against the committed file, and that recording leaves every
+tracked file as it was. Configured windows (a visibility timeout, the 5-minute deduplication window) are facts, not
 measurements, and stay prose.
 """
 
@@ -50,6 +53,8 @@ memory_gib = _sibling("machine").memory_gib
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMES = ROOT / "benchmarks" / "times.json"
+#: Where the suites record (git-ignored): ``make record-times`` moves its runs into :data:`TIMES`.
+LOCAL = ROOT / ".local-aws" / "times.json"
 SCRIPT = "benchmarks/times.py"
 SOURCE = "benchmarks/times.json"
 COMMAND = "python benchmarks/times.py"
@@ -85,8 +90,9 @@ def load(path: Path = TIMES) -> dict[str, list[dict[str, Any]]]:
     return data
 
 
-def record(measure: str, seconds: float, *, path: Path = TIMES, now: dt.datetime | None = None) -> dict[str, Any]:
-    """Add one run of ``measure`` (a key of :data:`MEASURES`) to ``path``, keeping its latest :data:`KEEP`.
+def record(measure: str, seconds: float, *, path: Path = LOCAL, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Add one run of ``measure`` (a key of :data:`MEASURES`) to ``path`` (by default the untracked :data:`LOCAL`),
+    keeping its latest :data:`KEEP`.
 
     :raises KeyError: ``measure`` is not one of :data:`MEASURES`.
     """
@@ -101,11 +107,29 @@ def record(measure: str, seconds: float, *, path: Path = TIMES, now: dt.datetime
         "load": round(os.getloadavg()[0], 2),
     }
     with _locked(path):
-        data = load(path)
-        data[measure] = [*data.get(measure, []), row][-KEEP:]
-        body = {"measures": {name: data[name] for name in MEASURES if name in data}}
-        path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+        _add(path, {measure: [row]})
     return row
+
+
+def _add(path: Path, runs: dict[str, list[dict[str, Any]]]) -> None:
+    """``runs`` added to the file at ``path``, after its own, each measure's latest :data:`KEEP` kept (locked)."""
+    data = load(path)
+    for measure, rows in runs.items():
+        data[measure] = [*data.get(measure, []), *rows][-KEEP:]
+    body = {"measures": {name: data[name] for name in MEASURES if name in data}}
+    path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+
+
+def take(source: Path = LOCAL, path: Path = TIMES) -> int:
+    """Move the runs recorded in ``source`` (:data:`LOCAL`) into ``path`` (the committed :data:`TIMES`), after its
+    own; ``source`` is removed. Returns the runs moved (0: nothing recorded)."""
+    with _locked(source):
+        runs = load(source)
+        if runs:
+            with _locked(path):
+                _add(path, runs)
+        source.unlink(missing_ok=True)
+    return sum(map(len, runs.values()))
 
 
 def commit(root: Path = ROOT) -> str:
@@ -207,10 +231,17 @@ def render_pages(data: dict[str, list[dict[str, Any]]], root: Path = ROOT) -> di
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="re-render the pages' generated sections of times from times.json")
-    parser.add_argument("--record", nargs=2, metavar=("MEASURE", "SECONDS"), help="record one run first")
+    parser.add_argument("--record", nargs=2, metavar=("MEASURE", "SECONDS"), help=f"record one run into {SOURCE} first")
+    parser.add_argument(
+        "--take",
+        action="store_true",
+        help=f"first move the runs recorded in {LOCAL.relative_to(ROOT)} into {SOURCE} (make record-times)",
+    )
     args = parser.parse_args(argv)
     if args.record:
-        record(args.record[0], float(args.record[1]))
+        record(args.record[0], float(args.record[1]), path=TIMES)
+    if args.take:
+        print(f"{take()} recorded runs moved from {LOCAL.relative_to(ROOT)} into {SOURCE}; commit it with the pages")
     for page, text in render_pages(load()).items():
         (ROOT / page).write_text(text, encoding="utf-8")
     return 0

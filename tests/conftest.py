@@ -1,6 +1,7 @@
 """Every test session: ``--record-time MEASURE`` (the Makefile passes ``make test`` or ``make proof``) makes a session
-that passed record its wall time into benchmarks/times.json (``benchmarks/times.py``; under pytest-xdist the
-controller records, not its workers). An option, not an environment variable: a pytest that a test starts in a
+that passed record its wall time into .local-aws/times.json, git-ignored (``benchmarks/times.py``; under
+pytest-xdist the controller records, not its workers): ``make record-times`` moves it into the committed
+benchmarks/times.json on purpose. An option, not an environment variable: a pytest that a test starts in a
 subprocess records nothing.
 
 Every session holds each report the tooling assembles (the chaos run's, the demo's) to its committed shape
@@ -44,7 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         OPTION,
         metavar="MEASURE",
         default=None,
-        help="record this session's wall time, when it passes, as MEASURE in benchmarks/times.json",
+        help="record this session's wall time, when it passes, as MEASURE in .local-aws/times.json (untracked; "
+        "make record-times moves it into benchmarks/times.json)",
     )
 
 

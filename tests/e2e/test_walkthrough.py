@@ -113,8 +113,8 @@ DEPLOYED = re.compile(r"^deployed \S+ with the CDK CLI in (\d+)s", re.M)
 
 @pytest.fixture(scope="module")
 def record(request: pytest.FixtureRequest) -> Callable[[str, float], None]:
-    """Records a time into benchmarks/times.json when the session records (``make proof``: ``--record-time``), the
-    page's stated times come from these runs; otherwise does nothing."""
+    """Records a time into .local-aws/times.json when the session records (``make proof``: ``--record-time``): the
+    page's stated times come from these runs once ``make record-times`` committed them; otherwise does nothing."""
     if not recording(request.config):
         return lambda measure, seconds: None
     return times_module().record  # type: ignore[no-any-return]

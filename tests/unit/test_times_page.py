@@ -1,14 +1,22 @@
 """The elapsed times the pages state come from recorded runs (issue 34, item 4): the generated sections of
 docs/tests.md and docs/walkthrough.md are what ``benchmarks/times.py`` renders from the committed
 ``benchmarks/times.json``, every recorded run names its machine and load, and the times stated by hand before are
-gone: no page's prose says how long a command takes by hand."""
+gone: no page's prose says how long a command takes by hand. The suites record into an untracked file, so a clone
+stays clean after ``make test`` and ``make proof`` (issue 57, item 6); ``make record-times`` commits the runs on
+purpose."""
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import importlib.util
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -111,3 +119,99 @@ def test_an_unknown_measure_is_refused_before_the_session_runs() -> None:
 
     assert done.returncode == 4, done.stdout + done.stderr
     assert "--record-time 'make tset': not a measure of benchmarks/times.py" in done.stderr
+
+
+# --- the suites leave a clone clean; `make record-times` commits their runs -----------------------------------------
+
+#: What recording reads and writes, besides the pages of ``times.SECTIONS``.
+_RECORDING = (".gitignore", "Makefile", "benchmarks/times.py", "benchmarks/sections.py", "benchmarks/machine.py")
+#: The recorders: each calls ``times.record`` (a session's end; the walk-through's fixture hands it out).
+_RECORDERS = ("tests/conftest.py", "tests/e2e/test_walkthrough.py")
+
+
+def _git(clone: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=True, timeout=60)
+    return done.stdout
+
+
+def _clone(tmp_path: Path) -> tuple[Path, ModuleType]:
+    """A repository holding, committed, what recording reads and writes (this checkout's copy), and its
+    ``benchmarks/times.py``, whose paths are the clone's."""
+    clone = tmp_path / "clone"
+    for path in (*_RECORDING, times.SOURCE, *(page for page, _, _ in times.SECTIONS)):
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / path, clone / path)
+    _git(clone.parent, "init", "-q", str(clone))
+    _git(clone, "add", "-A")
+    _git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "clone")
+    spec = importlib.util.spec_from_file_location("clone_times", clone / "benchmarks" / "times.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return clone, module
+
+
+def recipe_scripts(makefile: str, target: str) -> list[str]:
+    """The repository scripts the Makefile's ``target`` runs (``$(PY) benchmarks/NAME.py ARGS``): ``NAME.py ARGS``."""
+    recipe = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)*)", makefile, re.M)
+    assert recipe is not None, f"no target {target} in the Makefile"
+    return [m.strip() for m in re.findall(r"\$\(PY\) (benchmarks/[\w.]+\.py[^;&|\n]*)", recipe.group(1))]
+
+
+def _run_scripts(clone: Path, target: str) -> None:
+    for script in recipe_scripts((clone / "Makefile").read_text(encoding="utf-8"), target):
+        subprocess.run(f"{sys.executable} {script}", shell=True, cwd=clone, check=True, timeout=120)
+
+
+def test_the_suites_leave_every_tracked_file_as_it_was_and_record_times_commits_them(tmp_path: Path) -> None:
+    clone, copy = _clone(tmp_path)
+
+    for measure in times.MEASURES:  # as the recorders call it: the defaults
+        copy.record(measure, 12.5)
+    for target in ("test", "proof"):
+        _run_scripts(clone, target)
+
+    assert _git(clone, "status", "--porcelain") == "", "make test and make proof leave the clone as it was"
+    assert set(copy.load(copy.LOCAL)) == set(times.MEASURES), "the runs are recorded, untracked"
+    _run_scripts(clone, "record-times")
+    changed = sorted(line[3:] for line in _git(clone, "status", "--porcelain").splitlines())
+    assert changed == sorted([times.SOURCE, *(page for page, _, _ in times.SECTIONS)])
+    assert all(runs[-1]["seconds"] == 12.5 for runs in copy.load(copy.TIMES).values())
+    assert not copy.LOCAL.exists()
+
+
+def test_a_recording_into_a_tracked_file_is_seen(tmp_path: Path) -> None:
+    clone, copy = _clone(tmp_path)
+
+    copy.record("make test", 12.5, path=copy.TIMES)
+
+    assert _git(clone, "status", "--porcelain").split() == ["M", times.SOURCE]
+    assert recipe_scripts("test: setup\n\tpytest; s=$$?; \\\n\t  $(PY) benchmarks/times.py && exit $$s\n", "test") == [
+        "benchmarks/times.py"
+    ]
+
+
+def test_the_recorders_record_where_the_defaults_say() -> None:
+    calls = [
+        node
+        for path in _RECORDERS
+        for node in ast.walk(ast.parse((REPO / path).read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "record"
+    ]
+
+    assert len(calls) >= 4, "the session's end and the walk-through's three measures"
+    assert [ast.unparse(c) for c in calls if any(k.arg == "path" for k in c.keywords)] == []
+
+
+def test_record_times_keeps_each_measures_latest_runs(tmp_path: Path) -> None:
+    local, committed = tmp_path / "local.json", tmp_path / "times.json"
+    for seconds in range(1, times.KEEP + 1):
+        times.record("make proof", float(seconds), path=committed)
+    times.record("make proof", 100.0, path=local)
+    times.record("make test", 7.0, path=local)
+
+    assert times.take(local, committed) == 2
+    data = times.load(committed)
+    assert [r["seconds"] for r in data["make proof"]] == [*map(float, range(2, times.KEEP + 1)), 100.0]
+    assert [r["seconds"] for r in data["make test"]] == [7.0]
+    assert not local.exists() and times.take(local, committed) == 0
