@@ -75,10 +75,10 @@ def table_results(measured: dict[str, Any]) -> dict[str, Any]:
 def demo_aws_messages() -> tuple[Path, dict[str, tuple[int, int]]]:
     """(the payments file, {queue type: (originals, producer duplicates)}) of ``make demo-aws``'s ``produce`` line
     with its defaults: its command line parsed by ``effectively_once_local``'s own entry point, ``remote.produce``
-    (the AWS calls) replaced by a recorder, the recorded file and chaos planned by ``producer.plan_messages``."""
+    (the AWS calls) replaced by a recorder, the recorded file and chaos planned by ``payments_input.plan_messages``."""
     from effectively_once_local.cli import main as cli
-    from effectively_once_local.profiles import remote
-    from effectively_once_local.profiles.payments_input import load_payments, plan_messages
+    from effectively_once_local.payments import remote
+    from effectively_once_local.payments.payments_input import load_payments, plan_messages
 
     seen: list[tuple[Path, Any]] = []
 

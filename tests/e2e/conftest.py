@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_context import ChaosOptions
 from effectively_once_local.aws.deploy import deploy
 from effectively_once_local.aws.server import MotoServer
-from effectively_once_local.profiles.chaos_context import ChaosOptions
 
 
 class LocalAws:

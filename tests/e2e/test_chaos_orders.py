@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_run import run_chaos
 from effectively_once_local.chaos.fault_model import ChaosConfig
-from effectively_once_local.profiles.chaos_run import run_chaos
 
 from .conftest import LocalAws
 

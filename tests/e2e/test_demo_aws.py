@@ -28,8 +28,8 @@ import pytest
 
 from effectively_once_local.aws.discovery import disable
 from effectively_once_local.aws.server import aws_env
-from effectively_once_local.profiles.payments_input import generate_sample
-from effectively_once_local.profiles.payments_view import discover
+from effectively_once_local.payments.payments_input import generate_sample
+from effectively_once_local.payments.payments_view import discover
 from effectively_once_local.proof.attribution import emf_sum
 from effectively_once_local.runner.mapping_runner import PollerPool, PollerSpec
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.profiles.payments_input import generate_sample
+from effectively_once_local.payments.payments_input import generate_sample
 
 pytestmark = [pytest.mark.e2e, pytest.mark.proof]
 REPO = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def test_the_asynchronous_leg_loses_nothing_and_its_on_failure_redrive_charges_o
 
 
 def test_the_demo_writes_its_page_holding_the_reports_totals(safe_run: tuple[int, dict[str, Any], str]) -> None:
-    # The page beside the JSON report (html_report.py), linked from the terminal output after the report.
+    # The page beside the JSON report (report/page.py), linked from the terminal output after the report.
     _, report, output = safe_run
     page = _page(output)
 

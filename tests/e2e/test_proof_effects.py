@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_run import run_chaos
 from effectively_once_local.aws.provider_stand_in import read_calls
 from effectively_once_local.aws.readback import read_dlq_messages
 from effectively_once_local.aws.server import local_endpoint, local_session
 from effectively_once_local.chaos.fault_model import ChaosConfig
-from effectively_once_local.profiles.chaos_run import run_chaos
 from effectively_once_local.proof.stores import PROVIDER_LOG, EffectStore, parse_effect, physical_name
 from tests import postgres_server
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_run import run_chaos
 from effectively_once_local.aws.server import local_session
 from effectively_once_local.chaos.fault_model import ChaosConfig
-from effectively_once_local.profiles.chaos_run import run_chaos
 from effectively_once_local.proof.stores import EffectStore
 
 from .conftest import LocalAws

@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_context import ChaosOptions
+from effectively_once_local.any_stack.chaos_run import run_chaos
+from effectively_once_local.any_stack.inert_faults import InertFlagError
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.base.json_lines import read_jsonl
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.cli import chaos_command
 from effectively_once_local.cli.main import _parser, chaos_options
-from effectively_once_local.profiles.chaos_context import ChaosOptions
-from effectively_once_local.profiles.chaos_run import run_chaos
-from effectively_once_local.profiles.drain_limit import DrainTimeout
-from effectively_once_local.profiles.inert_faults import InertFlagError
+from effectively_once_local.engine.drain_limit import DrainTimeout
 from effectively_once_local.proof.stores import parse_effect
 
 from .conftest import LocalAws

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_context import ChaosOptions
+from effectively_once_local.any_stack.chaos_run import run_chaos
 from effectively_once_local.aws.deploy import DeployError
-from effectively_once_local.profiles.chaos_context import ChaosOptions
-from effectively_once_local.profiles.chaos_run import run_chaos
 from effectively_once_local.traffic.chaos_input import InputFileError
 
 pytestmark = pytest.mark.e2e

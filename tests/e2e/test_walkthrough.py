@@ -107,7 +107,7 @@ class Installed:
         return self.home / made
 
 
-#: The deploy line a chaos run prints (``profiles/pipeline.py``).
+#: The deploy line a chaos run prints (``engine/pipeline.py``).
 DEPLOYED = re.compile(r"^deployed \S+ with the CDK CLI in (\d+)s", re.M)
 
 

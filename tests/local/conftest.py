@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from effectively_once_local.aws.mapping_config import MappingConfig
 from effectively_once_local.aws.server import ACCOUNT, REGION
-from effectively_once_local.runner.mapping_runner import MappingConfig
 
 PARTITION = "aws"  # REGION's partition: ARNs are built from it, never from a literal "arn:aws:"
 REPO = Path(__file__).resolve().parents[2]

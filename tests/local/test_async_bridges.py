@@ -2,7 +2,7 @@
 subscription's events in the function's inbox (``moto_async_bridges.eventbridge_lambda_targets``,
 ``sns_lambda_subscriptions``; docs/moto-bugs.md, reports 9 and 10), each shown with moto as is and fixed, and the
 discovery of a deployed stack's asynchronous targets from its synthesized template
-(``stack.discover_async_targets``), on a small CDK stack with an ``IdempotentEventConsumer``, a rule on a custom bus
+(``discovery.discover_async_targets``), on a small CDK stack with an ``IdempotentEventConsumer``, a rule on a custom bus
 and an SNS lambda subscription."""
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from effectively_once_local.aws import moto_async_bridges
+from effectively_once_local.aws import async_inbox, moto_async_bridges
 from effectively_once_local.aws import moto_patches as _moto_server
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.aws.discovery import AsyncSource, disable, discover_async_targets
-from effectively_once_local.runner import async_inbox as async_queue
 from effectively_once_local.traffic.producer import EVENT_ID_HEADER
 
 from .conftest import PARTITION, source_env
@@ -49,7 +48,7 @@ def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setattr(lambda_models.LambdaBackend, "invoke", _moto_as_is(lambda_models.LambdaBackend.invoke))
-    monkeypatch.delenv(async_queue.TIME_SCALE_ENV, raising=False)
+    monkeypatch.delenv(async_inbox.TIME_SCALE_ENV, raising=False)
     monkeypatch.setattr(events_models.Rule, "send_to_targets", _moto_as_is(events_models.Rule.send_to_targets))
     monkeypatch.setattr(sns_models.Subscription, "publish", _moto_as_is(sns_models.Subscription.publish))
     if "physical_resource_id" not in vars(events_models.EventBus):
@@ -122,12 +121,12 @@ def _inbox(function_name: str = "pay") -> list[tuple[Any, str]]:
     """The inbox's messages ``(body as JSON, source attribute)``; ``[]`` when it does not exist."""
     sqs = boto3.client("sqs", region_name=REGION)
     try:
-        url = sqs.get_queue_url(QueueName=async_queue.inbox_name(function_name))["QueueUrl"]
+        url = sqs.get_queue_url(QueueName=async_inbox.inbox_name(function_name))["QueueUrl"]
     except sqs.exceptions.QueueDoesNotExist:
         return []
     messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
     return [
-        (json.loads(m["Body"]), m["MessageAttributes"][async_queue.SOURCE_ATTRIBUTE]["StringValue"])
+        (json.loads(m["Body"]), m["MessageAttributes"][async_inbox.SOURCE_ATTRIBUTE]["StringValue"])
         for m in messages.get("Messages", [])
     ]
 
@@ -147,7 +146,7 @@ def test_put_events_on_a_custom_bus_reaches_the_inbox(bridged: bool) -> None:
     event_id = _put({"payment_id": "p-1", "amount": 5}, Resources=["arn:x"])
 
     [(event, source)] = _inbox()
-    assert source == async_queue.EVENTBRIDGE
+    assert source == async_inbox.EVENTBRIDGE
     assert list(event) == list(_moto_server.EVENT_FIELDS)
     assert {k: v for k, v in event.items() if k != "time"} == {
         "version": "0",
@@ -161,7 +160,7 @@ def test_put_events_on_a_custom_bus_reaches_the_inbox(bridged: bool) -> None:
     }
     assert EVENT_TIME.fullmatch(event["time"])
     sqs = boto3.client("sqs", region_name=REGION)
-    url = sqs.get_queue_url(QueueName=async_queue.inbox_name("pay"))["QueueUrl"]
+    url = sqs.get_queue_url(QueueName=async_inbox.inbox_name("pay"))["QueueUrl"]
     visibility = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"]
     assert visibility == {"VisibilityTimeout": "9"}, "the function's 4 s timeout plus 5 s"
 
@@ -250,11 +249,11 @@ def test_an_event_invocation_reaches_the_inbox(bridged: bool, monkeypatch: pytes
     assert handed_to_docker == [] and answer["Payload"].read() == b""
     event_id = answer["ResponseMetadata"]["HTTPHeaders"][EVENT_ID_HEADER]
     sqs = boto3.client("sqs", region_name=REGION)
-    url = sqs.get_queue_url(QueueName=async_queue.inbox_name("pay"))["QueueUrl"]
+    url = sqs.get_queue_url(QueueName=async_inbox.inbox_name("pay"))["QueueUrl"]
     [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])["Messages"]
     attributes = {name: value["StringValue"] for name, value in message["MessageAttributes"].items()}
     assert json.loads(message["Body"]) == {"payment_id": "p-1"}, "the payload as it is: the event"
-    assert attributes == {async_queue.SOURCE_ATTRIBUTE: async_queue.INVOKE, async_queue.EVENT_ID_ATTRIBUTE: event_id}
+    assert attributes == {async_inbox.SOURCE_ATTRIBUTE: async_inbox.INVOKE, async_inbox.EVENT_ID_ATTRIBUTE: event_id}
     # A request-response invocation is moto's own, as before.
     lam.invoke(FunctionName="pay", Payload=b"{}")
     assert handed_to_docker == ["pay"]
@@ -286,7 +285,7 @@ def test_an_sns_publish_reaches_the_inbox(bridged: bool, monkeypatch: pytest.Mon
         return
     assert handed_to_docker == []
     [(event, source)] = _inbox()
-    assert source == async_queue.SNS
+    assert source == async_inbox.SNS
     [record] = event["Records"]
     assert {k: v for k, v in record.items() if k != "Sns"} == {
         "EventSource": "aws:sns",
@@ -337,7 +336,7 @@ def test_the_local_aws_server_bridges_eventbridge_and_sns(monkeypatch: pytest.Mo
     # The server the tooling starts (python -m effectively_once_local.aws.moto_patches, every patch applied).
     from effectively_once_local.aws.server import MotoServer, aws_env
 
-    monkeypatch.delenv(async_queue.TIME_SCALE_ENV, raising=False)
+    monkeypatch.delenv(async_inbox.TIME_SCALE_ENV, raising=False)
     with MotoServer() as server:
         for name, value in aws_env(server.endpoint).items():
             monkeypatch.setenv(name, value)
@@ -453,9 +452,9 @@ def test_discovery_reads_the_template_creates_the_subscription_and_the_sources_d
         1,
         120,
     )
-    assert (config.on_failure_queue_url, config.time_scale) == (target.on_failure_url, async_queue.DEFAULT_TIME_SCALE)
+    assert (config.on_failure_queue_url, config.time_scale) == (target.on_failure_url, async_inbox.DEFAULT_TIME_SCALE)
     mapping = target.mapping
-    assert target.queue_name == async_queue.inbox_name(function["FunctionName"])
+    assert target.queue_name == async_inbox.inbox_name(function["FunctionName"])
     assert mapping.queue_url.endswith(f"/{target.queue_name}") and mapping.queue_arn.endswith(f":{target.queue_name}")
     assert (mapping.batch_size, mapping.batching_window_seconds, mapping.max_receive_count) == (1, 0, 0)
     assert (mapping.function_timeout_seconds, mapping.visibility_timeout_seconds) == (7, 12)

@@ -1,4 +1,4 @@
-"""The demo's asynchronous leg (``effectively_once_local.profiles.async_leg``): which payments go through the bus, and
+"""The demo's asynchronous leg (``effectively_once_local.payments.async_leg``): which payments go through the bus, and
 the verdict's reasons from its block (each violation named; a clean block passes)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from effectively_once_local.profiles import async_leg
-from effectively_once_local.profiles.payments_input import FIFO, STANDARD, Line, route
+from effectively_once_local.payments import async_leg
+from effectively_once_local.payments.payments_input import FIFO, STANDARD, Line, route
 
 
 def _line(number: int, pid: str | None, account: str, amount: int = 100) -> Line:

@@ -1,4 +1,4 @@
-"""The runner's asynchronous mode (``esm.poller_main`` with ``MappingConfig.async_config``, issue 23 item 2):
+"""The runner's asynchronous mode (``batch_poller.poller_main`` with ``MappingConfig.async_config``, issue 23 item 2):
 Lambda's asynchronous queue played from the function's inbox against the local AWS, with a tiny handler whose every
 call is logged to a file: success, retries after the scaled delays, the last attempt's on-failure record, the
 maximum event age, a killed attempt retried, and duplicate deliveries."""
@@ -16,15 +16,15 @@ from typing import Any
 import boto3
 import pytest
 
-from effectively_once_local.aws.server import ACCOUNT, REGION, MotoServer, aws_env
-from effectively_once_local.chaos.fault_model import ChaosConfig
-from effectively_once_local.runner.async_inbox import (
+from effectively_once_local.aws.async_inbox import (
     EVENT_AGE_EXCEEDED,
     EVENTBRIDGE,
     RETRIES_EXHAUSTED,
     SOURCE_ATTRIBUTE,
     inbox_name,
 )
+from effectively_once_local.aws.server import ACCOUNT, REGION, MotoServer, aws_env
+from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.runner.mapping_runner import (
     AsyncConfig,
     PollerPool,

@@ -25,7 +25,7 @@ import pytest
 
 from effectively_once_local.aws.deploy import DeployError, cdk_command, deploy
 from effectively_once_local.cli import main as cli
-from effectively_once_local.profiles import pipeline
+from effectively_once_local.engine import pipeline
 
 ENDPOINT = "http://localhost:1"  # never reached: every run here fails before the deploy, or fakes it
 EXITED = "python3 app.py: Subprocess exited with error 1"

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from effectively_once_local.chaos.fault_model import DEADLINE, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.profiles.payments_report import run_log_counts
-from effectively_once_local.profiles.payments_view import ChaosGateway
+from effectively_once_local.payments.payments_report import run_log_counts
+from effectively_once_local.payments.payments_view import ChaosGateway
 from effectively_once_local.proof import key_check as effects
 from effectively_once_local.runner.mapping_runner import EffectTap
 

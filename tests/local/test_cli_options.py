@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_context import ChaosOptions
 from effectively_once_local.cli.main import _parser, chaos_options, demo_options
-from effectively_once_local.profiles.chaos_context import ChaosOptions
-from effectively_once_local.profiles.demo import DemoOptions
-from effectively_once_local.profiles.payments_input import SampleOptions
-from effectively_once_local.profiles.redrive import RedriveOptions
-from effectively_once_local.profiles.remote import ProduceOptions, ReportOptions
+from effectively_once_local.payments.demo import DemoOptions
+from effectively_once_local.payments.payments_input import SampleOptions
+from effectively_once_local.payments.remote import ProduceOptions, ReportOptions
+from effectively_once_local.redrive.dlq_redrive import RedriveOptions
 
 
 def test_chaos_options_carry_every_argument(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def _options(argv: list[str]) -> object:
 
 def test_sample_options_carry_every_argument_and_the_run_writes_them(tmp_path: Path) -> None:
     from effectively_once_local.cli.main import main
-    from effectively_once_local.profiles.payments_input import generate_sample
+    from effectively_once_local.payments.payments_input import generate_sample
 
     out = tmp_path / "deep" / "p.jsonl"
     argv = ["sample", "--count", "3", "--accounts", "2", "--seed", "4", "--out", str(out)]
@@ -144,12 +144,13 @@ def test_the_run_hands_the_options_object_to_the_profile(
 ) -> None:
     """What each subcommand's run calls its profile with is its options object, no field copied on the way."""
     from effectively_once_local.cli.main import _run
-    from effectively_once_local.profiles import redrive, remote
+    from effectively_once_local.payments import remote
+    from effectively_once_local.redrive import dlq_redrive
 
     seen: list[object] = []
     monkeypatch.setattr(remote, "produce", lambda opts: seen.append(opts) or 0)
     monkeypatch.setattr(remote, "report", lambda opts: seen.append(opts) or 0)
-    monkeypatch.setattr(redrive, "run_redrive", lambda opts: seen.append(opts) or 0)
+    monkeypatch.setattr(dlq_redrive, "run_redrive", lambda opts: seen.append(opts) or 0)
     argv = [command, "--stack", "S"] + (["--handler-root", str(tmp_path)] if command == "report" else [])
     parser, _ = _parser()
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.aws.mapping_config import AsyncConfig
 from effectively_once_local.cli import chaos_command
 from effectively_once_local.cli.main import main
-from effectively_once_local.profiles.drain_limit import DrainTimeout, default_drain_seconds, left_in
-from effectively_once_local.profiles.pipeline import clear_report
-from effectively_once_local.runner.mapping_config import AsyncConfig
+from effectively_once_local.engine.drain_limit import DrainTimeout, default_drain_seconds, left_in
+from effectively_once_local.engine.pipeline import clear_report
 
 from .conftest import mapping_config
 

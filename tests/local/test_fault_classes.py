@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack import inert_faults
 from effectively_once_local.chaos.fault_classes import COMMANDS, DRAWN, FAULT_CLASSES, ChaosConfig, of_command
 from effectively_once_local.chaos.fault_model import KILL_PHASES, pick_fate
 from effectively_once_local.chaos.sdk_faults import SDK_FAULT_KINDS
 from effectively_once_local.cli import fault_flags
 from effectively_once_local.cli.arguments import fraction
 from effectively_once_local.cli.main import _BY_NAME, _parser
-from effectively_once_local.profiles import inert_faults
 from effectively_once_local.proof import faults_struck
 from effectively_once_local.proof.line_states import async_counts
 from effectively_once_local.traffic.producer import CONCURRENT_DUPLICATE, LATE_RESEND, RESEND
@@ -115,7 +115,7 @@ def test_the_draws_sum_check_names_the_commands_fates(capsys: pytest.CaptureFixt
 def test_every_place_a_class_needs_has_its_rule_in_both_inert_checks() -> None:
     places = {c.place for c in FAULT_CLASSES if c.place is not None}
 
-    assert set(inert_faults._NO_PLACE) == places, "before the first send (profiles/inert_faults.py)"
+    assert set(inert_faults._NO_PLACE) == places, "before the first send (any_stack/inert_faults.py)"
     assert set(faults_struck._NO_PLACE) == places, "after the run (proof/faults_struck.py)"
 
 

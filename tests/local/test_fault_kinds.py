@@ -103,7 +103,7 @@ def test_kills_after_a_write_are_counted_by_the_write_in_every_report() -> None:
 def test_every_kind_is_counted_in_the_payments_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo's payments report counts every kill phase too (``run_log_counts``), 0 for one that never struck: a
     kind the demo can draw never drops out of its report."""
-    from effectively_once_local.profiles.payments_report import run_log_counts
+    from effectively_once_local.payments.payments_report import run_log_counts
 
     monkeypatch.setattr(fault_model, "kill_self", lambda: None)  # the record is what matters, not the SIGKILL
     for phase in REPORTED:

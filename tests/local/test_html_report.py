@@ -1,4 +1,4 @@
-"""The run's picture (``local/html_report.py``): one offline HTML page beside the JSON report, built from the report and
+"""The run's picture (``report/page.py``): one offline HTML page beside the JSON report, built from the report and
 the run's timed events; the run logs it reads carry wall-clock timestamps."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from effectively_once_local.chaos import fault_model as chaos_module
 from effectively_once_local.chaos.fault_model import AFTER_CHARGE, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.profiles.payments_view import ChaosGateway
+from effectively_once_local.payments.payments_view import ChaosGateway
 from effectively_once_local.report.page import (
     LATER,
     RunClock,

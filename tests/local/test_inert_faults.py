@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.inert_faults import InertFlagError, drawn, inert_faults, stack_facts
 from effectively_once_local.chaos.fault_model import RANDOM_WINDOW_FLOOR_SECONDS, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.profiles.inert_faults import InertFlagError, drawn, inert_faults, stack_facts
 from effectively_once_local.proof.faults_struck import faults_block, render_faults
 
 from .test_faults_struck import DEFAULTS

@@ -1,6 +1,8 @@
 """The tooling's layers are its folders (``effectively_once_local/__init__.py``): every module sits in one layer's
-folder and imports only from its own folder or the ones below it (deferred imports too), and nothing below the
-profiles knows the payments sample. The import-cycle test (``test_import_cycles.py``) covers circles inside a layer.
+folder and imports only from its own folder or the ones below it (deferred imports too); the two profiles that stand
+side by side (the chaos run for any stack, the payments profile) import neither the other; and nothing but the
+payments profile (and the command line above it) knows the payments sample. The import-cycle test
+(``test_import_cycles.py``) covers circles inside a layer.
 
 The package's face stands outside the layers: ``__init__.py`` (the extra's check, the entry points), ``__main__.py``
 (``python -m effectively_once_local``) and ``_moved.py`` (the old module paths: the standard library and the
@@ -14,11 +16,27 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tools" / "effectively_once_local"
-#: Bottom to top, as the package's docstring lists them.
-LAYERS: tuple[str, ...] = ("base", "chaos", "traffic", "runner", "aws", "proof", "report", "profiles", "cli")
+#: Bottom to top, as the package's docstring lists them: the local AWS below the runner that plays its Lambda; the
+#: engine below the three jobs that run on it, the redrive below the two profiles that redrive with its code.
+LAYERS: tuple[str, ...] = (
+    "base",
+    "chaos",
+    "traffic",
+    "aws",
+    "runner",
+    "proof",
+    "report",
+    "engine",
+    "redrive",
+    "any_stack",
+    "payments",
+    "cli",
+)
 LAYER_OF = {folder: i for i, folder in enumerate(LAYERS)}
 FACE = ("__init__.py", "__main__.py", "_moved.py")
-PROFILES = LAYER_OF["profiles"]
+#: Layers side by side, whatever their order in :data:`LAYERS`: none of them imports another.
+SIDE_BY_SIDE = ("any_stack", "payments")
+PAYMENTS = LAYER_OF["payments"]
 #: What only the payments profile may name.
 PAYMENTS_WORDS = ("LEDGER_TABLE_NAME", "payments.handler", "payments.gateway", "payments.model")
 
@@ -56,13 +74,23 @@ def _package_of(path: Path) -> tuple[str, ...]:
     return dotted if path.name == "__init__.py" else dotted[:-1]
 
 
+def _beside(path: Path, package: tuple[str, ...]) -> set[str]:
+    """What ``path`` (in ``package``) imports from a layer :data:`SIDE_BY_SIDE` with its own, dotted."""
+    return {
+        ".".join(target)
+        for target in _imports(path, package)
+        if target[0] in SIDE_BY_SIDE and target[0] != package[0] and package[0] in SIDE_BY_SIDE
+    }
+
+
 def _layered_modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE)
 
 
 def test_every_module_sits_in_a_layer_folder() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in FACE)
-    folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
+    # A folder of modules (a gone folder's leftover __pycache__ is none).
+    folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and any(p.glob("*.py")))
 
     assert loose == [], "put a new module in a layer's folder"
     assert folders == sorted(LAYERS), "place a new folder in LAYERS (and the package docstring)"
@@ -82,8 +110,17 @@ def test_a_module_imports_only_its_layer_and_the_ones_below(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "path", [p for p in _layered_modules() if _dotted(p)[0] in SIDE_BY_SIDE], ids=lambda p: "/".join(_dotted(p))
+)
+def test_a_profile_side_by_side_imports_no_other(path: Path) -> None:
+    beside = _beside(path, _package_of(path))
+
+    assert not beside, f"{'/'.join(_dotted(path))} imports a profile beside its own: {sorted(beside)}"
+
+
+@pytest.mark.parametrize(
     "path",
-    [p for p in _layered_modules() if LAYER_OF[_dotted(p)[0]] < PROFILES],
+    [p for p in _layered_modules() if LAYER_OF[_dotted(p)[0]] < PAYMENTS],
     ids=lambda p: "/".join(_dotted(p)),
 )
 def test_the_generic_layers_know_nothing_of_payments(path: Path) -> None:
@@ -100,14 +137,25 @@ def test_the_walk_sees_an_upward_import(tmp_path: Path) -> None:
     # The check can fail: a runner module importing the pipeline, relatively and absolutely, is seen.
     module = tmp_path / "mapping_runner.py"
     module.write_text(
-        "def f():\n    from ..profiles.pipeline import drive\n    from effectively_once_local import profiles\n"
-        "    from . import async_inbox\n"
+        "def f():\n    from ..engine.pipeline import drive\n    from effectively_once_local import engine\n"
+        "    from . import poller_spec\n"
     )
 
     assert _imports(module, ("runner",)) == {
-        ("profiles",),
-        ("profiles", "pipeline"),
-        ("profiles", "pipeline", "drive"),
+        ("engine",),
+        ("engine", "pipeline"),
+        ("engine", "pipeline", "drive"),
         ("runner",),
-        ("runner", "async_inbox"),
+        ("runner", "poller_spec"),
     }
+
+
+def test_the_walk_sees_a_profile_import_the_one_beside_it(tmp_path: Path) -> None:
+    # The check can fail: the payments profile importing the chaos run is seen, its own folder and the engine not.
+    module = tmp_path / "demo.py"
+    module.write_text(
+        "from ..any_stack.chaos_run import run_chaos\nfrom ..engine import pipeline\nfrom . import backlog\n"
+    )
+
+    assert _beside(module, ("payments",)) == {"any_stack.chaos_run", "any_stack.chaos_run.run_chaos"}
+    assert LAYER_OF["any_stack"] < LAYER_OF["payments"]  # so the upward check alone lets it through

@@ -14,8 +14,8 @@ import pytest
 
 from effectively_once_local.aws.server import MotoServer
 from effectively_once_local.chaos.fault_model import ChaosConfig
-from effectively_once_local.profiles.backlog import DEFAULT_BACKLOG
-from effectively_once_local.profiles.payments_input import (
+from effectively_once_local.payments.backlog import DEFAULT_BACKLOG
+from effectively_once_local.payments.payments_input import (
     FIFO,
     STANDARD,
     PaymentsFileError,
@@ -24,7 +24,7 @@ from effectively_once_local.profiles.payments_input import (
     plan_messages,
     route,
 )
-from effectively_once_local.profiles.payments_report import verdict
+from effectively_once_local.payments.payments_report import verdict
 from effectively_once_local.runner.mapping_runner import failed_ids, to_lambda_record
 
 from .conftest import SOURCE_PATH, mapping_config
@@ -550,7 +550,7 @@ def _call_cli(
 ) -> tuple[object, str]:
     """``main(argv)`` in this process with nothing able to start: no deploy, no AWS call."""
     from effectively_once_local.cli import main as cli
-    from effectively_once_local.profiles import demo, remote
+    from effectively_once_local.payments import demo, remote
 
     def must_not_start(*args: object, **kwargs: object) -> None:
         raise AssertionError("started although an argument is bad")
@@ -588,7 +588,7 @@ def test_default_and_valid_arguments_pass_the_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from effectively_once_local.cli import main as cli
-    from effectively_once_local.profiles import demo
+    from effectively_once_local.payments import demo
 
     started = []
     monkeypatch.chdir(REPO)
@@ -624,7 +624,7 @@ def test_flags_that_agree_with_no_chaos_and_unsafe_pass_the_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from effectively_once_local.cli import main as cli
-    from effectively_once_local.profiles import demo
+    from effectively_once_local.payments import demo
 
     started = []
     monkeypatch.chdir(REPO)
@@ -704,7 +704,7 @@ def test_fifo_line_with_an_id_sqs_refuses_is_rejected_before_sending(tmp_path: P
 
 def test_new_run_removes_only_the_previous_runs_files(tmp_path: Path) -> None:
     # `--run-dir .` or a run folder holding the payments file must not lose the user's files.
-    from effectively_once_local.profiles.pipeline import clear_run_dir
+    from effectively_once_local.engine.pipeline import clear_run_dir
 
     keep = [tmp_path / "payments.jsonl", tmp_path / "notes.log", tmp_path / "moto.log"]
     stale = [
@@ -745,7 +745,7 @@ class _Clock:
 
 def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
     # SQS's approximate counts may read 0 before they are consistent: one zero must not end the wait.
-    from effectively_once_local.profiles.remote import wait_for_drain
+    from effectively_once_local.payments.remote import wait_for_drain
 
     sqs, clock = _Counts([3, 0, 2, 0, 0, 0, 0, 0]), _Clock()
 
@@ -758,7 +758,7 @@ def test_report_waits_until_the_queues_stay_empty_for_the_settle_time() -> None:
 
 def test_report_gives_up_when_the_queues_never_drain() -> None:
     from effectively_once_local.aws.server import LocalAwsError
-    from effectively_once_local.profiles.remote import wait_for_drain
+    from effectively_once_local.payments.remote import wait_for_drain
 
     clock = _Clock()
 
@@ -771,8 +771,8 @@ def test_report_gives_up_when_the_queues_never_drain() -> None:
 def test_report_default_wait_covers_a_poison_message_on_the_sandbox_defaults() -> None:
     # PaymentsSandbox's defaults: 30 s function timeout, so a 180 s visibility timeout, and maxReceiveCount 5: a
     # poison message is received 5 times, 180 s apart, before SQS moves it to the DLQ.
-    from effectively_once_local.profiles.payments_view import Pipeline
-    from effectively_once_local.profiles.remote import SETTLE_SECONDS, drain_wait_seconds
+    from effectively_once_local.payments.payments_view import Pipeline
+    from effectively_once_local.payments.remote import SETTLE_SECONDS, drain_wait_seconds
 
     def pipeline(label: str, visibility: int, receives: int) -> Pipeline:
         mapping = mapping_config(
@@ -931,7 +931,7 @@ def test_send_records_each_accepted_message_with_the_id_sqs_returned(tmp_path: P
     from moto import mock_aws
 
     from effectively_once_local.chaos.fault_model import EventLog
-    from effectively_once_local.profiles.payments_input import QUEUES, Line
+    from effectively_once_local.payments.payments_input import QUEUES, Line
     from effectively_once_local.traffic.producer import Outgoing, send
 
     with mock_aws():

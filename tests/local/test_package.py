@@ -108,7 +108,7 @@ def test_old_imports_give_the_new_modules_with_a_deprecation_warning() -> None:
         from effectively_once.local.esm import MappingConfig
 
     assert MappingConfig is esm.MappingConfig
-    assert report is effectively_once_local.profiles.payments_report
+    assert report is effectively_once_local.payments.payments_report
     assert [w.category for w in caught if "effectively_once.local is deprecated" in str(w.message)] == [
         DeprecationWarning
     ]
@@ -163,10 +163,38 @@ def test_an_old_module_now_a_folder_gives_its_names_with_a_deprecation_warning(o
     assert done.stdout.splitlines()[-2:] == [f"True {[_moved.message(old)]!r}", "AttributeError"]
 
 
+@pytest.mark.parametrize("folder", _moved.GONE_FOLDERS)
+def test_a_gone_folder_imports_its_old_modules_each_with_its_warning(folder: str) -> None:
+    old = sorted(o for o in _moved.MOVED if o.startswith(f"{folder}."))
+    done = _python(
+        "import importlib, json, warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    gone = importlib.import_module('effectively_once_local.{folder}')\n"
+        "    quiet = [str(w.message) for w in caught]\n"
+        f"    module = getattr(gone, {old[0].split('.')[1]!r})\n"
+        "    said = [str(w.message) for w in caught if w.category is DeprecationWarning][len(quiet):]\n"
+        "try:\n"
+        "    gone.no_such_module\n"
+        "except AttributeError as error:\n"
+        "    refused = str(error)\n"
+        "print(json.dumps([quiet, module.__name__, said, refused]))\n"
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert old and not list((_ROOT / folder).glob("*.py"))
+    assert json.loads(done.stdout.splitlines()[-1]) == [
+        [],  # the folder itself: no warning, its modules warn
+        _moved.new_path(old[0]),
+        [_moved.message(old[0])],
+        f"module 'effectively_once_local.{folder}' has no attribute 'no_such_module'",
+    ]
+
+
 def test_the_entry_points_the_docs_name_import_from_the_package() -> None:
     from effectively_once_local import ChaosOptions, ProviderStandIn, run_chaos
+    from effectively_once_local.any_stack import chaos_context, chaos_run
     from effectively_once_local.aws.provider_stand_in import ProviderStandIn as stand_in
-    from effectively_once_local.profiles import chaos_context, chaos_run
 
     assert (run_chaos, ChaosOptions, ProviderStandIn) == (chaos_run.run_chaos, chaos_context.ChaosOptions, stand_in)
     for name, module in effectively_once_local.ENTRY_POINTS.items():

@@ -16,8 +16,8 @@ import pytest
 
 from effectively_once_local.chaos import fault_model as chaos_module
 from effectively_once_local.chaos.fault_model import DEADLINE, ChaosConfig, EventLog, InvocationChaos
-from effectively_once_local.profiles.payments_report import run_log_counts
-from effectively_once_local.profiles.payments_view import ChaosGateway
+from effectively_once_local.payments.payments_report import run_log_counts
+from effectively_once_local.payments.payments_view import ChaosGateway
 
 
 class _Provider:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from effectively_once_local.aws.discovery import DeployedMapping
-from effectively_once_local.profiles.pipeline import describe
+from effectively_once_local.aws.mapping_config import MappingConfig
+from effectively_once_local.engine.pipeline import describe
 from effectively_once_local.proof.key_check import build, render, verdict
 from effectively_once_local.proof.line_states import dlq_contents, dlq_why, line_states
-from effectively_once_local.runner.mapping_config import MappingConfig
 from effectively_once_local.traffic.chaos_input import InputLine
 
 from .test_line_states import _dlq, _key_of

@@ -15,8 +15,15 @@ from moto import mock_aws
 
 from effectively_once_local.aws.discovery import DeadLetterQueue, DeployedMapping
 from effectively_once_local.cli import main as cli
-from effectively_once_local.profiles import redrive as redrive_module
-from effectively_once_local.profiles.redrive import Target, is_local, local_move, move_task, redrive, redrive_dedup_id
+from effectively_once_local.redrive import dlq_redrive as redrive_module
+from effectively_once_local.redrive.dlq_redrive import (
+    Target,
+    is_local,
+    local_move,
+    move_task,
+    redrive,
+    redrive_dedup_id,
+)
 from effectively_once_local.runner.mapping_runner import MappingConfig
 
 from ..sqs_answers import refuse_deduplication_ids_on_standard_queues

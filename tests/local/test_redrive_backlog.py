@@ -20,7 +20,7 @@ from effectively_once_local.aws.readback import (
     DlqMessage,
     read_dlq_messages,
 )
-from effectively_once_local.profiles.backlog import (
+from effectively_once_local.payments.backlog import (
     charged_lines,
     counts,
     first_processed_receive,
@@ -28,8 +28,8 @@ from effectively_once_local.profiles.backlog import (
     new_lines,
     read_first_processed_receive,
 )
-from effectively_once_local.profiles.payments_input import FIFO, STANDARD, Line, route
-from effectively_once_local.profiles.payments_report import redrive_problems, render_redrive, verdict
+from effectively_once_local.payments.payments_input import FIFO, STANDARD, Line, route
+from effectively_once_local.payments.payments_report import redrive_problems, render_redrive, verdict
 from effectively_once_local.proof.attribution import poison_receives
 from effectively_once_runtime import names
 
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def is_valid() -> Callable[[str], bool]:
-    from effectively_once_local.profiles.payments_view import validity_check
+    from effectively_once_local.payments.payments_view import validity_check
 
     return validity_check(REPO / "lambda_src")
 
@@ -353,7 +353,7 @@ def test_report_takes_poison_receives_from_the_dlq_and_the_delivery_log(
     # twice (a kill after the copy, before the delete), the standard one once.
     from types import SimpleNamespace
 
-    from effectively_once_local.profiles.payments_report import build_report
+    from effectively_once_local.payments.payments_report import build_report
 
     names_ = [f"acct-{i:03d}" for i in range(50)]
     accounts = {label: next(a for a in names_ if route(a) == label) for label in (STANDARD, FIFO)}

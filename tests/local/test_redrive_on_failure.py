@@ -15,20 +15,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from effectively_once_local.aws.deploy import DeployError
-from effectively_once_local.aws.discovery import StackDiscovery, discover
-from effectively_once_local.cli import main as cli
-from effectively_once_local.profiles import on_failure_redrive as on_failure_module
-from effectively_once_local.profiles import redrive as redrive_module
-from effectively_once_local.profiles.on_failure_redrive import (
-    OnFailureTarget,
-    invoke_on_failure,
-    local_redrive_on_failure,
-    on_failure_targets,
-    record_function,
-)
-from effectively_once_local.profiles.redrive import RedriveError, redrive
-from effectively_once_local.runner.async_inbox import (
+from effectively_once_local.aws.async_inbox import (
     REDRIVE,
     RETRIES_EXHAUSTED,
     SOURCE_ATTRIBUTE,
@@ -37,6 +24,19 @@ from effectively_once_local.runner.async_inbox import (
     record_condition,
     refusal,
     request_payload,
+)
+from effectively_once_local.aws.deploy import DeployError
+from effectively_once_local.aws.discovery import StackDiscovery, discover
+from effectively_once_local.cli import main as cli
+from effectively_once_local.redrive import dlq_redrive as redrive_module
+from effectively_once_local.redrive import on_failure_redrive as on_failure_module
+from effectively_once_local.redrive.dlq_redrive import RedriveError, redrive
+from effectively_once_local.redrive.on_failure_redrive import (
+    OnFailureTarget,
+    invoke_on_failure,
+    local_redrive_on_failure,
+    on_failure_targets,
+    record_function,
 )
 from effectively_once_runtime import PermanentError
 from effectively_once_runtime.on_failure import destination_record as runtime_record

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack import chaos_run
 from effectively_once_local.aws.deploy import DeployError
 from effectively_once_local.aws.discovery import DeployedMapping
 from effectively_once_local.cli.main import main
-from effectively_once_local.profiles import chaos_run, demo
-from effectively_once_local.profiles.payments_view import Pipeline
-from effectively_once_local.profiles.pipeline import Deployment
+from effectively_once_local.engine.pipeline import Deployment
+from effectively_once_local.payments import demo
+from effectively_once_local.payments.payments_view import Pipeline
 
 from .conftest import mapping_config
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from effectively_once_local.aws.readback import DlqMessage
-from effectively_once_local.profiles.payments_report import verdict
+from effectively_once_local.payments.payments_report import verdict
 from effectively_once_local.proof.attribution import sent_never_delivered
 from effectively_once_runtime import names
 

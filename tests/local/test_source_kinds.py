@@ -1,7 +1,7 @@
 """The kinds of asynchronous source the local tooling drives (issue 29, item 5): one registry per job, keyed by the
 runtime's trigger of the events the source delivers, all naming the same kinds. ``traffic.source_kinds.SOURCE_SENDERS``
 (the sender, and the input line read back from a delivered event), ``aws.async_sources.SOURCE_FINDERS`` (the stack's
-wiring of the source to a function) and ``runner.async_inbox.SOURCES`` (the inbox's source attribute); the runner's
+wiring of the source to a function) and ``aws.async_inbox.SOURCES`` (the inbox's source attribute); the runner's
 event id and key read the runtime's own shape knowledge (``events.classify``, ``items``, ``delivery_id``,
 ``payload``)."""
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.any_stack.chaos_targets import senders as _senders
+from effectively_once_local.aws.async_inbox import EVENTBRIDGE, INVOKE, REDRIVE, SNS, SOURCES
 from effectively_once_local.aws.async_sources import SOURCE_FINDERS, AsyncSource
 from effectively_once_local.aws.deploy import DeployError
-from effectively_once_local.profiles.chaos_targets import senders as _senders
-from effectively_once_local.runner.async_inbox import EVENTBRIDGE, INVOKE, REDRIVE, SNS, SOURCES
 from effectively_once_local.traffic.producer import EVENT_ID_HEADER, SendError
 from effectively_once_local.traffic.source_kinds import SOURCE_SENDERS, sent_line, source_sender
 from effectively_once_runtime import events

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from effectively_once_local.aws.async_inbox import SOURCES
 from effectively_once_local.aws.async_sources import SOURCE_FINDERS
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.chaos.faults import WRITE_OPERATIONS
@@ -20,7 +21,6 @@ from effectively_once_local.cli.main import _parser
 from effectively_once_local.proof import key_check, stores
 from effectively_once_local.proof.store_kinds import STORE_KINDS, EffectStore, StoreKind, kind_of
 from effectively_once_local.proof.torn_moments import StoreRef, _stores_of
-from effectively_once_local.runner.async_inbox import SOURCES
 from effectively_once_local.runner.async_poller import async_event_key
 from effectively_once_local.traffic.source_kinds import SOURCE_KINDS, SOURCE_SENDERS, AsyncSourceKind, sent_line
 from effectively_once_runtime import dispatch, events

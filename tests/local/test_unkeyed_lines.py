@@ -1,4 +1,4 @@
-"""The chaos report's un-keyed block (``effects.unkeyed_lines``, ``report["unkeyed"]``): the runtime's ``effect
+"""The chaos report's un-keyed block (``key_check.unkeyed_lines``, ``report["unkeyed"]``): the runtime's ``effect
 possibly lost`` and ``effect repeated`` lines counted per call (effect, adapter read from the marker id, delivery)
 and per business key, for a checker to hold against the store of each call."""
 

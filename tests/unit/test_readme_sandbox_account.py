@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from effectively_once_local.cli import main as cli
-from effectively_once_local.profiles import remote
-from effectively_once_local.profiles.payments_input import FIFO, load_payments, plan_messages
-from effectively_once_local.profiles.payments_view import Pipeline
+from effectively_once_local.payments import remote
+from effectively_once_local.payments.payments_input import FIFO, load_payments, plan_messages
+from effectively_once_local.payments.payments_view import Pipeline
 from effectively_once_local.runner.mapping_runner import MappingConfig
 
 from .helpers import docs_page

@@ -253,13 +253,18 @@ def test_wheel_ships_py_typed_and_the_sample_handler(wheel: Path) -> None:
     assert {f"effectively_once_local/aws/{module}.py" for module in patches} <= set(names)
     runner = (
         "mapping_runner",
-        "mapping_config",
+        "poller_spec",
         "batch_poller",
         "async_poller",
         "execution_environment",
         "request_counter",
     )
     assert {f"effectively_once_local/runner/{module}.py" for module in runner} <= set(names)
+    # Lambda's asynchronous inbox and the mapping configs are the local AWS's (issue 56, item 4).
+    assert {f"effectively_once_local/aws/{module}.py" for module in ("async_inbox", "mapping_config")} <= set(names)
+    # The profiles' folders by job.
+    jobs = ("engine/pipeline", "redrive/dlq_redrive", "any_stack/chaos_run", "payments/demo")
+    assert {f"effectively_once_local/{module}.py" for module in jobs} <= set(names)
     assert sorted(n for n in names if n.startswith("effectively_once/local/")) == [
         "effectively_once/local/__init__.py",
         "effectively_once/local/__main__.py",

@@ -18,20 +18,25 @@ Its layers are its folders, bottom to top; a module imports only from its own fo
 - ``chaos/``: faults from outside at the SDK boundary, the fault model and the run's event log;
 - ``traffic/``: the chaos command's input lines, the one producer (the plan of originals, duplicates and resends, the
   sending, the send log);
+- ``aws/``: the local AWS (moto and its patches, Lambda's asynchronous inbox), the deploy (CDK CLI), discovery and
+  the mapping configs it reads, read-back, the HTTP provider stand-in;
 - ``runner/``: the event source mapping stand-in (one process per execution environment, chaos from outside) and
-  Lambda's asynchronous inbox;
-- ``aws/``: the local AWS (moto and its patches), the deploy (CDK CLI), discovery, read-back, the HTTP provider
-  stand-in;
+  Lambda's asynchronous invocation, played from the inbox;
 - ``proof/``: attribution (what the platform's logs say of each message and kill), the per-key check and every line's
   state, effects counted from the stores;
 - ``report/``: the terminal summary, the JSON report, the run's page;
-- ``profiles/``: the one pipeline and what runs on it: the chaos run for any stack, the payments demo (its view,
-  input, report, backlog, asynchronous leg), the redrive and the remote commands;
+- ``engine/``: the one pipeline every run goes through (deploy, discover, poll, send, drain) and its drain limit;
+- ``redrive/``: the ``redrive`` command's job, the DLQs and the on-failure queues (the runs above redrive with it);
+- ``any_stack/``: the chaos proof for any stack (the ``chaos`` command), its targets and its inert faults;
+- ``payments/``: the payments profile, the only folder that knows the payments sample: the demo (its view, input,
+  report, backlog, asynchronous leg) and the remote commands. ``any_stack/`` and ``payments/`` stand side by side:
+  neither imports the other;
 - ``cli/``: the command line: one module per subcommand (``*_command.py``; ``produce`` and ``report`` share
   ``remote_commands.py``), what their parsers share (``arguments.py``), and ``main.py``, which puts them together.
 
-The old flat module paths (``effectively_once_local.esm``, ...) still import, with a ``DeprecationWarning`` naming the
-new path, until 0.4.0 (``_moved.py``; docs/deprecations.md).
+The old module paths (the flat ``effectively_once_local.esm``, ..., and ``effectively_once_local.profiles.chaos_run``,
+...) still import, with a ``DeprecationWarning`` naming the new path, until 0.4.0 (``_moved.py``;
+docs/deprecations.md).
 """
 
 from __future__ import annotations
@@ -47,10 +52,10 @@ _EXTRA_MODULES = ("moto", "flask", "boto3", "aws_lambda_powertools", "tqdm", "ma
 
 #: ``{name: the module defining it}``: the entry points the docs name, importable from the package itself.
 ENTRY_POINTS = {
-    "run_chaos": "profiles.chaos_run",
-    "ChaosOptions": "profiles.chaos_context",
-    "run_demo": "profiles.demo",
-    "DemoOptions": "profiles.demo",
+    "run_chaos": "any_stack.chaos_run",
+    "ChaosOptions": "any_stack.chaos_context",
+    "run_demo": "payments.demo",
+    "DemoOptions": "payments.demo",
     "MotoServer": "aws.server",
     "aws_env": "aws.server",
     "local_session": "aws.server",

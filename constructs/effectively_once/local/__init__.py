@@ -22,7 +22,9 @@ DEPRECATION = (
 warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
 
 # `from effectively_once.local.X import Y` finds effectively_once.local.X in sys.modules: the tooling's own module,
-# at the path it has moved to (the old flat names, as 0.3.0's deprecation promised them). Not __main__:
-# `python -m effectively_once.local` runs this package's own __main__.py.
+# at the path it has moved to (the old flat names, as 0.3.0's deprecation promised them; not the later dotted ones,
+# `profiles.chaos_run`, which this alias never had). Not __main__: `python -m effectively_once.local` runs this
+# package's own __main__.py.
 for _old in MOVED:
-    sys.modules[f"{__name__}.{_old}"] = importlib.import_module(new_path(_old))
+    if "." not in _old:
+        sys.modules[f"{__name__}.{_old}"] = importlib.import_module(new_path(_old))

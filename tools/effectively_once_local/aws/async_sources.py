@@ -14,7 +14,7 @@ from typing import Any
 
 from effectively_once_runtime.events import EVENTBRIDGE, SNS
 
-from ..runner import async_inbox
+from . import async_inbox
 from .deploy import DeployError
 from .stack_template import DeployedStack
 from .stack_template import function_name as _function_name

@@ -24,7 +24,7 @@ class DeployError(RuntimeError):
 
 
 #: What the error messages tell a user to run in the app's folder: the CLI release this tooling is tested with
-#: (``limits.CDK_CLI_VERSION``), into the folder's own ``node_modules``, without writing a package.json.
+#: (``tool_limits.CDK_CLI_VERSION``), into the folder's own ``node_modules``, without writing a package.json.
 CDK_INSTALL_LINE = f"npm install --no-save aws-cdk@{CDK_CLI_VERSION}"
 #: Seconds ``cdk --version`` may take: under 1 s on these machines; a first run after an install is slower.
 CLI_VERSION_TIMEOUT_SECONDS = 60
@@ -96,13 +96,13 @@ def cdk_command(app_dir: Path) -> list[str]:
     a subfolder of its repository, like ``examples/orders``), else ``cdk`` on the PATH; checked with its
     ``--version`` (:func:`cli_version`) before it is used.
 
-    The oldest CLI it accepts is ``limits.CDK_CLI_MIN_VERSION`` (2.1148.0), from the CLI's own refusal of an older
+    The oldest CLI it accepts is ``tool_limits.CDK_CLI_MIN_VERSION`` (2.1148.0), from the CLI's own refusal of an older
     one ("Cloud assembly schema version mismatch ... need at least CLI version 2.1148.0"): an older 2.x, and any
     other major version, since the deprecated ``aws-cdk@3.0.0`` on npm is an old build, not a newer CLI.
 
     :raises DeployError: no CLI is found; or the one found is older than the minimum or not 2.x; or its
         ``--version`` cannot run, fails, times out or prints no version. One line; it tells the user to run
-        :data:`CDK_INSTALL_LINE` in ``app_dir`` (the CLI this tooling is tested with, ``limits.CDK_CLI_VERSION``).
+        :data:`CDK_INSTALL_LINE` in ``app_dir`` (the CLI this tooling is tested with, ``tool_limits.CDK_CLI_VERSION``).
     :raises KeyboardInterrupt: its ``--version`` was killed by Ctrl-C or SIGTERM (:func:`cli_version`).
     """
     cli = None

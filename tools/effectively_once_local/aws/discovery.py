@@ -3,7 +3,7 @@ under its own name:
 
 - ``mappings``: every SQS event source mapping, with what the local runner needs to play it (queue, batch size,
   window, function handler, timeout, memory, environment, code folder) and its source queue's DLQ (the queue's
-  redrive policy). The payments profile's view of them is ``profiles/payments_view.py``.
+  redrive policy). The payments profile's view of them is ``payments/payments_view.py``.
 - ``dlqs``: those DLQs, each with the mapping whose messages it holds (what ``redrive`` moves back).
 - ``on_failure_queues``: the SQS queues that are the ``OnFailure`` destination of a function's
   ``EventInvokeConfig``, each with its function (what ``redrive --on-failure`` re-invokes).
@@ -37,10 +37,10 @@ from effectively_once.limits import (
 )
 from effectively_once_runtime import names
 
-from ..runner import async_inbox
-from ..runner.mapping_runner import AsyncConfig, MappingConfig
+from . import async_inbox
 from .async_sources import SOURCE_FINDERS, AsyncSource, function_inbox
 from .deploy import DeployError
+from .mapping_config import AsyncConfig, MappingConfig
 from .moto_async_bridges import inbox_visibility_timeout
 from .stack_template import LAMBDA_FUNCTION, SQS_QUEUE, DeployedStack, code_dir, sqs_destination, template_int
 from .stack_template import function_name as _function_name

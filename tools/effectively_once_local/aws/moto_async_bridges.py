@@ -8,9 +8,9 @@ Bridged (moto 5.2.5): Lambda's asynchronous invocation from EventBridge and SNS 
 ``Invoke`` with ``InvocationType="Event"`` (issue 30). moto raises ``NotImplementedError`` for an EventBridge rule
 whose target is a Lambda function, and hands an SNS ``lambda`` subscription's message and an ``Event`` invocation to
 its Docker-backed Lambda (no Docker here: the message is lost with a log line, the invocation fails). The local
-AWS plays Lambda's asynchronous queue as an SQS queue per function, its *inbox* (``runner/async_inbox.py``), which the
+AWS plays Lambda's asynchronous queue as an SQS queue per function, its *inbox* (``aws/async_inbox.py``), which the
 local runner drains with Lambda's retry policy: the bridges put each event there exactly as the function receives it,
-with the message attribute ``async_queue.SOURCE_ATTRIBUTE`` naming its source. Rules on custom buses too.
+with the message attribute ``async_inbox.SOURCE_ATTRIBUTE`` naming its source. Rules on custom buses too.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 from effectively_once_runtime.events import EVENTBRIDGE, SNS
 
-from ..runner.async_inbox import EVENT_ID_ATTRIBUTE, INVOKE, SOURCE_ATTRIBUTE, inbox_name
 from ..traffic.producer import EVENT_ID_HEADER
+from .async_inbox import EVENT_ID_ATTRIBUTE, INVOKE, SOURCE_ATTRIBUTE, inbox_name
 from .moto_locking import SQS_LOCK
 
 #: Lambda's default function timeout, in seconds (AWS Lambda Developer Guide, "Configure Lambda function
@@ -64,7 +64,7 @@ def _is_function_arn(arn: str) -> bool:
 
 def put_in_inbox(function_arn: str, body: str, source: str, event_id: str | None = None) -> None:
     """Queue ``body`` (the event, as the function receives it) in the inbox of the function ``function_arn`` names
-    (``async_queue.inbox_name`` of its name; a qualifier is dropped), in the SQS backend of that ARN's account and
+    (``async_inbox.inbox_name`` of its name; a qualifier is dropped), in the SQS backend of that ARN's account and
     Region, with the message attribute ``SOURCE_ATTRIBUTE`` = ``source`` (and ``EVENT_ID_ATTRIBUTE`` = ``event_id``
     when given). A missing inbox is created first, with the
     visibility timeout :func:`inbox_visibility_timeout` of the function's timeout

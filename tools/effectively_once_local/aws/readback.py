@@ -60,7 +60,7 @@ class DlqMessage:
     deduplication_id: str | None = None
     copy_deduplication_id: str | None = None
     #: An on-failure record the runtime wrote for an event the app refused for good, read as a reason
-    #: (``runner.async_inbox.refusal``: ``error_type``, ``message``, ``condition``). :default: ``None``.
+    #: (``aws.async_inbox.refusal``: ``error_type``, ``message``, ``condition``). :default: ``None``.
     refusal: dict[str, Any] | None = None
 
     def reason(self) -> dict[str, Any] | None:

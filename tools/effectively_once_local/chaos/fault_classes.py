@@ -4,7 +4,7 @@
 A row holds all the tooling knows of its kind but how it is injected: its name in the report (the ``faults`` block's
 keys), its :class:`ChaosConfig` field, its flag per command (``chaos``, ``demo``: name, default, help), what makes it
 strike (shown when it did not), the place it needs on a stack (``place``: checked before the first send by
-``profiles/inert_faults.py`` and after the run by ``proof/faults_struck.py``), how it is counted (the report's paths
+``any_stack/inert_faults.py`` and after the run by ``proof/faults_struck.py``), how it is counted (the report's paths
 summed) and, for a kill or stall, its fate in the per-invocation draw (:meth:`ChaosConfig.fates`). From the rows are
 built: both commands' fraction flags, their checks and their :class:`ChaosConfig` (``cli/fault_flags.py``), the draw,
 the inert checks and the struck counts. ``tests/local/test_fault_classes.py`` holds every one of them to the table,
@@ -249,7 +249,7 @@ class ChaosConfig:
     kill at a random moment of the invocation, within twice its environment's longest invocation:
     ``InvocationChaos.random_window``); their sum is at most 1. ``resend`` and ``concurrent_duplicates`` are per
     key (the producer sends those twice). ``async_duplicate`` is per event of an asynchronous target
-    (``runner.mapping_config.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
+    (``aws.mapping_config.AsyncConfig``): the share of events that succeeded and are invoked once more at once,
     without an error, as Lambda's asynchronous queue occasionally delivers an event twice (AWS Lambda Developer Guide,
     "Invoking a Lambda function asynchronously"); it is drawn apart from the fates and not in their sum.
 

@@ -4,9 +4,9 @@ The runner injects faults from outside the handler. Any handler on ``effectively
 handler's stdout (``runner.execution_environment.EffectTap``), and on the runtime's effect line (written and flushed
 after the effect returned, before the idempotency record is completed) it kills the process there ("after the effect,
 before completion") or stalls past the deadline. A profile may name a seam of its own instead (the payments sample's
-gateway, ``sandbox.ChaosGateway``: a crash after the charge; a stall before the charge). Around the invocation: a crash
-after the handler completed, before the response reaches the event source mapping. A crash is a real ``SIGKILL`` of the
-poller process, as nothing survives a killed execution environment.
+gateway, ``payments_view.ChaosGateway``: a crash after the charge; a stall before the charge). Around the invocation:
+a crash after the handler completed, before the response reaches the event source mapping. A crash is a real
+``SIGKILL`` of the poller process, as nothing survives a killed execution environment.
 
 Attribution is exact: a kill record names its process, invocation and Lambda request id, and the key it interrupted
 is derived after the run from what that process logged before it died: the last effect line of the killed request

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ..aws.deploy import DeployError, cdk_command
 from ..base.tool_limits import CFN_STACK_NAME_PATTERN
-from ..profiles.payments_input import PaymentsFileError, load_payments
+from ..payments.payments_input import PaymentsFileError, load_payments
 from ..runner.mapping_runner import packaged_lambda_src
 
 _ROLE = re.compile(r":(?:py:)?[a-z]+:`(?P<tilde>~?)(?P<text>[^`]+)`")
@@ -219,7 +219,7 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 def check_handler_root(parser: Parser, root: Path, modules: tuple[str, ...]) -> Callable[[str], bool]:
-    from ..profiles.payments_view import validity_check
+    from ..payments.payments_view import validity_check
 
     if not root.is_dir():
         parser.error(f"argument --handler-root: {root} is not a folder (give the folder holding the payments package)")

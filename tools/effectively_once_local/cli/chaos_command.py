@@ -1,4 +1,4 @@
-"""``chaos``: any CDK app's stack under chaos, reported per business key (``profiles.chaos_run``): its arguments,
+"""``chaos``: any CDK app's stack under chaos, reported per business key (``any_stack.chaos_run``): its arguments,
 their checks and its options object."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .arguments import (
 )
 
 if TYPE_CHECKING:
-    from ..profiles.chaos_context import ChaosOptions
+    from ..any_stack.chaos_context import ChaosOptions
 
 #: The subcommands this module adds.
 NAMES = ("chaos",)
@@ -174,7 +174,7 @@ def check(parser: Parser, args: argparse.Namespace) -> None:
 def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
     """A flag another one makes pointless is an error when given (``args.given``): ``--redrive-rounds`` under
     ``--no-redrive``, ``--seed`` when every chaos fraction is 0 (nothing is drawn). The fault flags that cannot strike
-    on the stack are known once it is synthesized (``profiles/inert_faults.py``)."""
+    on the stack are known once it is synthesized (``any_stack/inert_faults.py``)."""
     given: set[str] = getattr(args, "given", set())
     if not args.redrive and "redrive_rounds" in given:
         parser.error(
@@ -203,7 +203,7 @@ def _add_import_check(chaos: argparse.ArgumentParser) -> None:
 
 def options(args: argparse.Namespace) -> ChaosOptions:
     """``chaos``'s options object, built from its parsed arguments (the one place they are read)."""
-    from ..profiles.chaos_context import ChaosOptions
+    from ..any_stack.chaos_context import ChaosOptions
 
     return ChaosOptions(
         app_dir=args.app_dir.resolve(),
@@ -233,7 +233,7 @@ def options(args: argparse.Namespace) -> ChaosOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiles.chaos_run import run_chaos
+    from ..any_stack.chaos_run import run_chaos
 
     code, _ = run_chaos(options(args))
     return code

@@ -1,4 +1,4 @@
-"""``demo``: the payments sample's main job on a local AWS (``profiles.demo``): its arguments, their checks and
+"""``demo``: the payments sample's main job on a local AWS (``payments.demo``): its arguments, their checks and
 its options object."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from effectively_once.limits import (
 )
 
 from ..chaos.fault_model import ChaosConfig
-from ..profiles.backlog import DEFAULT_BACKLOG
+from ..payments.backlog import DEFAULT_BACKLOG
 from . import fault_flags
 from .arguments import (
     Given,
@@ -31,7 +31,7 @@ from .arguments import (
 )
 
 if TYPE_CHECKING:
-    from ..profiles.demo import DemoOptions
+    from ..payments.demo import DemoOptions
 
 #: The subcommands this module adds.
 NAMES = ("demo",)
@@ -103,7 +103,7 @@ def _check_ignored(parser: Parser, args: argparse.Namespace) -> None:
 
 def options(args: argparse.Namespace) -> DemoOptions:
     """``demo``'s options object, built from its parsed arguments (the one place they are read)."""
-    from ..profiles.demo import DemoOptions
+    from ..payments.demo import DemoOptions
 
     chaos = ChaosConfig(seed=args.seed) if args.no_chaos else fault_flags.chaos_config(args, "demo")
     return DemoOptions(
@@ -125,7 +125,7 @@ def options(args: argparse.Namespace) -> DemoOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiles.demo import run_demo
+    from ..payments.demo import run_demo
 
     code, _ = run_demo(options(args))
     return code

@@ -19,14 +19,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..any_stack.inert_faults import InertFlagError
 from ..aws.deploy import DeployError
 from ..aws.readback import DlqReadError
 from ..aws.server import LocalAwsError
 from ..base.exit_codes import EXIT_NOT_DRAINED
-from ..profiles.drain_limit import DrainTimeout
-from ..profiles.inert_faults import InertFlagError
-from ..profiles.payments_input import PaymentsFileError
-from ..profiles.redrive import RedriveError
+from ..engine.drain_limit import DrainTimeout
+from ..payments.payments_input import PaymentsFileError
+from ..redrive.dlq_redrive import RedriveError
 from ..traffic.chaos_input import InputFileError
 from ..traffic.producer import SendError
 from . import chaos_command, demo_command, redrive_command, remote_commands, sample_command

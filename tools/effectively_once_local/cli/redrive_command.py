@@ -1,12 +1,12 @@
 """``redrive``: a deployed stack's DLQs back to their sources, or its on-failure records invoked again
-(``profiles.redrive``): its arguments and its options object."""
+(``redrive.dlq_redrive``): its arguments and its options object."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from ..profiles.redrive import MAX_MESSAGES_PER_SECOND, RedriveOptions
+from ..redrive.dlq_redrive import MAX_MESSAGES_PER_SECOND, RedriveOptions
 from .arguments import Parser, folder, integer, stack_name
 
 #: The subcommands this module adds.
@@ -19,7 +19,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
         "redrive",
         help="move a deployed stack's dead-letter queues back to their source queues (AWS: SQS's message move "
         "task; a local AWS on loopback: receive, send, then delete), or with --on-failure re-invoke the events in "
-        "its on-failure queues; see effectively_once_local.profiles.redrive",
+        "its on-failure queues; see effectively_once_local.redrive.dlq_redrive",
         description="Move every dead-letter queue of --stack (or only --queue's) back to its source queue. Against "
         "AWS: StartMessageMoveTask with an explicit destination, waited for; against a local AWS on loopback "
         "(AWS_ENDPOINT_URL): receive, send, then delete, keeping bodies, attributes, group ids, order and "
@@ -70,7 +70,7 @@ def add(sub: argparse._SubParsersAction[Any]) -> None:
 
 def check(parser: Parser, args: argparse.Namespace) -> None:
     """Nothing across ``redrive``'s arguments to check here: ``--queue`` and ``--on-failure`` exclude each other in
-    the parser, and ``profiles.redrive.redrive`` refuses ``--cdk-out`` and ``--include-refused`` without
+    the parser, and ``redrive.dlq_redrive.redrive`` refuses ``--cdk-out`` and ``--include-refused`` without
     ``--on-failure``."""
 
 
@@ -87,6 +87,6 @@ def options(args: argparse.Namespace) -> RedriveOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiles.redrive import run_redrive
+    from ..redrive.dlq_redrive import run_redrive
 
     return run_redrive(options(args))

@@ -1,5 +1,5 @@
 """``produce`` and ``report``: the payments against a deployed stack, a real AWS account after ``cdk deploy``
-(``profiles.remote``): their arguments, their checks and their options objects."""
+(``payments.remote``): their arguments, their checks and their options objects."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..chaos.fault_model import ChaosConfig
-from ..profiles.remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS, ProduceOptions, ReportOptions
+from ..payments.remote import SETTLE_SECONDS, WAIT_MARGIN_SECONDS, ProduceOptions, ReportOptions
 from .arguments import (
     Parser,
     check_payments_run,
@@ -95,7 +95,7 @@ def options(args: argparse.Namespace) -> ProduceOptions | ReportOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiles.remote import produce, report
+    from ..payments.remote import produce, report
 
     if args.command == "produce":
         return produce(produce_options(args))

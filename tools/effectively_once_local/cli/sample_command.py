@@ -1,4 +1,4 @@
-"""``sample``: a deterministic payments file (``profiles.payments_input.write_sample``): its arguments and its
+"""``sample``: a deterministic payments file (``payments.payments_input.write_sample``): its arguments and its
 options object."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..profiles.payments_input import SampleOptions
+from ..payments.payments_input import SampleOptions
 from .arguments import Parser, integer, output_file
 
 #: The subcommands this module adds.
@@ -32,6 +32,6 @@ def options(args: argparse.Namespace) -> SampleOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiles.payments_input import write_sample
+    from ..payments.payments_input import write_sample
 
     return write_sample(options(args))

@@ -17,7 +17,7 @@ Kills are drawn with the process id and the clock, so two identical runs strike 
 never depends on what struck. ``--require-faults`` (opt-in) turns a class in ``not_struck`` into exit code
 :data:`EXIT_FAULTS_NOT_STRUCK`, when the per-key verdict found nothing (its exit 1 wins). A class that could not
 strike does not fail the run; the line that names it says which flag would. Most such classes are known before
-the first send, from the stack's template (``profiles/inert_faults.py``): a flag the user gave is refused then, and a
+the first send, from the stack's template (``any_stack/inert_faults.py``): a flag the user gave is refused then, and a
 default one is left out of the draw and listed as ``left_out``; ``could_not_strike`` keeps what only the run shows
 (a function that could write and never did).
 """
@@ -117,7 +117,7 @@ def faults_block(
     class's count), ``struck_total``, ``kills_struck`` (every kill, the watchdog's deadline kills included),
     ``not_struck`` and ``could_not_strike`` (``{"fault", "flag", "asked", "why"}`` each: the module docstring), and
     ``left_out``: the classes left at their default that the stack gave no place, so never drawn
-    (``profiles/inert_faults.py``: ``{"fault", "flag", "asked", "why", "instead"}`` each, ``asked`` the default).
+    (``any_stack/inert_faults.py``: ``{"fault", "flag", "asked", "why", "instead"}`` each, ``asked`` the default).
 
     :param chaos: the chaos the run drew (a class left out at 0). :param kinds: the kinds of the run's targets
         (``standard``, ``fifo``, ``async``). :param writes: the watched writes the run's chaos logs show.

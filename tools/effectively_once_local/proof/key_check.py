@@ -23,8 +23,8 @@ Without a store, the effect log lines are a lower bound of the effects when a st
 (``effects_lower_bound``): the runtime writes an effect's line after the effect returned, so an effect stopped by a
 real timeout after it acted leaves no line, and a duplicate effect of that key could go unseen.
 
-Kills are attributed from the logs (chaos.py): a kill's key is the last effect line of the killed request in the
-killed process's function log.
+Kills are attributed from the logs (``chaos/fault_model.py``): a kill's key is the last effect line of the killed
+request in the killed process's function log.
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def send_kinds(sent_rows: list[dict[str, Any]], deliveries: list[dict[str, Any]]
 
 
 #: The on-failure record conditions an asynchronous target's run can end an event with (Lambda's destination
-#: record's ``requestContext.condition``; ``runner/async_inbox.py``).
+#: record's ``requestContext.condition``; ``aws/async_inbox.py``).
 ON_FAILURE_CONDITIONS = ("RetriesExhausted", "EventAgeExceeded", "PermanentError")
 
 

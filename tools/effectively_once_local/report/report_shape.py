@@ -27,9 +27,9 @@ from typing import Any
 
 __all__ = ["CHAOS", "CHECK_ENV", "DEMO", "ReportShapeError", "assemble", "hold", "problems", "shape_of"]
 
-#: The chaos run's report (``profiles/chaos_run.py``).
+#: The chaos run's report (``any_stack/chaos_run.py``).
 CHAOS = "chaos"
-#: The payments demo's report (``profiles/demo.py``).
+#: The payments demo's report (``payments/demo.py``).
 DEMO = "demo"
 #: Set to ``check``: :func:`assemble` holds every report to its committed shape. :default: unset (no check).
 CHECK_ENV = "EFFECTIVELY_ONCE_REPORT_SHAPE"

@@ -1,6 +1,6 @@
 """Lambda's asynchronous queue for one function, in one execution environment (:class:`AsyncPoller`).
 
-With ``MappingConfig.async_config`` the poller plays Lambda's asynchronous queue instead (``runner/async_inbox.py``): it
+With ``MappingConfig.async_config`` the poller plays Lambda's asynchronous queue instead (``aws/async_inbox.py``): it
 takes one event at a time from the function's inbox and follows Lambda's rules for asynchronous invocation (AWS
 Lambda Developer Guide, "Invoking a Lambda function asynchronously", "Configuring error handling for asynchronous
 invocation", "Capturing records of Lambda asynchronous invocations"): retries after an error, a kill or a timeout
@@ -24,10 +24,7 @@ from effectively_once_runtime import events
 from effectively_once_runtime.consumer import key_text
 from effectively_once_runtime.errors import InvalidRecord, UnsupportedEvent
 
-from ..base.run_figures import record_peak
-from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
-from ..traffic.source_kinds import kind_of_trigger
-from .async_inbox import (
+from ..aws.async_inbox import (
     EVENT_AGE_EXCEEDED,
     EVENT_ID_ATTRIBUTE,
     RETRIES_EXHAUSTED,
@@ -35,8 +32,12 @@ from .async_inbox import (
     destination_record,
     retry_delay_seconds,
 )
+from ..aws.mapping_config import SQS_MAX_VISIBILITY_SECONDS, AsyncConfig
+from ..base.run_figures import record_peak
+from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
+from ..traffic.source_kinds import kind_of_trigger
 from .execution_environment import LocalLambdaContext
-from .mapping_config import SQS_MAX_VISIBILITY_SECONDS, AsyncConfig, PollerSpec
+from .poller_spec import PollerSpec
 from .request_counter import RequestCounter
 
 
@@ -122,11 +123,11 @@ class AsyncChaos(InvocationChaos):
 class AsyncPoller:
     """Lambda's asynchronous queue for one function, in one execution environment
     (:func:`.batch_poller.poller_main` with ``MappingConfig.async_config``). The inbox (``mapping.queue_url``) holds
-    one message per event (``runner/async_inbox.py``); its ``ApproximateReceiveCount`` is the attempt and its
+    one message per event (``aws/async_inbox.py``); its ``ApproximateReceiveCount`` is the attempt and its
     ``SentTimestamp`` starts the event's age. For each message received, one at a time:
 
     - it is received with a visibility timeout of the function timeout plus the wait that follows this attempt
-      (``async_queue.retry_delay_seconds``, scaled by ``AsyncConfig.time_scale``; none after the last attempt),
+      (``async_inbox.retry_delay_seconds``, scaled by ``AsyncConfig.time_scale``; none after the last attempt),
       rounded up to whole seconds: an attempt killed by chaos or by the deadline watchdog reappears as the next
       attempt after Lambda's delay;
     - an event older than ``max_event_age_seconds * time_scale`` gets an ``EventAgeExceeded`` record, and an
@@ -142,8 +143,8 @@ class AsyncPoller:
 
     The delivery log (``deliveries-<label>-<pid>.jsonl``) gets one line per invocation and per record sent without
     one: ``message_id``, ``receive_count`` (as an SQS delivery), ``async`` (``true``), ``attempt``, ``source``
-    (the inbox message's ``async_queue.SOURCE_ATTRIBUTE``), ``event_id`` (:func:`async_event_id`; for a direct
-    ``Invoke``, the inbox message's ``async_queue.EVENT_ID_ATTRIBUTE``), ``duplicate`` (``true``, the extra delivery
+    (the inbox message's ``async_inbox.SOURCE_ATTRIBUTE``), ``event_id`` (:func:`async_event_id`; for a direct
+    ``Invoke``, the inbox message's ``async_inbox.EVENT_ID_ATTRIBUTE``), ``duplicate`` (``true``, the extra delivery
     only), ``request_id`` (the invocation's Lambda request id; ``null`` without
     one), ``invoked`` and ``outcome``: ``ok``, ``error`` (with ``error_type``, ``error_message``), ``killed`` (with
     the kill's ``phase``, written just before the kill), ``on_failure`` (with ``condition``,

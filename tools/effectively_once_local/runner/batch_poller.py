@@ -21,6 +21,7 @@ from typing import Any
 
 from effectively_once_runtime import events
 
+from ..aws.mapping_config import SQS_RECEIVE_MAX, MappingConfig
 from ..base.run_figures import record_peak
 from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
 from ..chaos.faults import WriteWatch
@@ -29,7 +30,7 @@ from ..chaos.sql_watch import SqlCommitWatch
 from ..traffic.chaos_input import body_key, compile_key
 from .async_poller import AsyncChaos, AsyncPoller
 from .execution_environment import EffectTap, LocalLambdaContext, load_handler
-from .mapping_config import COUNT_REQUESTS_ENV, SQS_RECEIVE_MAX, MappingConfig, PollerSpec
+from .poller_spec import COUNT_REQUESTS_ENV, PollerSpec
 from .request_counter import RequestCounter
 
 
@@ -93,7 +94,7 @@ class _Environment:
 def poller_main(spec: PollerSpec, stop: Any, peak_rss: Any = None) -> None:
     """Body of one poller process: one execution environment polling one queue until ``stop`` is set. ``peak_rss``
     (a shared ``multiprocessing`` value): raised to this process's ``ru_maxrss`` after the handler is loaded and
-    after every invocation (``figures.record_peak``).
+    after every invocation (``run_figures.record_peak``).
 
     With ``spec.mapping.async_config`` set, the queue is the function's inbox and the poller plays Lambda's
     asynchronous queue (:class:`AsyncPoller`): one event per invocation, the event being the message body as JSON,

@@ -22,8 +22,9 @@ from typing import Any
 
 from effectively_once_runtime import names
 
+from ..aws.mapping_config import MappingConfig
 from ..chaos.fault_model import EventLog, InvocationChaos
-from .mapping_config import MappingConfig, PollerSpec
+from .poller_spec import PollerSpec
 
 
 def packaged_lambda_src() -> Path:

@@ -9,11 +9,11 @@ process is one execution environment, since Powertools keeps per-process state â
 a deadline kill) is replaced by a fresh one, as Lambda starts a new environment.
 
 This module runs the pollers (:class:`PollerPool`) and is the runner's front: every name below is importable from
-here. The jobs sit in modules of their own: what a poller runs (``mapping_config.py``: :class:`MappingConfig`,
-:class:`AsyncConfig`, :class:`PollerSpec`), one poller process and its SQS batches (``batch_poller.py``:
-:func:`poller_main`), Lambda's asynchronous queue (``async_poller.py``: :class:`AsyncPoller`), the execution
-environment's handler, context and stdout (``execution_environment.py``) and the request counter
-(``request_counter.py``).
+here. The jobs sit in modules of their own: what a poller runs (``poller_spec.py``: :class:`PollerSpec`, holding the
+local AWS's :class:`MappingConfig` or :class:`AsyncConfig` from ``aws/mapping_config.py``), one poller process and
+its SQS batches (``batch_poller.py``: :func:`poller_main`), Lambda's asynchronous queue (``async_poller.py``:
+:class:`AsyncPoller`, draining the inbox of ``aws/async_inbox.py``), the execution environment's handler, context and
+stdout (``execution_environment.py``) and the request counter (``request_counter.py``).
 """
 
 from __future__ import annotations
@@ -22,17 +22,11 @@ import multiprocessing as mp
 import time
 from typing import Any
 
+from ..aws.mapping_config import SQS_MAX_VISIBILITY_SECONDS, SQS_RECEIVE_MAX, AsyncConfig, MappingConfig
 from .async_poller import AsyncChaos, AsyncPoller, async_event_id, async_event_key
 from .batch_poller import failed_ids, poller_main, to_lambda_record
 from .execution_environment import EFFECT_MESSAGE, EffectTap, LocalLambdaContext, packaged_lambda_src, runtime_root
-from .mapping_config import (
-    COUNT_REQUESTS_ENV,
-    SQS_MAX_VISIBILITY_SECONDS,
-    SQS_RECEIVE_MAX,
-    AsyncConfig,
-    MappingConfig,
-    PollerSpec,
-)
+from .poller_spec import COUNT_REQUESTS_ENV, PollerSpec
 from .request_counter import RequestCounter
 
 __all__ = [

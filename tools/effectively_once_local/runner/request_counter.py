@@ -1,5 +1,5 @@
 """The poller's count of its own AWS requests and invocations (opt-in, for the benchmarks: the folder named by
-``mapping_config.COUNT_REQUESTS_ENV``)."""
+``poller_spec.COUNT_REQUESTS_ENV``)."""
 
 from __future__ import annotations
 

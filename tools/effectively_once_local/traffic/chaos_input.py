@@ -9,7 +9,7 @@ matches one queue only (case-insensitive), or an asynchronous target's label (``
 such as ``async``); it may be left out when the stack has one target. ``group`` is the
 FIFO message group id (default: the line's business key). The FIFO deduplication id is the SHA-256 of the body, so
 a resend inside the deduplication interval is the same message to SQS (dropped), as a producer retrying at once
-would send it; a resend after the interval gets a new id (``traffic.late_dedup_id``), as a producer retrying later
+would send it; a resend after the interval gets a new id (``producer.late_dedup_id``), as a producer retrying later
 does.
 
 The business key of a line is the ``--key`` JMESPath over its body (strict JSON object); a line whose key is

@@ -1,6 +1,6 @@
 """The one producer of the local tooling: what each queue is sent, and the sending, with the send log.
 
-Both profiles of the pipeline use it: the payments demo (``profiles/payments_input.py`` reads the payments file into
+Both profiles of the pipeline use it: the payments demo (``payments/payments_input.py`` reads the payments file into
 lines) and the chaos run for any stack (``traffic/chaos_input.py`` reads its input into lines). A line is anything with
 the :class:`SendLine` attributes: its number in the input, the body to send, its business key (``None``: not a valid
 key, never duplicated on purpose), and for FIFO queues its message group id and deduplication id.
@@ -115,7 +115,7 @@ def topic_sender(sns: Any, *, topic_arn: str) -> Sender:
 
 #: The response header in which the local AWS answers a direct asynchronous ``Invoke`` with the id it gave the event
 #: (``aws/moto_async_bridges.lambda_event_invocations``; the inbox message carries the same id,
-#: ``runner.async_inbox.EVENT_ID_ATTRIBUTE``). Lambda itself answers with its request id only.
+#: ``aws.async_inbox.EVENT_ID_ATTRIBUTE``). Lambda itself answers with its request id only.
 EVENT_ID_HEADER = "x-effectively-once-event-id"
 
 

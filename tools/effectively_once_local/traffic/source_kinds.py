@@ -1,7 +1,7 @@
 """One class per kind of asynchronous source the local tooling drives (an EventBridge rule, an SNS subscription, a
 direct ``Invoke`` with ``InvocationType="Event"``), each holding what the tooling knows of it: the runtime's trigger
 of the events it delivers (``effectively_once_runtime.events``), the value of the function's inbox message's source
-attribute (``runner/async_inbox.SOURCE_ATTRIBUTE``), how an input line is sent through it (``sender``), what its
+attribute (``aws/async_inbox.SOURCE_ATTRIBUTE``), how an input line is sent through it (``sender``), what its
 producer published inside a delivered event (``published``: where the runner reads an event's business key) and how
 the input line comes back out of a delivered event (``line_of``: an on-failure record's event read back). The runner
 and the chaos run ask the kind (:func:`kind_of_trigger`, :data:`SOURCE_KINDS`) and never name a service.
@@ -32,7 +32,7 @@ class AsyncSourceKind:
     """One kind of asynchronous source (module docstring).
 
     :cvar trigger: the runtime's trigger of the events it delivers (``events.TRIGGERS``).
-    :cvar inbox_source: the inbox message's source attribute for its events (``runner/async_inbox.SOURCES``).
+    :cvar inbox_source: the inbox message's source attribute for its events (``aws/async_inbox.SOURCES``).
     :cvar what: the source as a message names it (``"SNS topic"``).
     :cvar in_stack: whether a source of the stack sends the events (found by ``aws/async_sources.SOURCE_FINDERS``,
         sent through by :meth:`sender`), or the run invokes the function itself.

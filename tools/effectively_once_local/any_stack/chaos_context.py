@@ -83,7 +83,7 @@ class StoreSpecs:
 class DriveSettings:
     """How the run drives the stack: the chaos drawn (``chaos``), the pollers per mapping, the variables every
     execution environment gets (``--function-env``), the drain limit (``None``: the stack's own,
-    ``profiles/drain_limit.py``), the redrive after the drain (``--no-redrive``, ``--redrive-rounds``) and whether
+    ``engine/drain_limit.py``), the redrive after the drain (``--no-redrive``, ``--redrive-rounds``) and whether
     the pollers' progress is printed (``quiet``)."""
 
     chaos: ChaosConfig
@@ -153,7 +153,7 @@ class ChaosOptions:
     report_path: Path = Path("reports/chaos-report.json")
     run_dir: Path = Path(".local-aws/chaos")
     #: Seconds to wait for the queues to drain (and for each redrive round). :default: ``None``: the stack's own
-    #: (``profiles/drain_limit.default_drain_seconds``: at least 600).
+    #: (``engine/drain_limit.default_drain_seconds``: at least 600).
     drain_timeout_seconds: int | None = None
     quiet: bool = False
     #: Exit :data:`~effectively_once_local.proof.faults_struck.EXIT_FAULTS_NOT_STRUCK` when a fault class asked for
@@ -161,7 +161,7 @@ class ChaosOptions:
     require_faults: bool = False
     #: The chaos command's flags the user gave (``--crash-after-effect``, ...; ``args.given``): a fault class one of
     #: them asks for that cannot strike on the stack is refused before the first send, one left at its default is
-    #: left out of the draw (``profiles/inert_faults.py``). :default: none: every class at its default.
+    #: left out of the draw (``any_stack/inert_faults.py``). :default: none: every class at its default.
     given_flags: frozenset[str] = frozenset()
     #: A local AWS where the stack is already deployed (tests deploy several stacks at once), with the ``cdk.out`` it
     #: was deployed from. :default: ``None``: a fresh local AWS, and ``cdk deploy`` of ``stack`` into it.

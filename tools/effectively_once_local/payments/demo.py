@@ -1,6 +1,6 @@
-"""The main job, the payments profile of the pipeline (``profiles/pipeline.py``): deploy the sandbox stack to a local
-AWS, push payments through it with chaos, report (``profiles/payments_report.py``, and the general per-key report,
-``proof/key_check.py``), then the outage backlog and its redrive (``profiles/backlog.py``)."""
+"""The main job, the payments profile of the pipeline (``engine/pipeline.py``): deploy the sandbox stack to a local
+AWS, push payments through it with chaos, report (``payments/payments_report.py``, and the general per-key report,
+``proof/key_check.py``), then the outage backlog and its redrive (``payments/backlog.py``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from ..base.json_lines import read_jsonl
 from ..base.run_figures import LoadSampler, own_maxrss, run_figures
 from ..base.run_figures import render as render_figures
 from ..chaos.fault_model import ChaosConfig
+from ..engine.pipeline import Deployment, Drive, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from ..proof import key_check as effects
 from ..report.page import RunClock, conclude, read_events
 from ..report.report_shape import DEMO, assemble
@@ -32,7 +33,6 @@ from .backlog import DEFAULT_BACKLOG
 from .payments_input import QUEUES, STANDARD, Line, load_payments, route
 from .payments_report import build_report, render, verdict
 from .payments_view import GATEWAY_SEAM, UNSAFE_ENV, Pipeline, discover, validity_check
-from .pipeline import Deployment, Drive, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class DemoOptions:
     run_dir: Path = Path(".local-aws/run")
     drain_timeout_seconds: int = 600
     quiet: bool = False
-    #: K charged and K new payments per DLQ for the outage backlog after the main run (``profiles/backlog.py``);
+    #: K charged and K new payments per DLQ for the outage backlog after the main run (``payments/backlog.py``);
     #: 0: none.
     redrive_backlog: int = DEFAULT_BACKLOG
     #: A local AWS where ``stack`` is deployed already, with the ``cdk.out`` it was deployed from (the function
@@ -127,11 +127,11 @@ def redrive_backlog(
     specs: list[tuple[PollerSpec, int]],
     opts: DemoOptions,
 ) -> dict[str, dict[str, int]]:
-    """The outage backlog (``profiles/backlog.py``): K charged and K new payments into each DLQ, both DLQs redriven with
+    """The outage backlog (``payments/backlog.py``): K charged and K new payments into each DLQ, both DLQs redriven with
     the ``redrive`` command's local move, the runner polling (without chaos) until the queues drain; the
     ``redrive`` block."""
+    from ..redrive.dlq_redrive import local_move, targets
     from .backlog import charged_lines, counts, inject, named_originals, new_lines, read_first_processed_receive
-    from .redrive import local_move, targets
 
     dynamodb, sqs = session.client("dynamodb"), session.client("sqs")
     k = opts.redrive_backlog

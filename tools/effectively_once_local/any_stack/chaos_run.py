@@ -1,4 +1,4 @@
-"""The chaos proof for any stack, the general profile of the pipeline (``profiles/pipeline.py``): deploy a CDK app to a
+"""The chaos proof for any stack, the general profile of the pipeline (``engine/pipeline.py``): deploy a CDK app to a
 local AWS, run every SQS event source mapping of one stack with the local runner under chaos, report per business key
 (``proof/key_check.py``).
 
@@ -27,6 +27,8 @@ from ..aws.target_plan import planned_targets_of
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
+from ..engine.drain_limit import default_drain_seconds
+from ..engine.pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from ..proof.attribution import log_line_count
 from ..proof.dead_letters import dead_letter_totals, dead_lettered_without_reason, moved_by_sqs
 from ..proof.executions import Writer, all_writes, batch_keys, batch_kills, batches, rewritten
@@ -54,9 +56,7 @@ from ..traffic.chaos_input import InputLine, load_input, resolve_queue
 from ..traffic.producer import Sender, plan
 from .chaos_context import ChaosOptions, DriveSettings, Keys, StoreSpecs, Verdict
 from .chaos_targets import dlq_messages, mapping_row, move_back, senders
-from .drain_limit import default_drain_seconds
 from .inert_faults import drawn, stack_facts
-from .pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def _redrive(
     sqs_moved: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, list[int]], list[dict[str, int]]]:
     """Up to ``settings.rounds`` rounds: while a DLQ holds valid keys the app did not refuse, move every DLQ back to
-    its source (``redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within ``limit``
+    its source (``dlq_redrive.local_move``) and run calm pollers (no chaos) until the queues drain (within ``limit``
     seconds a round). Returns each key brought back with the rounds that brought it back,
     and each round's counts; every message SQS moved before a round is added to ``sqs_moved``."""
     calm = [(replace(spec, chaos=ChaosConfig(seed=settings.chaos.seed)), n) for spec, n in pollers]
@@ -153,7 +153,7 @@ def _env_overrides(
 
 
 def _drain_limit(given: int | None, mappings: list[DeployedMapping], messages: int, log: Callable[[str], None]) -> int:
-    """``--drain-timeout`` (``given``), else the stack's default (``profiles/drain_limit.py``), said in a start-up
+    """``--drain-timeout`` (``given``), else the stack's default (``engine/drain_limit.py``), said in a start-up
     line."""
     if given is not None:
         return given
@@ -197,7 +197,7 @@ def _run(
     clock: RunClock,
     report_path: Path,
 ) -> _Outcome:
-    """Discover, send, run until drained, read back (``profiles/pipeline.py``), on the local AWS only; the previous
+    """Discover, send, run until drained, read back (``engine/pipeline.py``), on the local AWS only; the previous
     report (``report_path``) is removed as sending starts (``pipeline.drive``)."""
     with local_endpoint(deployed.endpoint):
         session = local_session(deployed.endpoint)
@@ -490,7 +490,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     """Deploy, run, report. Returns the exit code (0 clean, 1 lost/duplicated/unexpected/unexplained/..., 3 a fault
     class asked for that never struck under ``require_faults``: ``proof/faults_struck.py``) and the report (also
     written to ``opts.report_path``, with its HTML page beside it: ``report/page.py``). The one function taking the
-    whole options: the run's context is computed from them once here (``profiles/chaos_context.py``).
+    whole options: the run's context is computed from them once here (``any_stack/chaos_context.py``).
 
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.

@@ -1,4 +1,4 @@
-"""How a chaos run reaches its targets (``profiles/chaos_run.py``): the sender of each asynchronous target's input,
+"""How a chaos run reaches its targets (``any_stack/chaos_run.py``): the sender of each asynchronous target's input,
 and each target's failure queue read back (a DLQ's messages; an on-failure queue's records unwrapped to the lines
 they hold) and moved back for the run's redrive; each target's row in the report (``mapping_row``)."""
 
@@ -7,18 +7,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..aws.async_inbox import refusal, request_payload
 from ..aws.deploy import DeployError
 from ..aws.discovery import DeployedMapping
 from ..aws.readback import DlqMessage, read_dlq_messages
-from ..runner.async_inbox import refusal, request_payload
+from ..redrive.dlq_redrive import local_move, mapping_targets
+from ..redrive.on_failure_redrive import local_redrive_on_failure
 from ..traffic.producer import Sender, invoke_sender
 from ..traffic.source_kinds import SOURCE_SENDERS, sent_line, source_sender
-from .on_failure_redrive import local_redrive_on_failure
-from .redrive import local_move, mapping_targets
 
 
 def unwrapped(message: DlqMessage) -> DlqMessage:
-    """An on-failure record (Lambda's destination record, ``async_queue.destination_record``) as the line it holds:
+    """An on-failure record (Lambda's destination record, ``async_inbox.destination_record``) as the line it holds:
     its ``requestPayload``'s body, with the runtime's reason when the app refused the event for good (condition
     ``PermanentError``: ``async_inbox.refusal``); any other message as it is."""
     try:
@@ -41,7 +41,7 @@ def dlq_messages(sqs: Any, mappings: list[DeployedMapping]) -> dict[str, list[Dl
 
 
 def move_back(sqs: Any, mappings: list[DeployedMapping]) -> int:
-    """Every DLQ moved back to its source queue (``redrive.local_move``), every on-failure queue's records invoked
+    """Every DLQ moved back to its source queue (``dlq_redrive.local_move``), every on-failure queue's records invoked
     again through the function's inbox (``on_failure_redrive.local_redrive_on_failure``); the messages moved."""
     queued = [m for m in mappings if m.mapping.async_config is None]
     moved = sum(local_move(sqs, target).moved for target in mapping_targets(sqs, queued))

@@ -1,5 +1,5 @@
-"""What the ``redrive`` command's two paths share (``profiles/redrive.py`` for the DLQs,
-``profiles/on_failure_redrive.py`` for the on-failure queues): the outcome of one queue's redrive, the error of a
+"""What the ``redrive`` command's two paths share (``redrive/dlq_redrive.py`` for the DLQs,
+``redrive/on_failure_redrive.py`` for the on-failure queues): the outcome of one queue's redrive, the error of a
 misused command, and the endpoint check that picks the local path."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ the source:
 The choice is made by endpoint, up front (``sqs.meta.endpoint_url``), not by trying the API and falling back: an
 error from a real AWS endpoint must stop the command, never switch it to a slower path with other guarantees.
 
-**On-failure queues** (``--on-failure``): ``profiles/on_failure_redrive.py``.
+**On-failure queues** (``--on-failure``): ``redrive/on_failure_redrive.py``.
 """
 
 from __future__ import annotations

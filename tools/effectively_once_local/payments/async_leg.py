@@ -27,16 +27,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..aws.async_inbox import RETRIES_EXHAUSTED, destination_record
 from ..aws.discovery import DeployedMapping
 from ..aws.readback import read_dlq_messages, scan_table
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
-from ..runner.async_inbox import RETRIES_EXHAUSTED, destination_record
+from ..engine.pipeline import drain
+from ..redrive.on_failure_redrive import local_redrive_on_failure
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.producer import Sender, event_sender
-from .on_failure_redrive import local_redrive_on_failure
 from .payments_input import STANDARD, Line, route
-from .pipeline import drain
 
 #: The share of the standard queue's valid payments sent through the bus instead.
 DEFAULT_SHARE = 0.2

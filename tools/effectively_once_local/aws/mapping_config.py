@@ -1,33 +1,30 @@
-"""What one poller runs: a deployed event source mapping as read back from the local AWS (:class:`MappingConfig`), a
-function's asynchronous invocation (:class:`AsyncConfig`), one poller process's whole brief (:class:`PollerSpec`), and
-the SQS limits and switches the pollers follow."""
+"""What the local AWS says a poller plays: a deployed event source mapping as read back from it
+(:class:`MappingConfig`), a function's asynchronous invocation as its template configures it (:class:`AsyncConfig`),
+and the SQS limits the pollers follow. Read by the one discovery (``aws/discovery.py``); one poller process's whole
+brief, which holds one of them, is the runner's (``runner/poller_spec.py``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from ..chaos.fault_model import ChaosConfig
+from dataclasses import dataclass
 
 SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages (SQS API reference)
 #: A message's visibility timeout is at most 12 hours (Amazon SQS Developer Guide, "Amazon SQS visibility timeout":
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html).
 SQS_MAX_VISIBILITY_SECONDS = 43_200
-#: Opt-in (benchmarks): a folder; each poller then counts its AWS requests and invocations into it.
-COUNT_REQUESTS_ENV = "EFFECTIVELY_ONCE_COUNT_REQUESTS"
 
 
 @dataclass(frozen=True)
 class AsyncConfig:
     """A function's asynchronous invocation, as the synthesized template configures it (moto skips
     ``AWS::Lambda::EventInvokeConfig``): the runner plays Lambda's asynchronous queue from the function's inbox
-    (``runner/async_inbox.py``).
+    (``aws/async_inbox.py``).
 
     :ivar function_arn: the function's ARN (unqualified).
     :ivar max_retry_attempts: ``MaximumRetryAttempts`` (0..2; Lambda's default 2).
     :ivar max_event_age_seconds: ``MaximumEventAgeInSeconds`` (60..21600; Lambda's default 21600), before scaling.
     :ivar on_failure_queue_url: the on-failure destination (an SQS queue), or ``None`` (records are dropped, as
         Lambda drops them without a destination).
-    :ivar time_scale: the factor applied to the retry delays and the maximum event age (``async_queue.time_scale``).
+    :ivar time_scale: the factor applied to the retry delays and the maximum event age (``async_inbox.time_scale``).
     """
 
     function_arn: str
@@ -40,7 +37,7 @@ class AsyncConfig:
 @dataclass(frozen=True)
 class MappingConfig:
     """One deployed event source mapping, as read back from the local AWS; or, with ``async_config``, a function's
-    asynchronous invocation (``queue_url``/``queue_arn``: its inbox, ``async_queue.inbox_name``; ``batch_size`` 1)."""
+    asynchronous invocation (``queue_url``/``queue_arn``: its inbox, ``async_inbox.inbox_name``; ``batch_size`` 1)."""
 
     label: str
     queue_url: str
@@ -56,23 +53,3 @@ class MappingConfig:
     handler: str  # module.attribute, as the function's Handler
     #: Set for an asynchronous target: the poller invokes one event at a time with Lambda's async retry policy.
     async_config: AsyncConfig | None = None
-
-
-@dataclass(frozen=True)
-class PollerSpec:
-    mapping: MappingConfig
-    run_dir: str
-    handler_root: str
-    aws_env: dict[str, str]
-    chaos: ChaosConfig = field(default_factory=ChaosConfig)
-    #: Environment variables set in the poller after the function's own (a profile's switches, e.g. the payments
-    #: control run's guards off). :default: none.
-    env_overrides: dict[str, str] = field(default_factory=dict)
-    #: ``module:function`` the poller calls as ``function(chaos, provider_log)`` before it imports the handler: a
-    #: profile's seam around the side effect (the payments gateway, ``sandbox.install_gateway_seam``); the kills
-    #: "after the effect" then strike there. :default: ``None``: at the runtime's effect line, for any handler.
-    seam: str | None = None
-    #: JMESPath over a message body giving its business key (booked with each kill: the keys of the killed batch).
-    key_expression: str | None = None
-    #: The business-identity steps applied to that key (``chaos_input.compile_key``). :default: none.
-    key_normalize: tuple[str, ...] = ()

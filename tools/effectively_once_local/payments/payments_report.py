@@ -1,4 +1,4 @@
-"""The payments demo's report (the payments profile of the pipeline, ``profiles/demo.py``), computed from what was
+"""The payments demo's report (the payments profile of the pipeline, ``payments/demo.py``), computed from what was
 deployed (ledger tables, dead-letter queues) and from the logs the platform keeps (SQS deliveries, the function's
 EMF metrics, the provider's call log), never from the runner's in-memory counters.
 

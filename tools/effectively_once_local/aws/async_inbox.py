@@ -1,6 +1,6 @@
 """Lambda's asynchronous-invocation queue, locally: the contract between the local AWS's bridges, the runner and
 the redrive (issue 23). The standard library, the runtime's trigger names and the kinds of asynchronous source
-(``traffic/producer.py``).
+(``traffic/source_kinds.py``).
 
 Lambda puts an asynchronously invoked event (an EventBridge rule's target, an SNS subscription, an S3 notification,
 ``Invoke(InvocationType="Event")``) in a queue of its own, invokes the function from it, retries after an error, a

@@ -3,8 +3,8 @@ local AWS where the stack is deployed already), the deployed SQS event source ma
 switched off, one poller pool playing them, the producer's originals sent before polling starts and its resends
 while it runs, the queues drained; then the profile reads back and checks what happened.
 
-Two profiles use it: the payments demo (``profiles/demo.py``: ``make demo``, ``make soak``) and the chaos run for any
-stack (``profiles/chaos_run.py``: ``python -m effectively_once_local chaos``). Each step is a function here, so that
+Two profiles use it: the payments demo (``payments/demo.py``: ``make demo``, ``make soak``) and the chaos run for any
+stack (``any_stack/chaos_run.py``: ``python -m effectively_once_local chaos``). Each step is a function here, so that
 neither profile has a producer, a drain loop, a deploy-or-reuse step or a progress bar of its own.
 """
 
@@ -221,7 +221,7 @@ def drain(
 ) -> None:
     """Supervise the pollers (a dead one is replaced) until the queues hold nothing twice in a row.
 
-    :raises DrainTimeout: not drained within ``timeout_seconds`` (``profiles/drain_limit.py``).
+    :raises DrainTimeout: not drained within ``timeout_seconds`` (``engine/drain_limit.py``).
     """
     deadline = time.monotonic() + timeout_seconds
     settled_polls = 0

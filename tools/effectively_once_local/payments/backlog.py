@@ -79,7 +79,7 @@ def new_lines(lines: list[Line], label: str, k: int, taken: set[str]) -> list[Li
 
 @dataclass(frozen=True)
 class _Injected:
-    """A backlog line as the producer (``traffic.send``) takes it: the payment's own line with a deduplication id of
+    """A backlog line as the producer (``producer.send``) takes it: the payment's own line with a deduplication id of
     its own (``backlog-<payment id>``), so SQS does not drop it as a resend of the run's message."""
 
     payment: Line
@@ -107,7 +107,7 @@ class _Injected:
 
 def inject(sqs: Any, dlq_url: str, label: str, backlog: list[Line]) -> None:
     """Send ``backlog`` straight into a DLQ, as an outage would have left it (FIFO: group = account, a deduplication
-    id of its own, ``backlog-<payment id>``), with the one producer (``traffic.send``).
+    id of its own, ``backlog-<payment id>``), with the one producer (``producer.send``).
 
     :raises SendError: SQS refused a message.
     """

@@ -1,11 +1,11 @@
 """The ``redrive`` command's ``--on-failure`` path: the records of a stack's on-failure queues re-invoked
-(``profiles/redrive.py`` moves the DLQs).
+(``redrive/dlq_redrive.py`` moves the DLQs).
 
 **On-failure queues** (``--on-failure``, :func:`on_failure_targets`): an SQS queue that is the ``OnFailure``
 destination of an asynchronously invoked function's ``EventInvokeConfig`` holds Lambda's destination records
 (``requestContext``, ``requestPayload``, ``responseContext``, ``responsePayload``: AWS Lambda Developer Guide,
 "Capturing records of Lambda asynchronous invocations"), not events: moving them to a source queue would hand the
-function a record in place of its event. So each record is unwrapped (``async_queue.request_payload``) and its event
+function a record in place of its event. So each record is unwrapped (``async_inbox.request_payload``) and its event
 invoked again, asynchronously, as the function named by the record's ``requestContext.functionArn`` (without its
 ``$LATEST`` qualifier; a record without one: the function the queue belongs to). Found by the same discovery
 (``StackDiscovery.on_failure_queues``): per function of the stack with ``ListFunctionEventInvokeConfigs``, or, with a
@@ -15,8 +15,8 @@ deploy, so a local AWS needs the ``cdk.out``).
 - **AWS**: ``Invoke`` with ``InvocationType="Event"`` and the event as the payload; Lambda answers 202 when it
   queued the event (AWS Lambda API Reference, Invoke), which then gets the function's retries and on-failure
   destination again (:func:`invoke_on_failure`).
-- **Local**: the event goes to the function's inbox (``async_queue.inbox_name``, created if missing) with the source
-  ``redrive`` (``async_queue.SOURCE_ATTRIBUTE``); the local runner invokes it from there with the same retries
+- **Local**: the event goes to the function's inbox (``async_inbox.inbox_name``, created if missing) with the source
+  ``redrive`` (``async_inbox.SOURCE_ATTRIBUTE``); the local runner invokes it from there with the same retries
   (:func:`local_redrive_on_failure`).
 
 Either way a record is deleted only after its event was accepted; an interruption between the two leaves a record
@@ -42,8 +42,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from effectively_once_runtime import names
 
+from ..aws.async_inbox import REDRIVE, SOURCE_ATTRIBUTE, inbox_name, record_condition, request_payload
 from ..aws.discovery import StackDiscovery, discover
-from ..runner.async_inbox import REDRIVE, SOURCE_ATTRIBUTE, inbox_name, record_condition, request_payload
 from .redrive_outcome import LOCAL_VISIBILITY_SECONDS, Outcome, RedriveError, is_local
 
 #: How an on-failure queue's label begins (then the function's logical id).
@@ -182,7 +182,7 @@ def local_redrive_on_failure(
     sleep: Callable[[float], None] = time.sleep,
     include_refused: bool = False,
 ) -> Outcome:
-    """Send each record's event to its function's inbox queue (``async_queue.inbox_name``, created when missing)
+    """Send each record's event to its function's inbox queue (``async_inbox.inbox_name``, created when missing)
     with ``SOURCE_ATTRIBUTE`` ``redrive``, then delete the record; the local runner invokes it from there. What the
     demo and chaos profiles call; the module docstring says which records are left.
 

@@ -1,7 +1,7 @@
 """How long a run waits for its queues to drain, and what it says when they do not (issue 43, item 7).
 
 The chaos run's default limit follows the stack's queues, with the formula the ``report`` command's ``--wait``
-uses (``profiles/remote.drain_wait_seconds``): a message the app keeps failing, or that kills keep striking, is
+uses (``payments/remote.drain_wait_seconds``): a message the app keeps failing, or that kills keep striking, is
 received maxReceiveCount times one visibility timeout apart and moved to the DLQ on the next receive, so the longest
 path through a queue is ``(maxReceiveCount + 1) x visibility timeout``. The rules:
 
@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..aws.mapping_config import MappingConfig
 from ..aws.server import LocalAwsError
-from ..runner.mapping_config import MappingConfig
 
 #: The limit before it followed the stack, and its least value.
 FLOOR_SECONDS = 600

@@ -119,7 +119,7 @@ QUEUES = {STANDARD: False, FIFO: True}
 
 
 def plan_messages(lines: list[Line], chaos: ChaosConfig) -> dict[str, list[Outgoing[Line]]]:
-    """What each queue is sent (``traffic.plan``): a payment goes to its account's queue (:func:`route`)."""
+    """What each queue is sent (``producer.plan``): a payment goes to its account's queue (:func:`route`)."""
     return plan(lines, lambda line: route(line.account_id), QUEUES, chaos)
 
 

@@ -3,8 +3,8 @@ pipelines (standard and FIFO) with the tables the payments report reads, the han
 payments gateway seam the runner's chaos strikes at (a kill after the charge, a stall before it).
 
 The generic layers (``aws/discovery.py``, ``runner/mapping_runner.py``, ``chaos/fault_model.py``,
-``traffic/producer.py``, ``profiles/pipeline.py``) know nothing of payments: this module, ``profiles/demo.py``,
-``profiles/payments_report.py``, ``profiles/payments_input.py``, ``profiles/backlog.py`` and ``profiles/remote.py`` are
+``traffic/producer.py``, ``engine/pipeline.py``) know nothing of payments: this module, ``payments/demo.py``,
+``payments/payments_report.py``, ``payments/payments_input.py``, ``payments/backlog.py`` and ``payments/remote.py`` are
 the profile.
 """
 
@@ -21,8 +21,8 @@ from effectively_once_runtime import names
 
 from ..aws.deploy import DeployError
 from ..aws.discovery import DeployedMapping, discover_mappings
+from ..aws.mapping_config import MappingConfig
 from ..chaos.fault_model import AFTER_CHARGE, TIMEOUT, EventLog, InvocationChaos
-from ..runner.mapping_runner import MappingConfig
 
 #: The sample function's environment variable naming its ledger (the provider stand-in's charges).
 LEDGER_TABLE_ENV = "LEDGER_TABLE_NAME"
@@ -44,7 +44,7 @@ class Pipeline:
 
     @property
     def deployed(self) -> DeployedMapping:
-        """The mapping as the generic layers take it (``stack.disable``, ``pipeline.poller_specs``)."""
+        """The mapping as the generic layers take it (``discovery.disable``, ``pipeline.poller_specs``)."""
         queue_name = self.mapping.queue_arn.split(":")[5]
         return DeployedMapping(
             label=self.mapping.label,
@@ -58,7 +58,7 @@ class Pipeline:
 
 
 def discover(session: Any, stack: str, cdk_out: Path | None = None) -> dict[str, Pipeline]:
-    """The payments view of every SQS event source mapping of ``stack`` (``stack.discover_mappings``), keyed and
+    """The payments view of every SQS event source mapping of ``stack`` (``discovery.discover_mappings``), keyed and
     labelled ``standard`` / ``fifo``, with the tables the report reads from the function's environment.
 
     :raises DeployError: the stack has no SQS event source mapping, two of one queue type, or a queue without a
