@@ -133,8 +133,9 @@ def take(source: Path = LOCAL, path: Path = TIMES) -> int:
 
 
 def commit(root: Path = ROOT) -> str:
-    """The checked-out commit, 7 hex digits, with ``+dirty`` when tracked files other than the ones recording
-    rewrites (times.json, the pages of :data:`SECTIONS`) differ from it; ``unknown`` outside a git clone."""
+    """The checked-out commit, 7 hex digits, with ``+dirty`` when tracked files other than the ones
+    ``make record-times`` rewrites (times.json, the pages of :data:`SECTIONS`) differ from it; ``unknown`` outside a
+    git clone."""
     rewritten = [f":(exclude){path}" for path in (SOURCE, *(page for page, _, _ in SECTIONS))]
     try:
         head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=root, check=True, capture_output=True)
@@ -192,7 +193,9 @@ def stated(data: dict[str, list[dict[str, Any]]], measure: str) -> str:
 
 def _walkthrough(data: dict[str, list[dict[str, Any]]]) -> str:
     if not data.get("walkthrough chaos run"):
-        return "Not measured yet: `make proof` records this page's runs and states their times here."
+        return (
+            "Not measured yet: `make proof` records this page's runs, and `make record-times` states their times here."
+        )
     return (
         f"Measured on recorded runs of this page's test (`make proof`): a chaos run takes "
         f"{stated(data, 'walkthrough chaos run')}; of that, the deploy takes {stated(data, 'walkthrough deploy')}. "

@@ -203,6 +203,21 @@ def test_a_failure_without_a_traceback_is_said_as_before(app: Path) -> None:
     )
 
 
+def test_a_traceback_the_app_printed_and_went_on_from_is_not_the_failures(app: Path) -> None:
+    handled = RAISED.format(app=app, venv="/v").replace(EXITED, "").rstrip("\n")
+
+    message = _synth_error(app, f"{handled}\nfalling back\nError: cannot find the app\n")
+
+    assert message.startswith("cdk synth failed (exit 1): Error: cannot find the app — full output in ")
+
+
+def test_a_bare_subprocess_exit_line_is_not_read_as_the_exceptions(app: Path) -> None:
+    message = _synth_error(app, RAISED.replace(EXITED, "Subprocess exited with error 1"))
+
+    assert message.startswith("cdk synth failed (exit 1): Subprocess exited with error 1 — File ")
+    assert "ValueError: the table name is missing — full output in " in message
+
+
 def test_an_earlier_runs_output_in_the_log_is_not_this_failures(app: Path) -> None:
     log = app / "run" / "cdk.log"
     log.parent.mkdir()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from effectively_once_local.any_stack import chaos_context
 from effectively_once_local.any_stack.chaos_context import ChaosOptions, Keys
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.proof.stores import EffectStore
@@ -101,7 +102,10 @@ def test_the_verdict_goes_to_the_report_path_with_the_stack_in_the_title() -> No
     assert (verdict.report_path, verdict.title, verdict.require_faults) == (Path("r/x.json"), "S: chaos run", True)
 
 
-def test_keys_read_a_body_and_the_log_lines_normalized_once(tmp_path: Path) -> None:
+def test_keys_read_a_body_and_the_log_lines_normalized_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled: list[str] = []
+    compile_key = chaos_context.compile_key
+    monkeypatch.setattr(chaos_context, "compile_key", lambda *a: compiled.append(a[0]) or compile_key(*a))
     lines = [
         {names.FIELD_MESSAGE: names.MSG_RECORD_FAILED, names.FIELD_IDEMPOTENCY_KEY: " P-1"},
         {names.FIELD_MESSAGE: names.MSG_RECORD_FAILED, names.FIELD_IDEMPOTENCY_KEY: "p-1 "},
@@ -114,5 +118,5 @@ def test_keys_read_a_body_and_the_log_lines_normalized_once(tmp_path: Path) -> N
     assert keys.of('{"payment": {}}') is None
     assert keys.of("not json") is None
     assert dict(keys.logged(names.MSG_RECORD_FAILED)) == {"p-1": 2}
-    assert keys.path is keys.path  # compiled once
+    assert compiled == ["payment.id"], "compiled once, for every body read"
     assert keys == Keys("payment.id", ("strip", "casefold"), tmp_path)

@@ -11,6 +11,7 @@ import ast
 import datetime as dt
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -129,8 +130,14 @@ _RECORDING = (".gitignore", "Makefile", "benchmarks/times.py", "benchmarks/secti
 _RECORDERS = ("tests/conftest.py", "tests/e2e/test_walkthrough.py")
 
 
+#: git without the machine's or the user's configuration (a signing or hook setting would stop the scratch commit).
+_GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
 def _git(clone: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=True, timeout=60)
+    done = subprocess.run(
+        ["git", "-C", str(clone), *args], capture_output=True, text=True, check=True, timeout=60, env=_GIT_ENV
+    )
     return done.stdout
 
 
@@ -156,6 +163,34 @@ def recipe_scripts(makefile: str, target: str) -> list[str]:
     recipe = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)*)", makefile, re.M)
     assert recipe is not None, f"no target {target} in the Makefile"
     return [m.strip() for m in re.findall(r"\$\(PY\) (benchmarks/[\w.]+\.py[^;&|\n]*)", recipe.group(1))]
+
+
+def suite_recipe(makefile: str, target: str) -> str:
+    """The Makefile's ``target`` line and recipe, which must end in its pytest run recording its time (so the target
+    exits with the suite's status) and name neither ``record-times`` nor a script of ``benchmarks/``.
+
+    :raises AssertionError: the target is missing or does more than its suite's run."""
+    recipe = re.search(rf"^{re.escape(target)}:[^\n]*\n(?:\t[^\n]*\n)*", makefile, re.M)
+    assert recipe is not None, f"no target {target} in the Makefile"
+    text = recipe.group(0)
+    assert "record-times" not in text and "benchmarks/" not in text, f"{target} writes the recorded times: {text}"
+    last = text.rstrip("\n").splitlines()[-1].strip()
+    assert last.startswith("$(PY) -m pytest ") and f'--record-time "make {target}"' in last, text
+    return text
+
+
+def test_the_suites_end_in_their_pytest_run_and_record_nothing_tracked() -> None:
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+
+    for target in ("test", "proof"):
+        suite_recipe(makefile, target)
+    for doctored in (
+        makefile.replace("test: setup", "test: setup record-times"),
+        makefile.replace('--record-time "make test"', '--record-time "make test"; $(MAKE) record-times'),
+        makefile.replace('--record-time "make test"\n', '--record-time "make test"\n\tpython benchmarks/times.py\n'),
+    ):
+        with pytest.raises(AssertionError):
+            suite_recipe(doctored, "test")
 
 
 def _run_scripts(clone: Path, target: str) -> None:

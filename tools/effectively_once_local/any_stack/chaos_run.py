@@ -502,7 +502,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     lines = load_input(opts.input, keys.expression, keys.normalize)  # checked whole before anything starts
     for spec in effect_stores.specs:
         kind_of(spec).check(spec, sent_keys(lines))
-    raw_sent = {ln.key for ln in (load_input(opts.input, opts.key) if opts.normalize else lines) if ln.key}
+    raw_sent = {ln.key for ln in (load_input(opts.input, keys.expression) if keys.normalize else lines) if ln.key}
     clear_run_dir(keys.run_dir)
     started = time.monotonic()
     clock = RunClock()

@@ -137,8 +137,9 @@ def cdk_command(app_dir: Path) -> list[str]:
 _TRACEBACK = "Traceback (most recent call last):"
 #: A traceback's frame line: ``  File "/app/app.py", line 5, in build`` (a ``SyntaxError``'s without ``, in``).
 _FRAME = re.compile(r'\s+File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<name>.+))?')
-#: The CDK CLI's own line after the app's output: ``python3 app.py: Subprocess exited with error 1``.
-_APP_EXITED = re.compile(r".+: Subprocess exited with error -?\d+")
+#: The CDK CLI's own line after the app's output: ``python3 app.py: Subprocess exited with error 1`` (the command
+#: before it may be left out).
+_APP_EXITED = re.compile(r"(?:.+: )?Subprocess exited with error -?\d+")
 #: The exception's lines kept: a failed CDK validation lists its errors on the lines under the first.
 EXCEPTION_LINES = 3
 _LIBRARY_FOLDERS = frozenset({"site-packages", "dist-packages"})
@@ -191,12 +192,15 @@ def traceback_tail(output: str, app_dir: Path) -> str | None:
 
 
 def _failure(what: str, returncode: int, output: str, app_dir: Path, log_path: Path) -> DeployError:
-    """A failed command's error: the CLI's last ``❌``/``‣`` line (else its last line) and the end of the app's
-    traceback (:func:`traceback_tail`), from ``output``: that command's own, not the log's earlier runs."""
+    """A failed command's error: the CLI's last ``❌``/``‣`` line (else its last line) and, when the app itself
+    exited with an error (:data:`_APP_EXITED`), the end of its traceback (:func:`traceback_tail`: a traceback the app
+    printed and went on from is not the failure's), from ``output``: that command's own, not the log's earlier
+    runs."""
     lines = output.splitlines()
     reason = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith(("❌", "‣"))), "")
     reason = reason or next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
-    tail = traceback_tail(output, app_dir)
+    exited = any(_APP_EXITED.fullmatch(ln.strip()) for ln in lines)
+    tail = traceback_tail(output, app_dir) if exited else None
     said = f"{reason[:300]} — {tail}" if tail else reason[:300]
     return DeployError(f"{what} failed (exit {returncode}): {said} — full output in {log_path}")
 
