@@ -56,7 +56,7 @@ PY = sys.executable
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 PIPELINE_FUNCTION_TIMEOUT = 10  # seconds
 SEND_BATCH = (
-    10  # the local producer's SendMessageBatch size (effectively_once_local.payments.payments_input.SEND_BATCH_MAX)
+    10  # the local producer's SendMessageBatch size (effectively_once_local.traffic.producer.SEND_BATCH_MAX)
 )
 
 
