@@ -55,9 +55,7 @@ import render  # noqa: E402
 PY = sys.executable
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 PIPELINE_FUNCTION_TIMEOUT = 10  # seconds
-SEND_BATCH = (
-    10  # the local producer's SendMessageBatch size (effectively_once_local.traffic.producer.SEND_BATCH_MAX)
-)
+SEND_BATCH = 10  # the local producer's SendMessageBatch size (effectively_once_local.traffic.producer.SEND_BATCH_MAX)
 
 
 def _env(**extra: str) -> dict[str, str]:
