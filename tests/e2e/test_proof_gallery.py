@@ -21,6 +21,7 @@ import pytest
 
 from effectively_once_local.any_stack.chaos_run import run_chaos
 from effectively_once_local.aws.server import local_session
+from effectively_once_local.chaos.fault_classes import FAULT_CLASSES
 from effectively_once_local.chaos.fault_model import ChaosConfig
 from effectively_once_local.proof.stores import EffectStore
 
@@ -49,6 +50,8 @@ CONTEXT = {
 # its write and its record's completion.
 CHAOS = ChaosConfig(resend=0.3, concurrent_duplicates=0.1, crash_after_write=0.6, crash_after_complete=0.05, seed=5)
 OUTBOX = EffectStore("table", "Outbox", "order_id")
+#: The chaos command's default fractions (each fault class's flag default).
+DEFAULTS = ChaosConfig(**{c.field: c.chaos.default for c in FAULT_CLASSES})
 #: The same duplicates without kills, for a check that kills would hide (the FIFO order of keys never redriven).
 CALM = ChaosConfig(resend=CHAOS.resend, concurrent_duplicates=CHAOS.concurrent_duplicates, seed=CHAOS.seed)
 
@@ -142,6 +145,18 @@ def test_the_correct_app_passes(gallery: Any) -> None:
     assert faults["struck"]["resend"] > 0 and faults["kills_struck"] >= faults["struck"]["after_write"]
     named = {row["fault"] for row in faults["not_struck"] + faults["could_not_strike"]}
     assert named <= {"after_complete", "concurrent_duplicate"}, faults
+
+
+def test_a_fresh_item_per_execution_fails_a_default_run(gallery: Any) -> None:
+    # Issue 57, item 1: at the chaos command's default fractions 20 orders are a few invocations, and the draw alone
+    # struck no kill at all in most such runs (an OK that proved nothing). The forced strikes on the input's last
+    # keys make the run strike the crash window for sure, whatever the draw: the replay writes a second item.
+    code, report = gallery("fresh_item", count=20, chaos=DEFAULTS)
+
+    assert code == 1, _reasons(report)
+    assert report["total"]["duplicated"] > 0 and report["total"]["lost"] == 0, _reasons(report)
+    faults = report["faults"]
+    assert faults["kills_struck"] > 0 and sum(faults["forced"].values()) + faults["struck"]["after_effect"] > 0
 
 
 def test_an_app_that_normalises_ids_passes_an_input_that_repeats_them_in_other_forms(gallery: Any) -> None:

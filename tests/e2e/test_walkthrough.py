@@ -232,6 +232,14 @@ def test_the_app_runs_on_the_wheel_not_the_checkout(app: Path, env: dict[str, st
         assert REPO not in path.parents, f"{name} from the checkout"
 
 
+def _ok_line(line: str) -> str:
+    """A passing verdict line with the crash window it left untested and the count of forced strikes taken out
+    (``OK, crash window untested (...):`` -> ``OK:``, ``; 3 kills struck (2 forced)`` -> ``; 3 kills struck``): which
+    classes a small run's draw and forced strikes reach depends on the batches it made."""
+    line = re.sub(r"\AOK, crash window untested \([^)]*\):", "OK:", line)
+    return re.sub(r" \(\d+ forced\)\Z", "", line)
+
+
 def test_every_chaos_command_of_the_page_loses_and_duplicates_nothing(runs: list[dict[str, Any]]) -> None:
     orders = len(_files()["orders.jsonl"].splitlines())
 
@@ -245,7 +253,7 @@ def test_every_chaos_command_of_the_page_loses_and_duplicates_nothing(runs: list
         assert run["report"]["effects_counted_from"] == "store", "--effect-table Outbox names the outbox"
         # Under Node 20 the synth the run makes prints no jsii end-of-life banner as Python bytes (b'!!...').
         assert "b'!!" not in run["stdout"] + run["stderr"]
-        ok = [line for line in run["stdout"].splitlines() if line.startswith("OK: ")]
+        ok = [_ok_line(line) for line in run["stdout"].splitlines() if line.startswith("OK")]
         assert ok and re.fullmatch(rf"OK: {orders} keys, \d+ effects, 0 lost, 0 duplicated, 0 unexpected, .*", ok[0])
 
 
@@ -256,7 +264,7 @@ def test_the_pages_sample_outputs_have_the_runs_shape(runs: list[dict[str, Any]]
 
         assert shown and shown == printed, "the sample's count lines, in the run's order"
         for prefix in ("effects counted from: ", "kills: ", "OK: "):
-            sample_line = next(line for line in sample.splitlines() if line.startswith(prefix))
+            sample_line = next(_ok_line(line) for line in sample.splitlines() if _ok_line(line).startswith(prefix))
             # The sample's line with each number standing for any number.
             shape = r"\d+".join(re.escape(part) for part in re.split(r"\d+", sample_line))
-            assert [line for line in run["stdout"].splitlines() if re.fullmatch(shape, line)], sample_line
+            assert [line for line in run["stdout"].splitlines() if re.fullmatch(shape, _ok_line(line))], sample_line

@@ -23,6 +23,10 @@ Variants:
   under a fresh id: one execution writes two items for its key, which is one effect; a kill after either write
   makes the replay write a fresh audit row again, a second execution's writes. Must fail: duplicated (and the keys
   no kill struck must count once).
+- ``fresh_item``: a declared effect that takes no key: each execution writes a fresh outbox item (issue 57, item 1).
+  A kill between the effect and the record's completion makes the replay write another. Must fail a run at the chaos
+  command's default fractions: the draw alone mostly strikes nothing in 20 orders, the forced strikes do
+  (``chaos/forced_strikes.py``).
 - ``drop_invalid``: a wrapper reports bodies that are not JSON as done and sends them nowhere. Must fail: vanished.
 - ``reordered``: the orders handler, handed each batch's records last first: within a FIFO message group a later
   order is confirmed before an earlier one. Must fail: reordered.
@@ -80,6 +84,13 @@ def confirm_with_audit(order: dict[str, Any], *, idempotency_key: str) -> dict[s
     return result
 
 
+@consumer.effect(name="confirm_fresh")
+def confirm_fresh(order: dict[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+    """A declared effect that ignores its key: an outbox item under a fresh id per execution."""
+    _unkeyed_confirmation(order)
+    return {"order_id": order["order_id"]}
+
+
 @consumer.record
 def handle(order: dict[str, Any]) -> dict[str, Any]:
     variant, order = _variant(), orders.check(order)
@@ -99,6 +110,8 @@ def handle(order: dict[str, Any]) -> dict[str, Any]:
         return {"order_id": order["order_id"]}
     if variant == "writes_twice":
         return confirm_with_audit(order)
+    if variant == "fresh_item":
+        return confirm_fresh(order)
     if variant == "slow":
         time.sleep(float(os.environ.get("GALLERY_SLOW_SECONDS", "1.5")))
     return confirm_order(order)

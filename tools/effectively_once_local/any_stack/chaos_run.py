@@ -27,12 +27,13 @@ from ..aws.target_plan import planned_targets_of
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_model import ChaosConfig
 from ..chaos.faults import ENV_WATCH_KEYS, WRITE_OPERATIONS
+from ..chaos.forced_strikes import write_plan
 from ..engine.drain_limit import default_drain_seconds
 from ..engine.pipeline import Deployment, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from ..proof.attribution import log_line_count
 from ..proof.dead_letters import dead_letter_totals, dead_lettered_without_reason, moved_by_sqs
 from ..proof.executions import Writer, all_writes, batch_keys, batch_kills, batches, rewritten
-from ..proof.faults_struck import faults_block, required, watched_writes
+from ..proof.faults_struck import faults_block, forced_strikes, ok_prefix, required, watched_writes
 from ..proof.group_order import first_executions, reordered
 from ..proof.key_check import (
     build,
@@ -209,6 +210,7 @@ def _run(
         table = next((st.name for st in stores if st.spec.kind == "table"), None)
         outgoing = plan(lines, lambda line: routes[line.number], fifo, settings.chaos)
         limit = _drain_limit(settings.drain_timeout_seconds, mappings, sum(map(len, outgoing.values())), log)
+        write_plan(keys.run_dir, settings.chaos, [ln.key for ln in lines if ln.key])  # the pollers read it
         with ExitStack() as scope:
             env_overrides = _env_overrides(
                 settings.function_env, stores, effect_stores.starts_provider, keys.run_dir, scope, log
@@ -471,9 +473,10 @@ def _conclude(
         reasons=reasons,
         fail_prefix="FAIL: ",
         ok_line=(
-            f"OK: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
+            f"{ok_prefix(faults)}: {t['keys_sent']} keys, {t['effects']} effects, 0 lost, 0 duplicated, 0 unexpected, "
             f"0 stranded, 0 vanished, {t['replayed_after_kill']} replayed after a kill; "
             + f"{faults['kills_struck']} kills struck"
+            + (f" ({n} forced)" if (n := sum(faults["forced"].values())) else "")
         )
         if code == 0
         else None,
@@ -537,7 +540,8 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     tables = {outcome.store_refs[str(s)].name: s.key_path for s in effect_stores.specs if s.kind == "table"}
     sections |= found | {"sdk_faults": sdk_faults(sections["states"], keys.run_dir, tables, keys.same)}
     kinds = {mapping_row(m)["kind"] for m in outcome.mappings}
-    sections["faults"] = faults_block(sections, chaos, kinds, watched_writes(keys.run_dir), left_out)
+    writes, forced = watched_writes(keys.run_dir), forced_strikes(keys.run_dir)
+    sections["faults"] = faults_block(sections, chaos, kinds, writes, left_out, forced)
     seconds = time.monotonic() - started
     sections["run"] = _run_block(opts.stack, keys, effect_stores, settings, outcome, seconds) | {
         "skipped_resources": skipped

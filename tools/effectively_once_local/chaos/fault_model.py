@@ -28,6 +28,7 @@ from typing import Any
 
 from .fault_classes import ChaosConfig as ChaosConfig  # its home is the table of fault classes; read from here too
 from .faults import KILL_POINT_ROLES
+from .forced_strikes import ForcedStrikes, fate_of
 
 # Phases a kill can hit; the report checks provider replays against the first.
 AFTER_CHARGE = "after_charge"  # after the side effect (the payments charge), before the record is completed
@@ -91,8 +92,20 @@ def kill_self() -> None:
 class InvocationChaos:
     """Decides each invocation's fate and carries it to the gateway wrapper."""
 
-    def __init__(self, config: ChaosConfig, log: EventLog, queue: str, *, at_effect_line: bool = False) -> None:
+    def __init__(
+        self,
+        config: ChaosConfig,
+        log: EventLog,
+        queue: str,
+        *,
+        at_effect_line: bool = False,
+        forcing: ForcedStrikes | None = None,
+    ) -> None:
         self.config = config
+        #: The chaos run's plan of forced strikes (``chaos/forced_strikes.py``); ``None``: every fate is drawn.
+        self.forcing = forcing
+        #: This invocation's fate when it was forced, not drawn (``None``: drawn).
+        self.forced: str | None = None
         #: Inject "after the effect" kills and stalls at the runtime's effect line (any handler), not in a gateway.
         self.at_effect_line = at_effect_line
         self.invocation = 0
@@ -136,6 +149,9 @@ class InvocationChaos:
         self.last_write = None
         self.effect_line_key = None
         self.fate = pick_fate(self.config.fates(), self.rng.random())
+        self.forced = self.forcing.choose(self.batch_keys) if self.forcing is not None else None
+        if self.forced is not None:
+            self.fate = self.forced  # the draw is still made: a seed draws the fates it drew before
         self._started = time.monotonic()
         if self.fate == RANDOM_MOMENT:
             # A moment drawn in the time the invocation is likely to run (:meth:`random_window`): it strikes wherever
@@ -157,6 +173,10 @@ class InvocationChaos:
         yet called off."""
         self.running = False
         self.longest = max(self.longest, time.monotonic() - self._started)
+        forced = self.forced
+        if forced is not None and forced != AFTER_COMPLETE and self.fate == forced and self.forcing is not None:
+            # A forced fate the invocation gave no place (no effect line, no watched write): one try spent.
+            self.forcing.missed(forced)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -180,6 +200,7 @@ class InvocationChaos:
         """
         if phase not in KILL_PHASES:
             raise ValueError(f"kill phase {phase!r} is not one of {KILL_PHASES}: add it to fault_model.KILL_PHASES")
+        forced = self.forced is not None and fate_of(phase) == self.forced
         with self._lock:
             self.log.write(
                 event="kill",
@@ -194,7 +215,11 @@ class InvocationChaos:
                 last_write=self.last_write,
                 # A stall struck at the runtime's effect line: the key of that line, read in the handler's thread.
                 effect_line_key=self.effect_line_key,
+                # Struck by force (``chaos/forced_strikes.py``), not by the draw.
+                forced=forced,
             )
+            if self.forcing is not None:
+                self.forcing.struck(phase, forced, self.batch_keys)
             kill_self()
 
     def on_write(self, write: dict[str, Any]) -> None:
@@ -206,7 +231,7 @@ class InvocationChaos:
             self.last_write = record
         if write.get("role") not in KILL_POINT_ROLES:
             return
-        if self.fate == AFTER_WRITE and self.rng.random() < 0.5:
+        if self.fate == AFTER_WRITE and (self.forced == AFTER_WRITE or self.rng.random() < 0.5):
             self.fate = None
             self.crash(AFTER_WRITE)
         elif self.fate == TIMEOUT and self.at_effect_line:

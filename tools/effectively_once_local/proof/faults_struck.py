@@ -33,6 +33,7 @@ from ..base.exit_codes import EXIT_FAULTS_NOT_STRUCK
 from ..base.json_lines import read_jsonl
 from ..chaos.fault_classes import FAULT_CLASSES, ChaosConfig, FaultClass, count
 from ..chaos.faults import KILL_POINT_ROLES
+from ..chaos.forced_strikes import FORCIBLE, MIN_STRIKES
 
 
 def _struck(report: dict[str, Any]) -> dict[str, int]:
@@ -94,12 +95,27 @@ def watched_writes(run_dir: Path) -> int:
     return sum(1 for r in records if r.get("event") == "write" and r.get("role") in KILL_POINT_ROLES)
 
 
+#: A kill's phase -> the fault class it counts for (each kill class's ``counted`` path, ``("total", "kills", phase)``).
+_CLASS_OF_PHASE = {path[2]: cls.name for cls in FAULT_CLASSES for path in cls.counted if path[:2] == ("total", "kills")}
+
+
+def forced_strikes(run_dir: Path) -> dict[str, int]:
+    """Every fault class -> how many of its strikes the run forced (``chaos/forced_strikes.py``: the kill records
+    in the run's chaos logs marked ``forced``)."""
+    forced = dict.fromkeys((cls.name for cls in FAULT_CLASSES), 0)
+    for record in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))):
+        if record.get("event") == "kill" and record.get("forced") and record.get("phase") in _CLASS_OF_PHASE:
+            forced[_CLASS_OF_PHASE[record["phase"]]] += 1
+    return forced
+
+
 class FaultsBlock(TypedDict):
     """The chaos report's ``faults`` section (:func:`faults_block`)."""
 
     asked: dict[str, float]  # every fault class -> the fraction asked (0 for one not asked)
     struck: dict[str, int]  # every fault class -> how many times it struck
     struck_total: int
+    forced: dict[str, int]  # every fault class -> how many of its strikes were forced (chaos/forced_strikes.py)
     kills_struck: int  # every kill, the watchdog's deadline kills included
     not_struck: list[dict[str, Any]]  # {"fault", "flag", "asked", "why"} each
     could_not_strike: list[dict[str, Any]]  # {"fault", "flag", "asked", "why", "strikes"} each
@@ -112,6 +128,7 @@ def faults_block(
     kinds: Collection[str],
     writes: int,
     left_out: list[dict[str, Any]] | None = None,
+    forced: Mapping[str, int] | None = None,
 ) -> FaultsBlock:
     """The report's ``faults`` block: ``asked`` (each class's fraction, 0 for one not asked), ``struck`` (each
     class's count), ``struck_total``, ``kills_struck`` (every kill, the watchdog's deadline kills included),
@@ -121,7 +138,8 @@ def faults_block(
 
     :param chaos: the chaos the run drew (a class left out at 0). :param kinds: the kinds of the run's targets
         (``standard``, ``fifo``, ``async``). :param writes: the watched writes the run's chaos logs show.
-        :param left_out: the classes left out of the draw. :default: none."""
+        :param left_out: the classes left out of the draw. :default: none. :param forced: each class's forced strikes
+        (:func:`forced_strikes`). :default: none."""
     fractions = asdict(chaos)
     struck = _struck(report)
     not_struck, could_not = [], []
@@ -139,6 +157,7 @@ def faults_block(
         "asked": {cls.name: float(fractions[cls.field]) for cls in FAULT_CLASSES},
         "struck": struck,
         "struck_total": sum(struck.values()),
+        "forced": {cls.name: int((forced or {}).get(cls.name, 0)) for cls in FAULT_CLASSES},
         "kills_struck": sum(int(v) for v in (report["total"].get("kills") or {}).values()),
         "not_struck": not_struck,
         "could_not_strike": could_not,
@@ -150,6 +169,12 @@ def render_faults(block: Mapping[str, Any]) -> list[str]:
     """The terminal's lines: what struck, then each class asked for that did not."""
     struck = ", ".join(f"{name}={n}" for name, n in block["struck"].items() if block["asked"][name] > 0 or n)
     out = [f"faults struck: {block['struck_total']} ({struck or 'none asked'}); {block['kills_struck']} kills in all"]
+    forced = ", ".join(f"{name}={n}" for name, n in (block.get("forced") or {}).items() if n)
+    if forced:
+        out.append(
+            f"  forced: {forced} (the draw left these classes under {MIN_STRIKES} strikes: invocations of the input's"
+            " last keys were struck for sure)"
+        )
     out += [f"  not struck: {r['flag']} {r['asked']:g}: {r['why']}" for r in block["not_struck"]]
     out += [
         f"  could not strike: {r['flag']} {r['asked']:g}: {r['why']}; {r['strikes']}" for r in block["could_not_strike"]
@@ -159,6 +184,20 @@ def render_faults(block: Mapping[str, Any]) -> list[str]:
         for r in block.get("left_out") or []
     ]
     return out
+
+
+def untested(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The classes of the crash window (``forced_strikes.FORCIBLE``: kills and stalls between a write and the end of
+    its invocation) the run asked for that never struck, forced strikes included: ``not_struck`` and
+    ``could_not_strike`` rows."""
+    return [r for r in [*block["not_struck"], *block["could_not_strike"]] if r["fault"] in FORCIBLE]
+
+
+def ok_prefix(block: Mapping[str, Any]) -> str:
+    """The passing verdict line's head: ``OK``, or ``OK, crash window untested (<flag> <fraction>, ...)`` when a
+    class of the crash window never struck (:func:`untested`): an OK that names what it did not prove."""
+    flags = ", ".join(f"{r['flag']} {r['asked']:g}" for r in untested(block))
+    return f"OK, crash window untested ({flags})" if flags else "OK"
 
 
 def required(verdict: tuple[int, list[str]], block: Mapping[str, Any], require: bool) -> tuple[int, list[str]]:

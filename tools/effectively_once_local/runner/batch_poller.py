@@ -25,6 +25,7 @@ from ..aws.mapping_config import SQS_RECEIVE_MAX, MappingConfig
 from ..base.run_figures import record_peak
 from ..chaos.fault_model import DEADLINE, TIMEOUT, EventLog, InvocationChaos
 from ..chaos.faults import WriteWatch
+from ..chaos.forced_strikes import ForcedStrikes
 from ..chaos.sdk_faults import SdkFaults
 from ..chaos.sql_watch import SqlCommitWatch
 from ..traffic.chaos_input import body_key, compile_key
@@ -137,6 +138,7 @@ def _open_environment(spec: PollerSpec) -> _Environment:
         EventLog(run_dir / f"chaos-{mapping.label}-{pid}.jsonl"),
         mapping.label,
         at_effect_line=spec.seam is None,
+        forcing=ForcedStrikes.load(run_dir),
     )
     if spec.seam is None:
         # Faults from outside the app: every write the local AWS accepts is numbered and logged (also without chaos:
