@@ -84,6 +84,20 @@ def test_the_plan_holds_the_forcible_classes_asked_and_the_inputs_last_keys(tmp_
     assert ForcedStrikes.load(tmp_path) is None
 
 
+def test_a_run_in_the_same_folder_starts_from_no_strikes(tmp_path: Path, no_suicide: None) -> None:
+    write_plan(tmp_path, DEFAULTS, KEYS)
+    before = _chaos(tmp_path)
+    before.begin(10**9, KEYS[-1:], "r0")
+    with pytest.raises(Killed):
+        _effect(before, KEYS[-1])
+
+    write_plan(tmp_path, DEFAULTS, KEYS)
+    again = _chaos(tmp_path, pid="2")
+    again.begin(10**9, KEYS[-1:], "r1")
+
+    assert again.forced == AFTER_CHARGE, "the last run's strikes and struck keys are not this run's"
+
+
 def test_the_tail_invocation_is_struck_at_the_effect_line_whatever_the_draw(tmp_path: Path, no_suicide: None) -> None:
     write_plan(tmp_path, DEFAULTS, KEYS)
     head = _chaos(tmp_path)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -65,6 +66,7 @@ def write_plan(run_dir: Path, chaos: ChaosConfig, keys: Sequence[str]) -> dict[s
     and no plan left in ``run_dir``, when it asks for none or there are no keys."""
     path = run_dir / PLAN_FILE
     path.unlink(missing_ok=True)
+    shutil.rmtree(run_dir / MARKERS, ignore_errors=True)  # a run before in this folder counts for nothing here
     fates = [str(c.fate) for c in forcible_classes() if getattr(chaos, c.field) > 0]
     distinct = list(dict.fromkeys(keys))
     if not fates or not distinct:
