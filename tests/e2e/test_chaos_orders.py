@@ -3,7 +3,8 @@
 The session's local AWS and one `cdk deploy` of each stack into it (``local_aws``, tests/e2e/conftest.py), then one
 ``run_chaos`` per stack: OrdersExample (standard + FIFO), the one e2e chaos run of `make test`, sized for its budget
 (about two minutes on 2 cores: 60 orders per queue, a 2 s function timeout); OrdersMessageIdControl (keyed on the SQS
-messageId), the negative control, in `make proof`.
+messageId), the negative control, in `make proof`; and a run of 5 orders without faults under a wrong
+``--effect-key``, which must stop as a usage error rather than report the orders lost.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from effectively_once_local.any_stack.chaos_run import run_chaos
 from effectively_once_local.chaos.fault_model import ChaosConfig
+from effectively_once_local.proof.stores import EffectStoreError
 
 from .conftest import LocalAws
 
@@ -116,3 +118,31 @@ def test_handler_keyed_on_the_message_id_is_caught(runs: Any) -> None:
     assert code == 1
     assert total["duplicated"] > 0, "a resend is a new message id: the outbox confirms the order twice"
     assert any("duplicated" in reason for reason in report["verdict"]["reasons"])
+
+
+def test_a_wrong_effect_key_is_a_usage_error_not_lost_orders(local_aws: LocalAws, tmp_path: Path) -> None:
+    """Issue 57, item 2: the outbox holds the run's confirmations under ``order_id``; read under ``orderId`` it held
+    none, and the run blamed the app (``FAIL: 5 lines vanished``, ``lost 5``) while every order had its effect line.
+    The run says the store or its key is probably wrong, with the outbox's attributes (the command exits 2)."""
+    bodies = [{"order_id": f"wrong-key-{i}", "customer": "c1", "total": 5} for i in range(5)]
+    rows = [{"queue": "standard", "body": body} for body in bodies]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    opts = local_aws.chaos_options(
+        app_dir=APP,
+        stack="OrdersExample",
+        cdk_out=local_aws.deploy(APP, ["OrdersExample"], CONTEXT),
+        run_dir=tmp_path / "run",
+        input=tmp_path / "in.jsonl",
+        key="order_id",
+        effect_table="Outbox",
+        effect_key="orderId",
+        chaos=ChaosConfig(seed=1),
+        concurrency=1,
+    )
+    with pytest.raises(EffectStoreError) as raised:
+        run_chaos(opts, log=lambda _: None)
+
+    error = str(raised.value)
+    assert " holds 5 new items, none with attribute 'orderId' matching a key of the 5 effect lines; " in error, error
+    assert "its items have attributes " in error and "order_id" in error, "the attribute the outbox does have"
+    assert error.endswith("): --effect-table or --effect-key is probably wrong"), error

@@ -73,6 +73,13 @@ class StoreSpecs:
         """The ``--effect`` texts of the stores marked optional (``proof/stores.py``: a key may be missing there)."""
         return {str(spec) for spec in self.specs if spec.optional}
 
+    def flag(self, spec: EffectStore) -> str:
+        """The flags that named ``spec``, as an error about the store names them: ``--effect-table or
+        --effect-key`` for the table they give (the first spec), else ``--effect KIND:NAME:KEYPATH``."""
+        if self.key_attribute is not None and self.specs and spec is self.specs[0]:
+            return "--effect-table or --effect-key"
+        return f"--effect {spec}"
+
     @property
     def commits_sql(self) -> bool:
         """Whether a store's effects go through SQL commits (a kill point only such a stack has)."""

@@ -48,7 +48,7 @@ from ..proof.key_check import (
 from ..proof.line_states import PASSING_STATES, States, async_counts, dlq_contents, line_states, send_kinds
 from ..proof.sdk_faults_seen import read_sdk_faults, sdk_faults
 from ..proof.store_kinds import kind_of
-from ..proof.stores import PROVIDER_LOG, Store, combine, incomplete_keys
+from ..proof.stores import PROVIDER_LOG, EffectStoreError, Store, combine, incomplete_keys, wrong_key_path
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
 from ..report.page import RunClock, conclude, read_events
 from ..report.report_shape import CHAOS, assemble
@@ -244,9 +244,9 @@ def _run(
             sqs_moved: dict[str, dict[str, Any]] = {}
             redriven, rounds = _redrive(sqs, mappings, pollers, settings, limit, keys, clock, log, sqs_moved)
         dlq = _held(sqs, mappings, keys, sqs_moved)
-        return _Outcome(
-            mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *_counts(keys, stores), sqs_moved
-        )
+        counted = _counts(keys, stores)
+        _refuse_a_wrong_key_path(keys, effect_stores, stores, sent_keys(lines))
+        return _Outcome(mappings, done.messages_sent, pool.restarts, dlq, table, redriven, rounds, *counted, sqs_moved)
 
 
 def _counts(
@@ -277,6 +277,20 @@ def _counts(
     }
     refs = {str(st.spec): StoreRef(st.spec.kind, st.name) for st in stores}
     return counts, refs, learned, {item: key for st in stores for item, key in st.item_keys.items()}, writes
+
+
+def _refuse_a_wrong_key_path(keys: Keys, effect_stores: StoreSpecs, stores: list[Store], sent: set[str]) -> None:
+    """A store the run counted (``stores``) that holds what the run added, none of it under a key the run knows,
+    while the run's effect lines name keys it sent: the store or its key path is probably wrong, not the app
+    (``stores.wrong_key_path``; issue 57, item 2).
+
+    :raises EffectStoreError: such a store, named with the flag that gave it (the command exits 2).
+    """
+    logged = Counter(keys.same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effect_lines(keys.run_dir))
+    for st in stores:
+        why = wrong_key_path(st, logged, sent)
+        if why:
+            raise EffectStoreError(f"{why}: {effect_stores.flag(st.spec)} is probably wrong")
 
 
 def sent_keys(lines: list[InputLine]) -> set[str]:
@@ -498,6 +512,9 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.
     :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
+    :raises EffectStoreError: a store the run counts in holds what the run added, none of it under a key the run
+        knows, while the effect lines name the keys it sent: the store or its key path is probably wrong
+        (``proof/stores.wrong_key_path``; no report is written).
     :raises InertFlagError: a fault flag in ``given_flags`` cannot strike on the stack (before the deploy, or before
         the first send on a stack deployed already).
     """

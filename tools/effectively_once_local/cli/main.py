@@ -23,9 +23,10 @@ from ..any_stack.inert_faults import InertFlagError
 from ..aws.deploy import DeployError
 from ..aws.readback import DlqReadError
 from ..aws.server import LocalAwsError
-from ..base.exit_codes import EXIT_NOT_DRAINED
+from ..base.exit_codes import EXIT_NOT_DRAINED, EXIT_USAGE
 from ..engine.drain_limit import DrainTimeout
 from ..payments.payments_input import PaymentsFileError
+from ..proof.stores import EffectStoreError
 from ..redrive.dlq_redrive import RedriveError
 from ..traffic.chaos_input import InputFileError
 from ..traffic.producer import SendError
@@ -50,6 +51,7 @@ _ONE_LINE_ERRORS: tuple[type[Exception], ...] = (
     OSError,
     RedriveError,
     InertFlagError,
+    EffectStoreError,
 )
 
 #: One module per subcommand (``produce`` and ``report`` share one), in ``--help``'s order; each has ``NAMES`` (its
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NOT_DRAINED
     except _ONE_LINE_ERRORS as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         stopped = args.command in ("demo", "chaos")
         print("interrupted: local AWS stopped" if stopped else "interrupted", file=sys.stderr)

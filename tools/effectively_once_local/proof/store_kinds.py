@@ -1,6 +1,7 @@
 """One class per kind of effect store (``--effect KIND:...``, ``proof/stores.py``), each holding what the tooling knows
 of it: its ``KIND:...`` rules (:meth:`StoreKind.parse`), where it is found (a resource type of the stack, or outside
-it), how its items are read back with their business keys (:meth:`StoreKind.items`), the services its effects are
+it), how its items are read back with their business keys (:meth:`StoreKind.items`: each an :class:`Item`, with
+what it holds for an error that shows it: ``stores.wrong_key_path``), the services its effects are
 written through (``services``: ``chaos/write_services.py``, where each service's write operations, write kind and
 throttling error live), and which effect writes wrote to it (:meth:`StoreKind.wrote`: the torn moments' rule). The
 rest of the tooling asks the kind (:func:`kind_of`) and never names one. A kind that leaves a piece out fails at
@@ -20,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from ..aws.deploy import DeployError
 from ..aws.provider_stand_in import read_calls
@@ -38,6 +39,8 @@ _SQL_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 _SQL_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: What every concrete kind must set (module docstring).
 _REQUIRED = ("name", "syntax", "services", "resource_type")
+#: The most characters of an item an error shows (:attr:`Item.shown`).
+_SHOWN = 200
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,18 @@ def physical_name(session: Any, stack: str, store: EffectStore) -> str:
     return str(matches[0]["PhysicalResourceId"])
 
 
+class Item(NamedTuple):
+    """One item of a store, as its kind reads it back (:meth:`StoreKind.items`): its ``identity`` as the write logs
+    name it, the business ``key`` its key path finds (``None``: none), and what it holds, for an error that shows it
+    when no item's key is one the run knows (``stores.wrong_key_path``): ``fields`` (its attributes, columns or body
+    fields; ``()``: none to name, as an object's) and ``shown`` (the item in one line, at most 200 characters)."""
+
+    identity: str
+    key: str | None
+    fields: tuple[str, ...] = ()
+    shown: str = ""
+
+
 class Store(Protocol):
     """What a kind reads a store by (``stores.Store``, resolved in the deployed stack)."""
 
@@ -100,6 +115,8 @@ class StoreKind(ABC):
     :cvar services: the write services its effects go through (keys of ``chaos/write_services.WRITE_SERVICES``);
         ``()``: none the environment watches (its moments are never torn, no kill follows its writes).
     :cvar resource_type: the CloudFormation type of a store of the stack, ``None`` for a store outside it.
+    :cvar words: what an error calls its items, its key path and its items' fields (``stores.wrong_key_path``;
+        ``""``: fields not named). :default: ``("item", "attribute", "attributes")``.
     """
 
     name: ClassVar[str]
@@ -108,6 +125,7 @@ class StoreKind(ABC):
     resource_type: ClassVar[str | None]
     note: ClassVar[str] = ""
     stand_in: ClassVar[bool] = False
+    words: ClassVar[tuple[str, str, str]] = ("item", "attribute", "attributes")
 
     def __init_subclass__(cls, *, base: bool = False, **kwargs: Any) -> None:
         """Check a kind's class attributes at import; ``base=True``: a base of kinds (such as :class:`SqlKind`)."""
@@ -147,8 +165,8 @@ class StoreKind(ABC):
         return
 
     @abstractmethod
-    def items(self, store: Store) -> list[tuple[str, str | None]]:
-        """(identity, business key) of every item in the store now; the identity as the write logs name it."""
+    def items(self, store: Store) -> list[Item]:
+        """Every item in the store now (:class:`Item`: its identity as the write logs name it, its business key)."""
 
     def wrote(self, write: Mapping[str, Any], name: str) -> bool:
         """Whether an effect write of the chaos log (``op``, ``target``, ``items``) wrote to the store named
@@ -174,10 +192,15 @@ class TableKind(StoreKind):
         table = session.client("dynamodb").describe_table(TableName=name)["Table"]
         return [k["AttributeName"] for k in table["KeySchema"]]
 
-    def items(self, store: Store) -> list[tuple[str, str | None]]:
+    def items(self, store: Store) -> list[Item]:
         path = store.spec.key_path
         return [
-            (item_identity(item, store.key_attributes), _attr_text(item.get(path)))
+            Item(
+                item_identity(item, store.key_attributes),
+                _attr_text(item.get(path)),
+                tuple(sorted(item)),
+                _shown({name: _attr_text(value) for name, value in item.items()}),
+            )
             for item in scan_table(store.session.client("dynamodb"), store.name)
         ]
 
@@ -193,6 +216,7 @@ class BucketKind(StoreKind):
     note = "with {key} or {effect_key} (matched against the input's keys; * for any characters)"
     services = ("s3",)
     resource_type = "AWS::S3::Bucket"
+    words = ("object", "name template", "")
 
     def parse(self, text: str, rest: str) -> EffectStore:
         spec = super().parse(text, rest)
@@ -202,14 +226,14 @@ class BucketKind(StoreKind):
     def check(self, spec: EffectStore, keys: Iterable[str]) -> None:
         check_template(spec.key_path, keys)
 
-    def items(self, store: Store) -> list[tuple[str, str | None]]:
+    def items(self, store: Store) -> list[Item]:
         s3, key_of = store.session.client("s3"), matcher(store.spec.key_path, store.keys)
         names = [
             obj["Key"]
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=store.name)
             for obj in page.get("Contents", [])
         ]
-        return [(name, key_of(name)) for name in names]
+        return [Item(name, key_of(name), (), name[:_SHOWN]) for name in names]
 
     def _targets(self, write: Mapping[str, Any]) -> set[str]:
         return {str(write.get("target") or "").split("/", 1)[0]}
@@ -223,16 +247,17 @@ class QueueKind(StoreKind):
     syntax = "queue:NAME:JMESPATH"
     services = ("sqs", "sns")
     resource_type = "AWS::SQS::Queue"
+    words = ("message", "JMESPath", "body fields")
 
     def parse(self, text: str, rest: str) -> EffectStore:
         spec = super().parse(text, rest)
         compile_key(spec.key_path)  # InputFileError (a ValueError) for an expression the runtime refuses
         return spec
 
-    def items(self, store: Store) -> list[tuple[str, str | None]]:
+    def items(self, store: Store) -> list[Item]:
         expression = compile_key(store.spec.key_path)
         messages = read_dlq_messages(store.session.client("sqs"), store.name)
-        return [(m.message_id, body_key(expression, m.body)) for m in messages]
+        return [Item(m.message_id, body_key(expression, m.body), *_body_fields(m.body)) for m in messages]
 
     def _targets(self, write: Mapping[str, Any]) -> set[str]:
         # a send names its queue URL; a publish names a topic, whose subscribed queue it reaches unseen
@@ -248,6 +273,7 @@ class ProviderKind(StoreKind):
     note = "(the stand-in's calls, under PATH if given)"
     services = ()
     resource_type = None
+    words = ("call", "JMESPath", "request fields")
 
     def parse(self, text: str, rest: str) -> EffectStore:
         path, sep, key_path = rest.partition(":")
@@ -264,7 +290,7 @@ class ProviderKind(StoreKind):
     def log_name(self, session: Any, stack: str, spec: EffectStore) -> str:
         return ""
 
-    def items(self, store: Store) -> list[tuple[str, str | None]]:
+    def items(self, store: Store) -> list[Item]:
         expression = compile_key(store.spec.key_path)
         log = store.run_dir / PROVIDER_LOG
         calls = [
@@ -272,7 +298,8 @@ class ProviderKind(StoreKind):
             for c in (read_calls(log) if log.is_file() else [])
             if c.get("executed") and str(c.get("path") or "").startswith(store.spec.name)
         ]
-        return [(f"{i}", body_key(expression, json.dumps(c.get("request")))) for i, c in enumerate(calls)]
+        bodies = [json.dumps(c.get("request")) for c in calls]
+        return [Item(f"{i}", body_key(expression, body), *_body_fields(body)) for i, body in enumerate(bodies)]
 
 
 class SqlKind(StoreKind, base=True):
@@ -281,6 +308,7 @@ class SqlKind(StoreKind, base=True):
 
     services = ("sql",)
     resource_type = None
+    words = ("row", "column", "columns")
     #: The driver's module, as a commit's ``target`` names its connection class (``sqlite3.Connection``).
     driver: ClassVar[str]
     #: What the target part is called in errors.
@@ -298,12 +326,17 @@ class SqlKind(StoreKind, base=True):
     def log_name(self, session: Any, stack: str, spec: EffectStore) -> str:
         return spec.name
 
-    def items(self, store: Store) -> list[tuple[str, str | None]]:
+    def items(self, store: Store) -> list[Item]:
         target, table = store.spec.name.rsplit(":", 1)
         query = f"SELECT * FROM {_quoted(table)}"  # noqa: S608 - identifiers checked by parse, quoted
         path = store.spec.key_path
         return [
-            (json.dumps(list(row.values()), default=str), None if row.get(path) is None else str(row[path]))
+            Item(
+                json.dumps(list(row.values()), default=str),
+                None if row.get(path) is None else str(row[path]),
+                tuple(row),
+                _shown(row),
+            )
             for row in self._rows(target, query)
         ]
 
@@ -362,12 +395,29 @@ class PostgresKind(SqlKind):
 
 
 def _attr_text(value: dict[str, Any] | None) -> str | None:
+    """A DynamoDB attribute value (low-level format) as text: a string or number as it is, any other type as JSON
+    (binary values as Python shows bytes)."""
     if not value:
         return None
     for kind in ("S", "N"):
         if kind in value:
             return str(value[kind])
-    return json.dumps(value, sort_keys=True)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON in one line, cut to :data:`_SHOWN` characters (``...`` where it was cut)."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _body_fields(body: str) -> tuple[tuple[str, ...], str]:
+    """A JSON body's top-level fields (none for a body that is not a JSON object) and the body in one line."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return (), body[:_SHOWN]
+    return (tuple(sorted(doc)) if isinstance(doc, dict) else ()), _shown(doc)
 
 
 def _quoted(table: str) -> str:

@@ -31,6 +31,11 @@ written at most once, or only under a condition, is marked optional with a ``:op
 Only what the run added counts: each store is read before the first message is sent (:func:`snapshot`) and what
 was there then is left out, so several runs can share one deploy.
 
+A store that holds what the run added, none of it under a key the run knows, while the run's effect lines name the
+keys it sent, is probably the wrong store or read under the wrong key path (a wrong ``--effect-key``): the run says so
+in one line and exits 2 (:func:`wrong_key_path`, :class:`EffectStoreError`), rather than report every key lost. An
+app that wrote nothing leaves the store as it was: its keys are lost (exit 1).
+
 An effect is an execution's writes, not an item: each item is tied to the execution that first wrote it, from the
 write log (``chaos/faults.py``: every accepted write names what it wrote), so an execution that writes two items for a
 key (an order row and its audit row) is one effect, and "duplicated" means more than one execution's writes for a key.
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -49,12 +55,29 @@ from typing import Any
 from effectively_once_runtime.identity import normalizer
 
 from .executions import Counted, Writer, count_effects
-from .store_kinds import OPTIONAL_SUFFIX, PROVIDER_LOG, STORE_KINDS, EffectStore, kind_of, physical_name
+from .store_kinds import OPTIONAL_SUFFIX, PROVIDER_LOG, STORE_KINDS, EffectStore, Item, kind_of, physical_name
 
-__all__ = ["PROVIDER_LOG", "EffectStore", "Store", "combine", "incomplete_keys", "parse_effect", "physical_name"]
+__all__ = [
+    "PROVIDER_LOG",
+    "EffectStore",
+    "EffectStoreError",
+    "Store",
+    "combine",
+    "incomplete_keys",
+    "parse_effect",
+    "physical_name",
+    "wrong_key_path",
+]
 
 #: Every kind's ``KIND`` (``proof/store_kinds.py``: one class each).
 KINDS = tuple(STORE_KINDS)
+#: The most field names :func:`wrong_key_path` lists.
+_FIELDS_SHOWN = 12
+
+
+class EffectStoreError(ValueError):
+    """A store the run names is probably not where its effects are, or is read under the wrong key path
+    (:func:`wrong_key_path`): a usage error (one line, exit 2), not a finding of the app."""
 
 
 def parse_effect(text: str) -> EffectStore:
@@ -105,14 +128,16 @@ class Store:
         self.counted = Counted(Counter())
         #: Each item the run added, as the write logs name it (``(store name, identity)``), and its business key.
         self.item_keys: dict[tuple[str, str], str] = {}
+        #: Every item the run added, its key normalised (``None``: none under the key path), as :meth:`count` found.
+        self.added: list[Item] = []
 
-    def _items(self) -> list[tuple[str, str | None]]:
-        """(identity, business key) of every effect in the store now (its kind's ``items``)."""
+    def _items(self) -> list[Item]:
+        """Every item in the store now (its kind's ``items``)."""
         return self.kind.items(self)
 
     def snapshot(self) -> None:
         """What the store holds before the run: left out of :meth:`count`."""
-        self._before = {identity for identity, _ in self._items()}
+        self._before = {item.identity for item in self._items()}
 
     def count(
         self,
@@ -124,10 +149,37 @@ class Store:
         items (``writers``: :func:`~.executions.writers`; an item not in it counts alone) and the invocations'
         batches (``batches``: :func:`~.executions.batches`). What the count learned stays in :attr:`counted`."""
         same = normalizer(self.normalize)
-        added = [(identity, same(key)) for identity, key in self._items() if identity not in self._before and key]
+        self.added = [
+            item._replace(key=same(item.key) if item.key else None)
+            for item in self._items()
+            if item.identity not in self._before
+        ]
+        added = [(item.identity, item.key) for item in self.added if item.key is not None]
         self.item_keys = {(self.name, identity): key for identity, key in added}
         self.counted = count_effects(added, self.name, writers, batches)
         return self.counted.effects
+
+
+def wrong_key_path(store: Store, logged: Mapping[str, int], sent: AbstractSet[str]) -> str | None:
+    """Why ``store`` (counted: :meth:`Store.count`) is probably the wrong store or read under the wrong key path, in
+    one line without the flag that named it; ``None`` when nothing says so. Said when the run's effect lines name keys
+    it sent (``logged``: effect lines per key, normalised as the run's keys are; ``sent``: the input's keys) and the
+    store holds items the run added, none with a key (under its key path) that was sent or logged. An app that wrote
+    nothing leaves the store as it was (its keys are lost: a finding), and a run whose effect lines name no key it sent
+    (an app keyed on something else) says nothing about the store: ``None`` for both."""
+    lines = sum(n for key, n in logged.items() if key in sent)
+    known = set(sent) | set(logged)
+    if not lines or not store.added or any(item.key in known for item in store.added):
+        return None
+    item, path, fields_word = store.kind.words
+    fields = sorted({field for it in store.added for field in it.fields})
+    listed = ", ".join(fields[:_FIELDS_SHOWN]) + (" ..." if len(fields) > _FIELDS_SHOWN else "")
+    example = min(store.added, key=lambda it: it.identity).shown
+    shape = f"; its {item}s have {fields_word} {listed} (one {item}: {example})" if fields_word and fields else ""
+    found = f"holds {len(store.added)} new {item}s, none with {path} {store.spec.key_path!r}"
+    return f"the effect store {store.name or store.spec.kind} {found} matching a key of the {lines} effect lines" + (
+        shape or f"; one {item}: {example}"
+    )
 
 
 def incomplete_keys(counts: Mapping[str, Counter[str]], optional: set[str], keys: set[str]) -> list[str]:
