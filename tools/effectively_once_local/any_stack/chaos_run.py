@@ -512,9 +512,8 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     :raises InputFileError: the input cannot be used or names no queue of the stack.
     :raises TemplateError: a bucket store's object-name template can match a name two ways for the input's keys.
     :raises LocalAwsError, DeployError: the local AWS or the deploy failed.
-    :raises EffectStoreError: a store the run counts in holds what the run added, none of it under a key the run
-        knows, while the effect lines name the keys it sent: the store or its key path is probably wrong
-        (``proof/stores.wrong_key_path``; no report is written).
+    :raises EffectStoreError: a store holds what the run added, none of it under a key the run knows, while the effect
+        lines name sent keys: the store or its key path is probably wrong (``stores.wrong_key_path``; no report).
     :raises InertFlagError: a fault flag in ``given_flags`` cannot strike on the stack (before the deploy, or before
         the first send on a stack deployed already).
     """
