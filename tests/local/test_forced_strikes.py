@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from effectively_once_local.chaos import fault_model as chaos_module
-from effectively_once_local.chaos.fault_classes import ChaosConfig
+from effectively_once_local.chaos.fault_classes import FAULT_CLASSES, ChaosConfig
 from effectively_once_local.chaos.fault_model import (
     AFTER_CHARGE,
     AFTER_COMPLETE,
@@ -25,16 +25,8 @@ from effectively_once_local.chaos.faults import EFFECT
 from effectively_once_local.chaos.forced_strikes import MIN_STRIKES, PLAN_FILE, ForcedStrikes, write_plan
 from effectively_once_local.proof.faults_struck import faults_block, forced_strikes, ok_prefix, render_faults
 
-#: The chaos command's default fractions.
-DEFAULTS = ChaosConfig(
-    resend=0.1,
-    concurrent_duplicates=0.05,
-    crash_after_charge=0.03,
-    crash_after_complete=0.03,
-    timeout=0.02,
-    crash_after_write=0.05,
-    crash_random=0.02,
-)
+#: The chaos command's default fractions (each fault class's flag default).
+DEFAULTS = ChaosConfig(**{c.field: c.chaos.default for c in FAULT_CLASSES})
 KEYS = [f"o-{i}" for i in range(20)]
 
 
@@ -131,23 +123,58 @@ def test_each_class_is_forced_until_it_has_three_tries_and_a_batch_only_once(tmp
         assert again.forced is None, "the redelivery of a batch struck by force is left to the draw"
 
     assert fates == [AFTER_CHARGE, AFTER_COMPLETE] * 3, "the class with the fewest tries first, in the table's order"
-    late = _chaos(tmp_path)
-    late.begin(10**9, [KEYS[-7], KEYS[-1]], "r-late")
-    assert late.forced is None, "three tries each: nothing more forced"
-    assert forced_strikes(tmp_path) | {} == {**forced_strikes(tmp_path), "after_effect": 3, "after_complete": 3}
+    unmarked = ForcedStrikes.load(tmp_path)
+    assert unmarked is not None
+    unmarked.tail.add("fresh")
+    assert unmarked.choose(["fresh"], DEFAULTS.fates()) is None, "three tries each: nothing more forced"
+    none = dict.fromkeys((c.name for c in FAULT_CLASSES), 0)
+    assert forced_strikes(tmp_path) == none | {"after_effect": 3, "after_complete": 3}
+
+
+def test_a_fate_is_claimed_before_the_invocation_runs(tmp_path: Path, no_suicide: None) -> None:
+    config = ChaosConfig(timeout=0.02)
+    write_plan(tmp_path, config, KEYS)
+    drawn = _chaos(tmp_path, config, pid="drawn")
+    drawn.rng.random = lambda: 0.0  # type: ignore[method-assign]
+    for i in range(MIN_STRIKES - 1):  # two drawn stalls, killed at the deadline
+        drawn.begin(10**9, [KEYS[i]], f"d{i}")
+        with pytest.raises(Killed):
+            drawn.crash(TIMEOUT)
+    first, second = _chaos(tmp_path, config, pid="a"), _chaos(tmp_path, config, pid="b")
+
+    first.begin(10**9, KEYS[-2:-1], "a")  # not struck yet: its stall holds it until the deadline
+    redelivered = _chaos(tmp_path, config, pid="again")
+    redelivered.begin(10**9, KEYS[-2:-1], "a-again")
+    second.begin(10**9, KEYS[-1:], "b")
+
+    assert first.forced == TIMEOUT, "one try left, and the first poller took it"
+    assert redelivered.forced is None, "its batch is marked as it is forced on, before the kill"
+    assert second.forced is None, "the other poller finds no try left: no class forced past three"
+
+
+def test_a_poller_whose_chaos_asks_nothing_is_never_forced(tmp_path: Path) -> None:
+    write_plan(tmp_path, DEFAULTS, KEYS)
+    calm = _chaos(tmp_path, ChaosConfig(seed=DEFAULTS.seed))  # the redrive's pollers
+    calm.begin(10**9, KEYS[-3:], "r")
+
+    assert calm.forced is None and calm.fate is None
+    only_complete = _chaos(tmp_path, ChaosConfig(crash_after_complete=0.01))
+    only_complete.begin(10**9, KEYS[-3:], "r2")
+    assert only_complete.forced == AFTER_COMPLETE, "only a fate its own chaos asks for"
 
 
 def test_a_forced_fate_with_no_place_is_a_try_spent(tmp_path: Path, no_suicide: None) -> None:
-    write_plan(tmp_path, ChaosConfig(crash_after_charge=0.5), KEYS)
+    config = ChaosConfig(crash_after_charge=0.5)
+    write_plan(tmp_path, config, KEYS)
     for i in range(MIN_STRIKES):
-        chaos = _chaos(tmp_path, ChaosConfig(crash_after_charge=0.5), pid=str(i))
-        chaos.begin(10**9, [KEYS[-1]], f"r{i}")
+        chaos = _chaos(tmp_path, config, pid=str(i))
+        chaos.begin(10**9, [KEYS[-1 - i]], f"r{i}")
         assert chaos.forced == AFTER_CHARGE
         chaos.end()  # answered from the record: no effect line, no kill
         chaos.on_return()
 
-    chaos = _chaos(tmp_path, ChaosConfig(crash_after_charge=0.5))
-    chaos.begin(10**9, [KEYS[-1]], "r-last")
+    chaos = _chaos(tmp_path, config)
+    chaos.begin(10**9, [KEYS[-1 - MIN_STRIKES]], "r-last")
     assert chaos.forced is None and _kills(tmp_path) == []
 
 

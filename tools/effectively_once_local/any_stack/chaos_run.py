@@ -286,7 +286,7 @@ def _refuse_a_wrong_key_path(keys: Keys, effect_stores: StoreSpecs, stores: list
 
     :raises EffectStoreError: such a store, named with the flag that gave it (the command exits 2).
     """
-    logged = Counter(keys.same(str(ln.get(names.FIELD_IDEMPOTENCY_KEY))) for ln in effect_lines(keys.run_dir))
+    logged = keys.logged(names.EFFECT_EXECUTED)
     for st in stores:
         why = wrong_key_path(st, logged, sent)
         if why:

@@ -216,6 +216,11 @@ FAULT_CLASSES: tuple[FaultClass, ...] = (
         place="aws_write",
     ),
 )
+#: A kill record's phase -> the class it counts for (each kill class's ``counted`` path, ``("total", "kills", phase)``):
+#: a stall's kill is ``timeout``, a kill at the runtime's effect line ``after_effect``.
+CLASS_OF_PHASE: dict[str, FaultClass] = {
+    path[2]: cls for cls in FAULT_CLASSES for path in cls.counted if path[:2] == ("total", "kills")
+}
 #: The classes of the per-invocation draw, in its order (:meth:`ChaosConfig.fates`).
 DRAWN: tuple[FaultClass, ...] = tuple(
     sorted((c for c in FAULT_CLASSES if c.draw is not None), key=lambda c: c.draw or 0)

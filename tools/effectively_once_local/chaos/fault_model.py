@@ -149,7 +149,7 @@ class InvocationChaos:
         self.last_write = None
         self.effect_line_key = None
         self.fate = pick_fate(self.config.fates(), self.rng.random())
-        self.forced = self.forcing.choose(self.batch_keys) if self.forcing is not None else None
+        self.forced = self.forcing.choose(self.batch_keys, self.config.fates()) if self.forcing is not None else None
         if self.forced is not None:
             self.fate = self.forced  # the draw is still made: a seed draws the fates it drew before
         self._started = time.monotonic()
@@ -173,10 +173,6 @@ class InvocationChaos:
         yet called off."""
         self.running = False
         self.longest = max(self.longest, time.monotonic() - self._started)
-        forced = self.forced
-        if forced is not None and forced != AFTER_COMPLETE and self.fate == forced and self.forcing is not None:
-            # A forced fate the invocation gave no place (no effect line, no watched write): one try spent.
-            self.forcing.missed(forced)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -218,8 +214,8 @@ class InvocationChaos:
                 # Struck by force (``chaos/forced_strikes.py``), not by the draw.
                 forced=forced,
             )
-            if self.forcing is not None:
-                self.forcing.struck(phase, forced, self.batch_keys)
+            if self.forcing is not None and not forced:
+                self.forcing.struck(phase)
             kill_self()
 
     def on_write(self, write: dict[str, Any]) -> None:

@@ -8,18 +8,21 @@ the *forcible* ones (:data:`FORCIBLE`: a kill at the runtime's effect line, a ki
 the first write or effect line, a kill after the handler returned), the run tops the draw up:
 
 - The chaos run writes a plan into its run folder before the first send (:func:`write_plan`): the forcible fates it
-  asked for (a fraction above 0) and its *tail*, the input's last ``3 x`` that many keys in their order.
-- An invocation whose batch holds a tail key, none of whose keys a forced strike has hit yet, takes a forced fate
-  instead of its draw (:meth:`ForcedStrikes.choose`): among the forcible fates with fewer than :data:`MIN_STRIKES`
-  tries so far (the strikes of every invocation, drawn or forced, and the forced fates that found no place), the one
-  with the fewest, in the table's order. It strikes at its point for sure (a kill after the first watched write, not
-  one write in two).
-- Each strike leaves a marker in the run folder's ``forced/`` (the processes share nothing else); a forced strike
-  also marks its batch's keys, so a batch is struck by force once and never dead-lettered by it.
+  asked for (a fraction above 0) and its *tail*, the input's last ``3 x`` that many keys in their order (a tail key
+  may be a line the app refuses: an invocation of it spends a try with no place to strike).
+- An invocation whose batch holds a tail key, none of whose keys was forced on yet, takes a forced fate instead of
+  its draw (:meth:`ForcedStrikes.choose`): among the forcible fates its poller's chaos asks for (a redrive's calm
+  pollers ask for none) with fewer than :data:`MIN_STRIKES` tries so far (the drawn strikes of every invocation and
+  the invocations forced on, struck or not), the one with the fewest, in the table's order. It strikes at its point
+  for sure (a kill after the first watched write, not one write in two).
+- The pollers share markers in the run folder's ``forced/``: a drawn strike leaves one; a forced fate is claimed
+  before the invocation runs (``claim-<fate>-<n>``, created with ``O_EXCL``, so two pollers never take one try) and
+  marks its batch's keys then, so a batch is forced on once, and never sent towards its DLQ by force.
 
 The kill record carries ``forced``; the report counts them per class (``proof/faults_struck.py``, ``faults.forced``)
 and says which classes of the crash window still never struck (the verdict line: ``OK, crash window untested``).
-Only the chaos command writes a plan: the demo's thousands of payments strike every class by their draw.
+Only the chaos command writes a plan (the folder's runs clear it, ``engine/pipeline.RUN_FILES``): the demo's
+thousands of payments strike every class by their draw.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .fault_classes import FAULT_CLASSES, ChaosConfig, FaultClass
+from .fault_classes import CLASS_OF_PHASE, FAULT_CLASSES, ChaosConfig, FaultClass
 
 #: How many strikes (or tries) each forcible class the run asked for gets at least, when the run has the keys.
 MIN_STRIKES = 3
@@ -44,9 +47,6 @@ FORCIBLE: tuple[str, ...] = ("after_effect", "after_write", "stall", "after_comp
 #: The plan's file in the run folder, and the folder of the markers.
 PLAN_FILE = "forced-strikes.json"
 MARKERS = "forced"
-#: A kill's phase -> the fate it is a strike of (the runtime's effect line kills as ``after_effect``, the payments
-#: seam as ``after_charge``: both are the ``after_charge`` fate).
-_FATE_OF_PHASE = {"after_effect": "after_charge", "after_charge": "after_charge"}
 
 
 def forcible_classes() -> tuple[FaultClass, ...]:
@@ -56,8 +56,10 @@ def forcible_classes() -> tuple[FaultClass, ...]:
 
 
 def fate_of(phase: str) -> str:
-    """The fate a kill in ``phase`` is a strike of (a stall's kill is ``timeout``, as its fate)."""
-    return _FATE_OF_PHASE.get(phase, phase)
+    """The fate a kill in ``phase`` is a strike of (``fault_classes.CLASS_OF_PHASE``: a kill at the runtime's effect
+    line, ``after_effect``, is one of the ``after_charge`` fate; a phase of no class is its own fate)."""
+    cls = CLASS_OF_PHASE.get(phase)
+    return str(cls.fate) if cls is not None and cls.fate is not None else phase
 
 
 def write_plan(run_dir: Path, chaos: ChaosConfig, keys: Sequence[str]) -> dict[str, Any] | None:
@@ -104,29 +106,40 @@ class ForcedStrikes:
         return cls(run_dir / MARKERS, plan["fates"], plan["tail_keys"], int(plan["min_strikes"]))
 
     def tries(self, fate: str) -> int:
-        """``fate``'s strikes so far, drawn or forced, and its forced tries that found no place."""
-        return sum(1 for kind in ("struck", "missed") for _ in self.folder.glob(f"{kind}-{fate}-*"))
+        """``fate``'s tries so far: its drawn strikes, and the invocations it was forced on (struck or not)."""
+        return sum(1 for kind in ("struck", "claim") for _ in self.folder.glob(f"{kind}-{fate}-*"))
 
-    def choose(self, batch_keys: Sequence[str]) -> str | None:
-        """The fate to force on an invocation of ``batch_keys`` (module docstring), ``None`` for the draw's."""
+    def _claim(self, fate: str) -> bool:
+        """Take one of ``fate``'s tries left, atomically among the pollers: the first free ``claim-<fate>-<n>``
+        created with ``O_EXCL``. ``False``: none left (another poller took the last one)."""
+        drawn = sum(1 for _ in self.folder.glob(f"struck-{fate}-*"))
+        for n in range(max(0, self.min_strikes - drawn)):
+            try:
+                os.close(os.open(self.folder / f"claim-{fate}-{n}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            except FileExistsError:
+                continue
+            return True
+        return False
+
+    def choose(self, batch_keys: Sequence[str], asked: Mapping[str, float]) -> str | None:
+        """The fate to force on an invocation of ``batch_keys`` (module docstring), ``None`` for the draw's. Only a
+        fate the poller's own chaos asks for (``asked``: ``ChaosConfig.fates()``; a redrive's calm pollers ask for
+        none). The fate is claimed and the batch's keys marked here, before the invocation runs, so two pollers
+        never force one batch, nor one class past its tries."""
         if not self.tail.intersection(batch_keys):
             return None
         if any((self.folder / f"key-{_digest(k)}").exists() for k in batch_keys):
             return None
-        tries = {fate: self.tries(fate) for fate in self.fates}
-        short = [fate for fate in self.fates if tries[fate] < self.min_strikes]
-        return min(short, key=lambda fate: (tries[fate], self.fates.index(fate))) if short else None
+        tries = {fate: self.tries(fate) for fate in self.fates if asked.get(fate, 0.0) > 0}
+        for fate in sorted(tries, key=lambda f: (tries[f], self.fates.index(f))):
+            if tries[fate] < self.min_strikes and self._claim(fate):
+                for key in batch_keys:
+                    _touch(self.folder / f"key-{_digest(key)}")
+                return fate
+        return None
 
-    def struck(self, phase: str, forced: bool, batch_keys: Sequence[str]) -> None:
-        """A kill in ``phase``; a forced one also marks its batch's keys."""
+    def struck(self, phase: str) -> None:
+        """A drawn kill in ``phase``: one of its fate's tries (a forced one counts by its claim)."""
         fate = fate_of(phase)
-        if fate not in self.fates:
-            return
-        _touch(self.folder / f"struck-{fate}-{uuid.uuid4().hex}")
-        if forced:
-            for key in batch_keys:
-                _touch(self.folder / f"key-{_digest(key)}")
-
-    def missed(self, fate: str) -> None:
-        """A forced ``fate`` the invocation gave no place (no effect line, no watched write)."""
-        _touch(self.folder / f"missed-{fate}-{uuid.uuid4().hex}")
+        if fate in self.fates:
+            _touch(self.folder / f"struck-{fate}-{uuid.uuid4().hex}")

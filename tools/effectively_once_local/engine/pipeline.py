@@ -28,6 +28,7 @@ from ..aws.server import MotoServer, local_endpoint, local_session
 from ..aws.skipped_resources import failure_hint, skipped_line, skipped_resources
 from ..aws.stack_template import DeployedStack
 from ..chaos.fault_model import ChaosConfig, EventLog
+from ..chaos.forced_strikes import PLAN_FILE
 from ..report.page import RunClock, page_path
 from ..runner.mapping_runner import PollerPool, PollerSpec
 from ..traffic.producer import LATE_RESEND, RESEND, L, Outgoing, Sender, send
@@ -42,6 +43,7 @@ RUN_FILES = (
     "function-*.log",
     "sent-*.jsonl",
     "standin-calls.jsonl",
+    PLAN_FILE,  # a chaos run's forced strikes (chaos/forced_strikes.py): no other run of the folder reads them
 )
 
 

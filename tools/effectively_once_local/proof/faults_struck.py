@@ -31,7 +31,7 @@ from typing import Any, TypedDict
 
 from ..base.exit_codes import EXIT_FAULTS_NOT_STRUCK
 from ..base.json_lines import read_jsonl
-from ..chaos.fault_classes import FAULT_CLASSES, ChaosConfig, FaultClass, count
+from ..chaos.fault_classes import CLASS_OF_PHASE, FAULT_CLASSES, ChaosConfig, FaultClass, count
 from ..chaos.faults import KILL_POINT_ROLES
 from ..chaos.forced_strikes import FORCIBLE, MIN_STRIKES
 
@@ -95,17 +95,13 @@ def watched_writes(run_dir: Path) -> int:
     return sum(1 for r in records if r.get("event") == "write" and r.get("role") in KILL_POINT_ROLES)
 
 
-#: A kill's phase -> the fault class it counts for (each kill class's ``counted`` path, ``("total", "kills", phase)``).
-_CLASS_OF_PHASE = {path[2]: cls.name for cls in FAULT_CLASSES for path in cls.counted if path[:2] == ("total", "kills")}
-
-
 def forced_strikes(run_dir: Path) -> dict[str, int]:
     """Every fault class -> how many of its strikes the run forced (``chaos/forced_strikes.py``: the kill records
     in the run's chaos logs marked ``forced``)."""
     forced = dict.fromkeys((cls.name for cls in FAULT_CLASSES), 0)
     for record in read_jsonl(sorted(run_dir.glob("chaos-*.jsonl"))):
-        if record.get("event") == "kill" and record.get("forced") and record.get("phase") in _CLASS_OF_PHASE:
-            forced[_CLASS_OF_PHASE[record["phase"]]] += 1
+        if record.get("event") == "kill" and record.get("forced") and record.get("phase") in CLASS_OF_PHASE:
+            forced[CLASS_OF_PHASE[record["phase"]].name] += 1
     return forced
 
 
