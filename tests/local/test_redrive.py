@@ -26,7 +26,7 @@ from effectively_once_local.redrive.dlq_redrive import (
 )
 from effectively_once_local.runner.mapping_runner import MappingConfig
 
-from ..sqs_answers import refuse_deduplication_ids_on_standard_queues
+from ..sqs_answers import refuse_as_aws
 
 REGION = "us-east-1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:orders-dlq"
@@ -182,8 +182,9 @@ def test_local_move_of_a_fair_queue_keeps_the_group_id_and_sends_no_deduplicatio
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 55, item 5: a standard (fair) queue's message carries a MessageGroupId; the move sent it back with a
-    MessageDeduplicationId, which SQS refuses on a standard queue: nothing moved."""
-    refused = refuse_deduplication_ids_on_standard_queues(monkeypatch)
+    MessageDeduplicationId, which SQS refuses on a standard queue (and moto here, with the local AWS's refusals):
+    nothing moved."""
+    refuse_as_aws(monkeypatch)
     with mock_aws():
         sqs = boto3.client("sqs", region_name=REGION)
         target = _queues(sqs, fifo=False)
@@ -191,7 +192,7 @@ def test_local_move_of_a_fair_queue_keeps_the_group_id_and_sends_no_deduplicatio
 
         outcome = local_move(sqs, target)
 
-        assert (outcome.moved, refused) == (1, [])
+        assert outcome.moved == 1
         [moved] = _drain(sqs, target.source_url)
         assert moved["Attributes"]["MessageGroupId"] == "tenant-7"
         assert "MessageDeduplicationId" not in moved["Attributes"]

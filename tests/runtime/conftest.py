@@ -19,6 +19,8 @@ from moto import mock_aws
 from payments import gateway as gateway_module
 from payments import handler as handler_module
 
+from ..sqs_answers import refuse_as_aws
+
 REGION = "us-east-1"
 PARTITION = "aws"  # REGION's partition: ARNs are built from it, never from a literal "arn:aws:"
 ACCOUNT = "123456789012"
@@ -43,6 +45,14 @@ class FakeLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self._remaining_ms
+
+
+@pytest.fixture(autouse=True)
+def aws_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every runtime test's in-process moto refuses what AWS refuses, as the local AWS's server does
+    (``moto_refusals.apply_refusals``; the rules: docs/local-aws-limits.md): a request the runtime sends that SQS
+    would refuse fails here too. moto's classes are restored after the test."""
+    refuse_as_aws(monkeypatch)
 
 
 def sqs_record(

@@ -25,7 +25,6 @@ from effectively_once_runtime import InvalidRecord, PermanentError, names
 from effectively_once_runtime.dead_letter import MAX_MESSAGE_ATTRIBUTES, DeadLetterQueue, is_permanent, queue_region
 from payments.model import InvalidPayment
 
-from ..sqs_answers import refuse_deduplication_ids_on_standard_queues
 from .conftest import (
     IDEMPOTENCY_TABLE,
     REGION,
@@ -350,19 +349,17 @@ def test_standard_second_delivery_of_the_same_poison_sends_a_second_copy(dlq: Dl
     assert sorted(r["receive_count"] for r in dlq.reasons()) == [1, 2]
 
 
-def test_fair_queue_poison_reaches_its_standard_dlq_with_its_group_and_no_deduplication_id(
-    dlq: Dlq, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fair_queue_poison_reaches_its_standard_dlq_with_its_group_and_no_deduplication_id(dlq: Dlq) -> None:
     """Issue 55, item 5: a standard queue's record may carry a MessageGroupId (fair queues), and its DLQ is standard.
-    The copy carried a MessageDeduplicationId, which SQS refuses on a standard queue: the record stayed until
-    maxReceiveCount and reached the DLQ without its reason."""
-    refused = refuse_deduplication_ids_on_standard_queues(monkeypatch)
+    The copy carried a MessageDeduplicationId, which SQS refuses on a standard queue (and moto here, as the local
+    AWS: the conftest's ``aws_refusals``): the record stayed until maxReceiveCount and reached the DLQ without its
+    reason."""
     poison = sqs_record("not json")
     poison["attributes"]["MessageGroupId"] = "tenant-7"  # a fair queue's tenant, on the standard queue
 
     response = dlq.orders.invoke([poison])
 
-    assert failures(response) == set() and refused == []
+    assert failures(response) == set()
     [copy] = dlq.messages()
     assert copy["Attributes"]["MessageGroupId"] == "tenant-7" and "MessageDeduplicationId" not in copy["Attributes"]
     assert json.loads(copy["MessageAttributes"][names.DEAD_LETTER_REASON_ATTRIBUTE]["StringValue"])["error_type"] == (

@@ -249,7 +249,14 @@ def test_wheel_ships_py_typed_and_the_sample_handler(wheel: Path) -> None:
     assert "effectively_once_local/cli/main.py" in names
     assert "effectively_once_local/aws/moto_patches.py" in names
     # The modules whose patches moto_patches applies (python -m effectively_once_local.aws.moto_patches).
-    patches = ("moto_sqs_cost", "moto_locking", "moto_deduplication", "moto_powertools", "moto_async_bridges")
+    patches = (
+        "moto_sqs_cost",
+        "moto_locking",
+        "moto_deduplication",
+        "moto_powertools",
+        "moto_async_bridges",
+        "moto_refusals",
+    )
     assert {f"effectively_once_local/aws/{module}.py" for module in patches} <= set(names)
     runner = (
         "mapping_runner",

@@ -1,9 +1,9 @@
 """moto's server with two small fixes for its SQS backend's cost, three for its SQS, DynamoDB and S3 backends under
-concurrent calls, two for FIFO deduplication (SQS and SNS), and one bridge for Powertools' public parameters, for
-the local tooling only. Written for and tested on moto :data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin):
-any other release is refused at start. Each patch is a function, in the module of this folder named below, naming the
-moto behaviour it changes, its report in docs/moto-bugs.md (an upstream-style report with a plain boto3 + moto
-reproduction) and the test that shows it.
+concurrent calls, two for FIFO deduplication (SQS and SNS), one bridge for Powertools' public parameters, and the
+refusals of SQS requests that AWS refuses, for the local tooling only. Written for and tested on moto
+:data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin): any other release is refused at start. Each patch is a
+function, in the module of this folder named below, naming the moto behaviour it changes, its report in
+docs/moto-bugs.md (an upstream-style report with a plain boto3 + moto reproduction) and the test that shows it.
 
 This module checks the moto release (:func:`check_moto_version`), applies every patch (:func:`apply`) and starts the
 server; each patch's module says, in its docstring, what moto does, what AWS does and how the patch bridges the two:
@@ -17,6 +17,11 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   :func:`sns_content_based_deduplication_ids` (SNS, report 6).
 - :mod:`.fifo_order`: a FIFO message group's order after a visibility timeout, :func:`fifo_groups_keep_their_order`
   (report 11), and sequence numbers that increase, :func:`sequence_numbers_increase` (report 13).
+- :mod:`.moto_refusals`: SQS requests that AWS refuses and moto accepts (a deduplication id on a standard queue,
+  more than 10 message attributes, a message's size in bytes with its attributes, batches of more than 10 entries or
+  repeated ids in ``DeleteMessageBatch`` and ``ChangeMessageVisibilityBatch``) and the 12-hour visibility limit
+  counted from the receive, all applied by :func:`.moto_refusals.apply_refusals` (reports 14 to 18; the rules, with
+  the ones moto already refuses: docs/local-aws-limits.md). The runtime tests' in-process moto applies them too.
 - :mod:`.moto_powertools`: Powertools' public SSM parameters, :func:`powertools_parameters` (docs/moto-bugs.md, "Not
   reported: Powertools' public SSM parameters").
 - :mod:`.moto_async_bridges`: Lambda's asynchronous invocation from EventBridge and SNS,
@@ -25,9 +30,9 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   events in (:func:`put_in_inbox`, :func:`inbox_visibility_timeout`), and a custom event bus's ``Ref``,
   :func:`event_bus_ref_is_its_name` (report 8); all four applied by :func:`.moto_async_bridges.apply_bridges`.
 
-Every public name of those modules (but :mod:`.fifo_order`'s) is importable from here too (:data:`__all__`), as
-before they were split out of this module. A setting is read in the module that defines it: set one (say
-``moto_locking.RECEIVE_RECHECK_SECONDS``) there, not here.
+Every public name of those modules (but :mod:`.fifo_order`'s and :mod:`.moto_refusals`') is importable from here
+too (:data:`__all__`), as before they were split out of this module. A setting is read in the module that defines
+it: set one (say ``moto_locking.RECEIVE_RECHECK_SECONDS``) there, not here.
 
 Run as ``python -m effectively_once_local.aws.moto_patches -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
@@ -75,6 +80,7 @@ from .moto_powertools import (
     powertools_parameters,
     powertools_release,
 )
+from .moto_refusals import apply_refusals
 from .moto_sqs_cost import direct_retention_check, lazy_queue_attributes
 
 #: This module's own names and the ones re-exported from the patches' modules (the module docstring).
@@ -143,6 +149,7 @@ def apply() -> None:
     """Every patch of the modules the module docstring names, on the moto release they were written for
     (:func:`check_moto_version`)."""
     check_moto_version()
+    apply_refusals()  # before the serialization: it replaces a visibility change the serialization wraps
     lazy_queue_attributes()
     direct_retention_check()
     powertools_parameters()
