@@ -1,4 +1,9 @@
-"""Runtime tests: the payment handler against moto's DynamoDB, in process, with real-shaped SQS events."""
+"""Runtime tests: the payment handler against moto's DynamoDB, in process, with real-shaped SQS events.
+
+moto refuses here what AWS refuses, as in the local AWS's server: the DynamoDB refusals
+(``effectively_once_local.aws.moto_dynamodb_refusals``: ``BatchWriteItem``'s 25 requests and keys, a transaction's
+``ClientRequestToken``, item sizes as AWS counts them; docs/local-aws-limits.md) are applied once, on import, so a
+runtime that sends what AWS refuses fails here as it would on AWS."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from effectively_once_local.aws.moto_dynamodb_refusals import apply_dynamodb_refusals
 from payments import gateway as gateway_module
 from payments import handler as handler_module
 
@@ -28,6 +34,8 @@ IDEMPOTENCY_TABLE = "idempotency"
 LEDGER_TABLE = "ledger"
 STANDARD_ARN = f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:payments"
 FIFO_ARN = f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:payments.fifo"
+
+apply_dynamodb_refusals()
 
 
 class FakeLambdaContext:

@@ -1,5 +1,6 @@
-"""The DynamoDB effect adapters (issue 24, item 1): the condition paths against moto in process, the
-``ClientRequestToken`` path with botocore's Stubber (moto ignores tokens), and the adapters inside a real Consumer."""
+"""The DynamoDB effect adapters (issue 24, item 1): the condition paths and a repeated ``ClientRequestToken``
+against moto in process (which answers a token as DynamoDB does: ``conftest.py`` applies the local AWS's DynamoDB
+refusals), a token's mismatch with botocore's Stubber, and the adapters inside a real Consumer."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from effectively_once_local.aws import moto_dynamodb_refusals
 from effectively_once_runtime import Consumer, InvalidEffectCall, PermanentError, names
 from effectively_once_runtime.effects._context import EffectCall, running
 from effectively_once_runtime.effects.dynamodb import (
     ABSENT,
     CANCELLATION_REASONS,
     PERMANENT,
+    TOKEN_WINDOW_SECONDS,
     ItemMismatch,
     StoredItemGone,
     TokenMismatch,
@@ -241,9 +244,37 @@ def test_a_transaction_writes_its_keyed_puts_and_entries_together(ddb: Any) -> N
     assert len(_scan(ddb, "outbox")) == len(_scan(ddb, "events")) == 1
 
 
-def test_a_transaction_replayed_outside_the_token_window_is_answered_by_its_conditions(ddb: Any) -> None:
-    # moto ignores ClientRequestToken, as DynamoDB does 10 minutes after the first request: only the conditions
-    # stand between the replay and a second reservation.
+def test_a_transaction_replayed_within_the_token_window_is_answered_by_dynamodb(ddb: Any) -> None:
+    # The same request, so the same ClientRequestToken: DynamoDB answers it as a success and writes nothing.
+    first = transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+
+    replayed = transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+
+    assert replayed == first
+    assert _reserved(ddb) == 1, "the Update in the same transaction did not run again"
+
+
+def test_a_transaction_replayed_outside_the_token_window_is_answered_by_its_conditions(
+    ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DynamoDB forgets a token 10 minutes after its transaction completed: only the conditions stand between the
+    # replay and a second reservation.
+    now = [0.0]
+    monkeypatch.setattr(moto_dynamodb_refusals, "_clock", lambda: now[0])
+    transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+    now[0] += TOKEN_WINDOW_SECONDS + 1
+
+    replayed = transact_write(client=ddb, items=_order_transaction(), idempotency_key=KEY)
+
+    assert replayed == [
+        {"pk": KEY, "total": Decimal(100), "at": "10:00"},
+        {"pk": KEY, "sk": "ordered", "kind": "ordered"},
+    ]
+    assert _reserved(ddb) == 1, "the Update in the same transaction did not run again"
+
+
+def test_a_transaction_replayed_with_another_volatile_value_is_answered_by_its_conditions(ddb: Any) -> None:
+    # Another request, so another token, within the window too: the conditions answer it.
     transact_write(client=ddb, items=_order_transaction(at="10:00"), idempotency_key=KEY)
 
     replayed = transact_write(client=ddb, items=_order_transaction(at="10:11"), idempotency_key=KEY)

@@ -1,6 +1,6 @@
 """moto's server with two small fixes for its SQS backend's cost, three for its SQS, DynamoDB and S3 backends under
 concurrent calls, two for FIFO deduplication (SQS and SNS), one bridge for Powertools' public parameters, and the
-refusals of SQS requests that AWS refuses, for the local tooling only. Written for and tested on moto
+refusals of SQS and DynamoDB requests that AWS refuses, for the local tooling only. Written for and tested on moto
 :data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin): any other release is refused at start. Each patch is a
 function, in the module of this folder named below, naming the moto behaviour it changes, its report in
 docs/moto-bugs.md (an upstream-style report with a plain boto3 + moto reproduction) and the test that shows it.
@@ -22,6 +22,11 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   repeated ids in ``DeleteMessageBatch`` and ``ChangeMessageVisibilityBatch``) and the 12-hour visibility limit
   counted from the receive, all applied by :func:`.moto_refusals.apply_refusals` (reports 14 to 18; the rules, with
   the ones moto already refuses: docs/local-aws-limits.md). The runtime tests' in-process moto applies them too.
+- :mod:`.moto_dynamodb_refusals`: DynamoDB requests AWS refuses (docs/local-aws-limits.md),
+  :func:`batch_write_item_checks` (at most 25 requests, no two on one item; reports 24 and 25),
+  :func:`client_request_tokens` (a transaction's token repeated within 10 minutes; report 26) and
+  :func:`item_sizes_as_aws_counts` (report 27), all three applied by :func:`apply_dynamodb_refusals`, which the
+  runtime tests' in-process moto applies too (``tests/runtime/conftest.py``).
 - :mod:`.moto_powertools`: Powertools' public SSM parameters, :func:`powertools_parameters` (docs/moto-bugs.md, "Not
   reported: Powertools' public SSM parameters").
 - :mod:`.moto_async_bridges`: Lambda's asynchronous invocation from EventBridge and SNS,
@@ -60,6 +65,12 @@ from .moto_deduplication import (
     DEDUPLICATION_IDS_ATTRIBUTE,
     remember_deduplication_ids,
     sns_content_based_deduplication_ids,
+)
+from .moto_dynamodb_refusals import (
+    apply_dynamodb_refusals,
+    batch_write_item_checks,
+    client_request_tokens,
+    item_sizes_as_aws_counts,
 )
 from .moto_locking import (
     DYNAMODB_ITEM_CALLS,
@@ -102,12 +113,16 @@ __all__ = [
     "SQS_QUEUE_MUTATIONS",
     "MotoVersionError",
     "apply",
+    "apply_dynamodb_refusals",
+    "batch_write_item_checks",
     "check_moto_version",
+    "client_request_tokens",
     "direct_retention_check",
     "event_bus_ref_is_its_name",
     "eventbridge_event_for_lambda",
     "eventbridge_lambda_targets",
     "inbox_visibility_timeout",
+    "item_sizes_as_aws_counts",
     "lambda_event_invocations",
     "lazy_queue_attributes",
     "powertools_parameters",
@@ -160,6 +175,7 @@ def apply() -> None:
     serialize_queue_mutations()
     serialize_dynamodb_item_calls()
     serialize_s3_puts_per_key()
+    apply_dynamodb_refusals()
     apply_bridges()
 
 
