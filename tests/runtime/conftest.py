@@ -58,8 +58,9 @@ class FakeLambdaContext:
 @pytest.fixture(autouse=True)
 def aws_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every runtime test's in-process moto refuses what AWS refuses, as the local AWS's server does
-    (``moto_refusals.apply_refusals``; the rules: docs/local-aws-limits.md): a request the runtime sends that SQS
-    would refuse fails here too. moto's classes are restored after the test."""
+    (``moto_refusals.apply_refusals``, ``moto_sns_lambda_refusals.apply_sns_lambda_refusals``; the rules:
+    docs/local-aws-limits.md): a request the runtime sends that SQS, SNS or Lambda would refuse fails here too.
+    moto's classes are restored after the test."""
     refuse_as_aws(monkeypatch)
 
 

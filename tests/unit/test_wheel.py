@@ -256,6 +256,7 @@ def test_wheel_ships_py_typed_and_the_sample_handler(wheel: Path) -> None:
         "moto_powertools",
         "moto_async_bridges",
         "moto_refusals",
+        "moto_sns_lambda_refusals",
     )
     assert {f"effectively_once_local/aws/{module}.py" for module in patches} <= set(names)
     assert "effectively_once_local/aws/moto_dynamodb_refusals.py" in names  # DynamoDB's refusals (issue 58, item 1b)

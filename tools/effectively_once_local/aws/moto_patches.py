@@ -1,6 +1,7 @@
 """moto's server with two small fixes for its SQS backend's cost, three for its SQS, DynamoDB and S3 backends under
 concurrent calls, two for FIFO deduplication (SQS and SNS), one bridge for Powertools' public parameters, and the
-refusals of SQS and DynamoDB requests that AWS refuses, for the local tooling only. Written for and tested on moto
+refusals of SQS, DynamoDB, SNS and Lambda requests that AWS refuses, for the local tooling only. Written for and
+tested on moto
 :data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin): any other release is refused at start. Each patch is a
 function, in the module of this folder named below, naming the moto behaviour it changes, its report in
 docs/moto-bugs.md (an upstream-style report with a plain boto3 + moto reproduction) and the test that shows it.
@@ -27,6 +28,11 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   :func:`client_request_tokens` (a transaction's token repeated within 10 minutes; report 26) and
   :func:`item_sizes_as_aws_counts` (report 27), all three applied by :func:`apply_dynamodb_refusals`, which the
   runtime tests' in-process moto applies too (``tests/runtime/conftest.py``).
+- :mod:`.moto_sns_lambda_refusals`: SNS and Lambda requests that moto answers otherwise than AWS (a FIFO topic's
+  ``Publish`` without a group id refused with SNS's ``InvalidParameter``, an asynchronous ``Invoke`` over 1 MB
+  refused with ``RequestEntityTooLargeException`` before the bridge queues it), applied by
+  :func:`.moto_sns_lambda_refusals.apply_sns_lambda_refusals` (reports 19 and 20); the runtime tests' in-process
+  moto applies them too.
 - :mod:`.moto_powertools`: Powertools' public SSM parameters, :func:`powertools_parameters` (docs/moto-bugs.md, "Not
   reported: Powertools' public SSM parameters").
 - :mod:`.moto_async_bridges`: Lambda's asynchronous invocation from EventBridge and SNS,
@@ -35,9 +41,10 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   events in (:func:`put_in_inbox`, :func:`inbox_visibility_timeout`), and a custom event bus's ``Ref``,
   :func:`event_bus_ref_is_its_name` (report 8); all four applied by :func:`.moto_async_bridges.apply_bridges`.
 
-Every public name of those modules (but :mod:`.fifo_order`'s and :mod:`.moto_refusals`') is importable from here
-too (:data:`__all__`), as before they were split out of this module. A setting is read in the module that defines
-it: set one (say ``moto_locking.RECEIVE_RECHECK_SECONDS``) there, not here.
+Every public name of those modules (but :mod:`.fifo_order`'s, :mod:`.moto_refusals`' and
+:mod:`.moto_sns_lambda_refusals`') is importable from here too (:data:`__all__`), as before they were split out of
+this module. A setting is read in the module that defines it: set one (say ``moto_locking.RECEIVE_RECHECK_SECONDS``)
+there, not here.
 
 Run as ``python -m effectively_once_local.aws.moto_patches -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
@@ -92,6 +99,7 @@ from .moto_powertools import (
     powertools_release,
 )
 from .moto_refusals import apply_refusals
+from .moto_sns_lambda_refusals import apply_sns_lambda_refusals
 from .moto_sqs_cost import direct_retention_check, lazy_queue_attributes
 
 #: This module's own names and the ones re-exported from the patches' modules (the module docstring).
@@ -165,6 +173,7 @@ def apply() -> None:
     (:func:`check_moto_version`)."""
     check_moto_version()
     apply_refusals()  # before the serialization: it replaces a visibility change the serialization wraps
+    apply_sns_lambda_refusals()
     lazy_queue_attributes()
     direct_retention_check()
     powertools_parameters()
