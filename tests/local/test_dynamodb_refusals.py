@@ -1,5 +1,5 @@
 """DynamoDB requests the local AWS refuses, as AWS does (``aws/moto_dynamodb_refusals.py``; docs/local-aws-limits.md
-lists the rules, docs/moto-bugs.md reports 24 to 27 the ones moto 5.2.5 gets wrong). Each test runs on moto as it is
+lists the rules, docs/moto-bugs.md reports 21 to 24 the ones moto 5.2.5 gets wrong). Each test runs on moto as it is
 and with the fixes, through boto3, and checks AWS's error code and HTTP status (and AWS's message where AWS's
 documentation or a public report quotes it); the rules moto already refuses are shown refused both ways. The last
 test runs the server the tooling starts."""
@@ -88,7 +88,7 @@ def keys(client: Any, table: str = "t") -> list[str]:
     return sorted(item["pk"]["S"] for item in client.scan(TableName=table)["Items"])
 
 
-# --- BatchWriteItem: at most 25 requests (report 24) ------------------------------------------------------------------
+# --- BatchWriteItem: at most 25 requests (report 21) ------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("split", "message"),
     [((26, 0), refusals.BATCH_LIST_LENGTH_MESSAGE), ((13, 13), refusals.BATCH_TOO_MANY_MESSAGE)],
@@ -107,7 +107,7 @@ def test_a_batch_write_of_more_than_25_requests_is_refused(
         assert refused is None and len(keys(ddb)) == 26, "moto as is writes 26 (if this fails, moto fixed it)"
     else:
         assert refused == ("ValidationException", 400, refusals.BATCH_DUPLICATES_MESSAGE), (
-            "moto as is finds 'duplicates' in one key written to two tables (report 25)"
+            "moto as is finds 'duplicates' in one key written to two tables (report 22)"
         )
 
 
@@ -116,7 +116,7 @@ def test_a_batch_write_of_25_requests_is_accepted(ddb: Any) -> None:
     assert len(keys(ddb)) == 25
 
 
-# --- BatchWriteItem: no two requests on one item (report 25) ----------------------------------------------------------
+# --- BatchWriteItem: no two requests on one item (report 22) ----------------------------------------------------------
 @pytest.mark.parametrize(
     "requests",
     [
@@ -167,7 +167,7 @@ def test_transactions_moto_refuses_as_aws_does(ddb: Any, actions: list[dict[str,
     assert keys(ddb) == []
 
 
-# --- TransactWriteItems: ClientRequestToken (report 26) ---------------------------------------------------------------
+# --- TransactWriteItems: ClientRequestToken (report 23) ---------------------------------------------------------------
 def _reserve(key: str) -> list[dict[str, Any]]:
     """A conditional put of ``key`` and one more reservation on the stock item ``stock``."""
     return [
@@ -242,7 +242,7 @@ def test_a_failed_transaction_leaves_its_token_free(ddb: Any, fixed: bool) -> No
     assert keys(ddb) == ["o-1", "o-2"] and _reserved(ddb) == 1
 
 
-# --- item sizes (report 27) -------------------------------------------------------------------------------------------
+# --- item sizes (report 24) -------------------------------------------------------------------------------------------
 LIMIT = refusals.MAX_ITEM_BYTES
 SIZE_CASES = {
     # name: (item beside its key "pk": "s", AWS's size of the whole item, what moto as is answers)

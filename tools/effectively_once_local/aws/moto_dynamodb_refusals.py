@@ -3,18 +3,18 @@
 server) and by the runtime tests' in-process moto (``tests/runtime/conftest.py``), all three through
 :func:`apply_dynamodb_refusals`. docs/local-aws-limits.md lists every rule, with the ones moto already refuses.
 
-Fixed (moto 5.2.5), ``BatchWriteItem`` (:func:`batch_write_item_checks`, docs/moto-bugs.md, reports 24 and 25):
+Fixed (moto 5.2.5), ``BatchWriteItem`` (:func:`batch_write_item_checks`, docs/moto-bugs.md, reports 21 and 22):
 moto writes a batch of any length (AWS: at most 25 requests in all, each table's list 1 to 25); it compares whole
 put items, not their keys, so two puts of one key with other attributes, or a put and a delete of one key, both run
 (AWS refuses the batch: "Provided list of item keys contains duplicates"), while one key written to two tables is
 refused (AWS accepts it); and it writes the puts before an oversized one is refused (AWS refuses the batch, writing
 nothing).
 
-Fixed (moto 5.2.5), ``TransactWriteItems``' ``ClientRequestToken`` (:func:`client_request_tokens`, report 26): moto
+Fixed (moto 5.2.5), ``TransactWriteItems``' ``ClientRequestToken`` (:func:`client_request_tokens`, report 23): moto
 ignores it. AWS answers a repeat of a successful transaction's token, for 10 minutes after it completed, as a
 success that writes nothing when the request is the same, and ``IdempotentParameterMismatchException`` when it is not.
 
-Fixed (moto 5.2.5), item sizes (:func:`item_sizes_as_aws_counts`, report 27): moto counts a number by its text,
+Fixed (moto 5.2.5), item sizes (:func:`item_sizes_as_aws_counts`, report 24): moto counts a number by its text,
 lists and maps without their overhead, an attribute an update replaces twice, and stops at 405,000 bytes; a nested
 ``SET`` that grows an item is never checked, and an update refused for its size keeps the actions before the refused
 one. AWS counts as :func:`aws_size` does, refuses an item over :data:`MAX_ITEM_BYTES`, and an update that would make
@@ -205,7 +205,7 @@ def item_sizes_as_aws_counts() -> None:
     its 3 bytes and 1 per element; ``LimitedSizeDict.__setitem__`` counts the attribute it replaces too and refuses
     above 405,000 bytes; a nested ``SET`` (``m.x = :v``) never reaches it; an update refused midway keeps its earlier
     actions. The patch counts with :func:`aws_size`, checks the item an update expression leaves, as a whole, and
-    puts it back when it is refused. docs/moto-bugs.md, report 27; tests: ``test_item_sizes_are_counted_as_aws_counts``,
+    puts it back when it is refused. docs/moto-bugs.md, report 24; tests: ``test_item_sizes_are_counted_as_aws_counts``,
     ``test_an_update_is_checked_as_a_whole_and_a_refused_one_changes_nothing``."""
     from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
     from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
@@ -277,7 +277,7 @@ def batch_write_item_checks() -> None:
     whole items are equal, two deletes of one key, and one key written to two tables, never a put and a delete of one
     key; and it writes the puts one by one, so an oversized one is refused after the ones before it were written. The
     patch checks the lengths (:data:`BATCH_WRITE_MAX_REQUESTS`), the keys per table and the items' sizes first.
-    docs/moto-bugs.md, reports 24 and 25; tests: ``test_a_batch_write_of_more_than_25_requests_is_refused``,
+    docs/moto-bugs.md, reports 21 and 22; tests: ``test_a_batch_write_of_more_than_25_requests_is_refused``,
     ``test_two_requests_on_one_item_are_refused``, ``test_one_key_in_two_tables_is_accepted``."""
     from moto.dynamodb.responses import DynamoHandler
 
@@ -334,7 +334,7 @@ def client_request_tokens() -> None:
     successful transaction's token and request on the backend for :data:`TOKEN_WINDOW_SECONDS` from its completion:
     within it, the same request is answered as the first was without writing, another request with
     ``IdempotentParameterMismatchException`` (HTTP 400); a transaction that failed leaves its token free.
-    docs/moto-bugs.md, report 26; tests: ``test_a_token_reused_with_another_request_is_refused``,
+    docs/moto-bugs.md, report 23; tests: ``test_a_token_reused_with_another_request_is_refused``,
     ``test_a_token_reused_with_the_same_request_writes_nothing``."""
     from moto.dynamodb.responses import DynamoHandler
 

@@ -24,9 +24,9 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   counted from the receive, all applied by :func:`.moto_refusals.apply_refusals` (reports 14 to 18; the rules, with
   the ones moto already refuses: docs/local-aws-limits.md). The runtime tests' in-process moto applies them too.
 - :mod:`.moto_dynamodb_refusals`: DynamoDB requests AWS refuses (docs/local-aws-limits.md),
-  :func:`batch_write_item_checks` (at most 25 requests, no two on one item; reports 24 and 25),
-  :func:`client_request_tokens` (a transaction's token repeated within 10 minutes; report 26) and
-  :func:`item_sizes_as_aws_counts` (report 27), all three applied by :func:`apply_dynamodb_refusals`, which the
+  :func:`batch_write_item_checks` (at most 25 requests, no two on one item; reports 21 and 22),
+  :func:`client_request_tokens` (a transaction's token repeated within 10 minutes; report 23) and
+  :func:`item_sizes_as_aws_counts` (report 24), all three applied by :func:`apply_dynamodb_refusals`, which the
   runtime tests' in-process moto applies too (``tests/runtime/conftest.py``).
 - :mod:`.moto_sns_lambda_refusals`: SNS and Lambda requests that moto answers otherwise than AWS (a FIFO topic's
   ``Publish`` without a group id refused with SNS's ``InvalidParameter``, an asynchronous ``Invoke`` over 1 MB
