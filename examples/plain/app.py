@@ -3,9 +3,9 @@
 no runtime, no Powertools. The chaos proof's subject for apps not built on the runtime (docs/chaos.md, issue 43).
 
 Stack ``PlainOrders``: a standard queue with a dead-letter queue (maxReceiveCount 3), an ``Orders`` table
-(partition key ``id``) and one function (``plain_orders.handler``) fed by an SQS event source with a batching
-window, writing one item per message. ``PLAIN_VARIANT`` (the function's environment; the proof sets it per run
-with ``--function-env``) picks how:
+(partition key ``id``), a ``Shipments`` queue downstream and one function (``plain_orders.handler``) fed by an SQS
+event source with a batching window, writing one item per message. ``PLAIN_VARIANT`` (the function's environment;
+the proof sets it per run with ``--function-env``) picks how:
 
 - ``upsert`` (default): the item's ``id`` is the order id: a redelivery rewrites it. Must pass.
 - ``new_item``: a fresh ``uuid4()`` id per message, the order id as an attribute (a common tutorial pattern): every
@@ -13,6 +13,9 @@ with ``--function-env``) picks how:
 - ``batch_writer`` and ``batch_drop``: one batch write per batch, through boto3's ``batch_writer`` (passes under
   partial batch writes) or a ``batch_write_item`` that ignores ``UnprocessedItems`` and swallows every exception
   (fails under partial batch writes and throttling).
+- ``send_retry`` and ``send_drop``: no item; each order's shipment sent to ``Shipments`` in one
+  ``send_message_batch`` per batch, the failed entries sent again (passes under per-entry failures) or ignored
+  (fails under them).
 
 Context (``-c name=value``): ``function_timeout_seconds`` (default 30), ``visibility_timeout_seconds`` (default 6 x
 the function timeout), ``batching_window_seconds`` (default 2), ``batch_size`` (default 10), ``destroy_on_delete``
@@ -57,6 +60,7 @@ class PlainOrdersStack(Stack):
             dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=3),
             removal_policy=removal,
         )
+        shipments = sqs.Queue(self, "Shipments", removal_policy=removal)
         table = dynamodb.Table(
             self,
             "OrdersTable",
@@ -71,9 +75,14 @@ class PlainOrdersStack(Stack):
             handler="plain_orders.handler",
             code=lambda_.Code.from_asset(str(HERE / "src"), exclude=["__pycache__", "*.pyc"]),
             timeout=Duration.seconds(timeout),
-            environment={"TABLE_NAME": table.table_name, "PLAIN_VARIANT": "upsert"},
+            environment={
+                "TABLE_NAME": table.table_name,
+                "SHIPMENTS_QUEUE_URL": shipments.queue_url,
+                "PLAIN_VARIANT": "upsert",
+            },
         )
         table.grant_write_data(fn)
+        shipments.grant_send_messages(fn)
         fn.add_event_source(
             sources.SqsEventSource(
                 queue,

@@ -12,6 +12,9 @@ import boto3
 
 TABLE = boto3.resource("dynamodb").Table(os.environ["TABLE_NAME"])
 CLIENT = boto3.client("dynamodb")
+SQS = boto3.client("sqs")
+#: ``send_retry`` sends the failed entries again up to this many times, then fails the batch.
+SEND_ATTEMPTS = 20
 
 
 def handler(event: dict[str, Any], context: Any) -> None:
@@ -22,11 +25,16 @@ def handler(event: dict[str, Any], context: Any) -> None:
     - ``batch_writer``: the batch's orders under their ids through boto3's ``Table.batch_writer``, which writes
       ``UnprocessedItems`` again;
     - ``batch_drop``: one ``batch_write_item`` for the batch that swallows every exception and ignores
-      ``UnprocessedItems``, as some samples do: a partial or throttled write is acknowledged and lost.
+      ``UnprocessedItems``, as some samples do: a partial or throttled write is acknowledged and lost;
+    - ``send_drop`` and ``send_retry``: no table write; each order's shipment, a message to the ``Shipments`` queue,
+      in one ``send_message_batch`` for the batch (:func:`_ship`).
 
     An exception fails the whole batch."""
     variant = os.environ.get("PLAIN_VARIANT", "upsert")
     orders = [json.loads(record["body"]) for record in event["Records"]]
+    if variant in ("send_drop", "send_retry"):
+        _ship(orders, retry=variant == "send_retry")
+        return
     if variant == "batch_writer":
         with TABLE.batch_writer(overwrite_by_pkeys=["id"]) as batch:
             for order in orders:
@@ -44,6 +52,26 @@ def handler(event: dict[str, Any], context: Any) -> None:
     for order in orders:
         item_id = str(uuid.uuid4()) if variant == "new_item" else str(order["order_id"])
         TABLE.put_item(Item=_item(item_id, order))
+
+
+def _ship(orders: list[dict[str, Any]], retry: bool) -> None:
+    """One ``send_message_batch`` of the orders' shipments (SQS answers a batch per entry: HTTP 200, the entries it
+    failed under ``Failed``, which the SDK does not retry). ``retry``: the failed entries are sent again until none
+    fails (after :data:`SEND_ATTEMPTS` the batch fails, and SQS redelivers it); else ``Failed`` is ignored, as in the
+    public reports of apps that lost messages so: those orders are acknowledged and never shipped."""
+    pending = [
+        {"Id": str(i), "MessageBody": json.dumps({"order_id": str(o["order_id"]), "total": int(o.get("total", 0))})}
+        for i, o in enumerate(orders)
+    ]
+    for _ in range(SEND_ATTEMPTS):
+        answer = SQS.send_message_batch(QueueUrl=os.environ["SHIPMENTS_QUEUE_URL"], Entries=pending)
+        if not retry:
+            return  # Failed ignored (the broken pattern this variant shows)
+        failed = {entry["Id"] for entry in answer.get("Failed") or []}
+        pending = [entry for entry in pending if entry["Id"] in failed]
+        if not pending:
+            return
+    raise RuntimeError(f"{len(pending)} shipments still failed after {SEND_ATTEMPTS} attempts")
 
 
 def _item(item_id: str, order: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from ..proof.key_check import (
     verdict,
 )
 from ..proof.line_states import PASSING_STATES, States, async_counts, dlq_contents, line_states, send_kinds
-from ..proof.sdk_faults_seen import read_sdk_faults, sdk_faults
+from ..proof.sdk_faults_seen import SdkFaultsSection, read_sdk_faults, sdk_faults
 from ..proof.store_kinds import kind_of
 from ..proof.stores import PROVIDER_LOG, EffectStoreError, Store, combine, incomplete_keys, wrong_key_path
 from ..proof.torn_moments import LISTED, StoreRef, torn_moments
@@ -379,6 +379,16 @@ def _check_keys(
     return sections, send_kinds(sent_rows, deliveries, {m.label for m in outcome.mappings if m.fifo})
 
 
+def _sdk_faults(keys: Keys, effect_stores: StoreSpecs, outcome: _Outcome, states: States) -> SdkFaultsSection:
+    """The report's ``sdk_faults`` section (``proof/sdk_faults_seen.py``): the faults tied to keys through the run's
+    table stores (their items) and queue stores (the failed send entries' bodies)."""
+    named = {
+        kind: {outcome.store_refs[str(s)].name: s.key_path for s in effect_stores.specs if s.kind == kind}
+        for kind in ("table", "queue")
+    }
+    return sdk_faults(states, keys.run_dir, named["table"], keys.same, named["queue"])
+
+
 def _dead_letters(
     keys: Keys, outcome: _Outcome, kill_records: list[dict[str, Any]], sent_rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -553,8 +563,7 @@ def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> tuple[i
     sections, sends = _check_keys(keys, effect_stores, lines, outcome)
     found = _findings(keys, raw_sent, sends)
     sections["total"]["duplicates_suppressed"] = found.pop("duplicates_suppressed")
-    tables = {outcome.store_refs[str(s)].name: s.key_path for s in effect_stores.specs if s.kind == "table"}
-    sections |= found | {"sdk_faults": sdk_faults(sections["states"], keys.run_dir, tables, keys.same)}
+    sections |= found | {"sdk_faults": _sdk_faults(keys, effect_stores, outcome, sections["states"])}
     kinds = {mapping_row(m)["kind"] for m in outcome.mappings}
     writes, forced = watched_writes(keys.run_dir), forced_strikes(keys.run_dir)
     sections["faults"] = faults_block(sections, chaos, kinds, writes, left_out, forced)

@@ -25,7 +25,12 @@ what the stack holds for each function the run drives (an SQS event source mappi
 - ``concurrent_duplicate`` (``--concurrent-duplicates``): every target a FIFO queue (its deduplication id drops the
   twin);
 - ``async_duplicate`` (``--async-duplicate``): no asynchronous target;
-- ``partial_batch_write`` (``--partial-batch-writes``): no function whose role allows DynamoDB ``BatchWriteItem``.
+- ``partial_batch_write`` (``--partial-batch-writes``): no function whose role allows DynamoDB ``BatchWriteItem``;
+- ``batch_entry_failure`` (``--batch-entry-failures``): no function whose role allows a batch call answered per entry
+  (``sqs:SendMessage``, ``sqs:DeleteMessage``, ``sqs:ChangeMessageVisibility``, ``sns:Publish``: the actions
+  ``SendMessageBatch``, ``DeleteMessageBatch``, ``ChangeMessageVisibilityBatch`` and ``PublishBatch`` need). A
+  function fed by an SQS queue is allowed the delete and the visibility change by its event source's grant, so
+  this refuses only a stack whose functions no queue feeds and which send nothing to SQS or SNS.
 
 :func:`drawn` then refuses, in one line (:class:`InertFlagError`, exit code 2), each such class whose flag the user
 gave, naming the flag that would strike instead; a class left at its default is left out of the draw (its fraction
@@ -58,6 +63,10 @@ _ROLE = "AWS::IAM::Role"
 #: The policy resources a template attaches to a role (``Roles``, or ``RoleName`` for a role policy).
 _ATTACHED = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy")
 _BATCH_WRITE = "dynamodb:batchwriteitem"
+#: The IAM actions the batch calls answered per entry need (Amazon SQS Developer Guide, "Amazon SQS batch actions":
+#: the permission for SendMessage, DeleteMessage or ChangeMessageVisibility sets it for the batch version; SNS
+#: ``PublishBatch`` takes ``sns:Publish``).
+_BATCH_CALLS = ("sqs:sendmessage", "sqs:deletemessage", "sqs:changemessagevisibility", "sns:publish")
 
 
 class InertFlagError(ValueError):
@@ -79,6 +88,9 @@ class StackFacts:
     #: Those that may make a watched write through boto3 (their role allows one, or they are on the runtime, whose
     #: DLQ sends are): what ``--throttle`` strikes; SQL commits are not. :default: none.
     aws_writing: tuple[str, ...] = ()
+    #: Those whose role may make an SQS or SNS batch call answered per entry (``--batch-entry-failures``). :default:
+    #: none.
+    batch_calling: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,7 +202,7 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
     except (OSError, ValueError) as exc:
         raise DeployError(f"stack {stack}: its synthesized template {path} cannot be read: {exc}") from exc
     targets = _targets(resources)
-    on_runtime, writing, batch_writing, aws_writing = [], [], [], []
+    on_runtime, writing, batch_writing, aws_writing, batch_calling = [], [], [], [], []
     for function in sorted(targets):
         resource = resources.get(function) or {}
         try:
@@ -209,8 +221,10 @@ def stack_facts(cdk_out: Path, stack: str, *, sql_store: bool = False) -> StackF
             writing.append(function)
         if _role_allows(resources, resource, (_BATCH_WRITE,)):
             batch_writing.append(function)
+        if _role_allows(resources, resource, _BATCH_CALLS):
+            batch_calling.append(function)
     kinds = frozenset(kind for joined in targets.values() for kind in joined.split("+"))
-    found = (tuple(on_runtime), tuple(writing), tuple(batch_writing), tuple(aws_writing))
+    found = (tuple(on_runtime), tuple(writing), tuple(batch_writing), tuple(aws_writing), tuple(batch_calling))
     return StackFacts(stack, kinds, tuple(sorted(targets)), *found)
 
 
@@ -263,6 +277,16 @@ def _no_batch_write(facts: StackFacts, drives: str) -> tuple[str, str] | None:
     return why, _writes_instead(facts)
 
 
+def _no_batch_call(facts: StackFacts, drives: str) -> tuple[str, str] | None:
+    if facts.batch_calling:
+        return None
+    why = (
+        f"no function the run drives ({drives}) may make an SQS or SNS batch call (its role allows none of"
+        " sqs:SendMessage, sqs:DeleteMessage, sqs:ChangeMessageVisibility, sns:Publish)"
+    )
+    return why, _writes_instead(facts)
+
+
 def _no_async_target(facts: StackFacts, drives: str) -> tuple[str, str] | None:
     if "async" in facts.kinds:
         return None
@@ -282,6 +306,7 @@ _NO_PLACE: dict[str, Callable[[StackFacts, str], tuple[str, str] | None]] = {
     "non_fifo_target": _no_non_fifo_target,
     "async_target": _no_async_target,
     "batch_write": _no_batch_write,
+    "batch_call": _no_batch_call,
 }
 
 

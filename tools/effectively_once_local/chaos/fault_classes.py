@@ -80,8 +80,14 @@ _THROTTLE_HELP = (
     " (never on the idempotency table; the handler must fail the record, not swallow it)"
 )
 _BATCH_HELP = (
-    "fraction of DynamoDB BatchWriteItem calls of two or more requests answered with part of them in UnprocessedItems,"
-    " as an over-capacity table answers (never on the idempotency table; the handler must write them again)"
+    "fraction of DynamoDB BatchWriteItem calls answered with some or all of their requests in UnprocessedItems, a"
+    " batch of one included, as an over-capacity table answers (never on the idempotency table; the handler must"
+    " write them again)"
+)
+_ENTRIES_HELP = (
+    "fraction of the entries of the handler's SQS SendMessageBatch, DeleteMessageBatch, ChangeMessageVisibilityBatch"
+    " and SNS PublishBatch calls not performed and listed under Failed (SenderFault false, InternalError), as AWS"
+    " answers in part with HTTP 200 (the handler must send them again)"
 )
 
 #: Every fault class, in the report's order (the ``faults`` block's keys). The per-invocation draw goes by ``draw``.
@@ -200,8 +206,8 @@ FAULT_CLASSES: tuple[FaultClass, ...] = (
         "partial_batch_write",
         Flag("--partial-batch-writes", 0.0, _BATCH_HELP),
         None,
-        "a DynamoDB BatchWriteItem call of two or more requests, off the idempotency table, answered with part of"
-        " them in UnprocessedItems: raise it or send more lines",
+        "a DynamoDB BatchWriteItem call off the idempotency table, one drawn per call, answered with some or all of its"
+        " requests in UnprocessedItems: raise it or send more lines",
         (("sdk_faults", "by_kind", "unprocessed_items"),),
         place="batch_write",
     ),
@@ -214,6 +220,17 @@ FAULT_CLASSES: tuple[FaultClass, ...] = (
         " service's throttling error: raise it or send more lines",
         (("sdk_faults", "by_kind", "throttled"),),
         place="aws_write",
+    ),
+    FaultClass(
+        "batch_entry_failure",
+        "batch_entry_failure",
+        Flag("--batch-entry-failures", 0.0, _ENTRIES_HELP),
+        Flag("--batch-entry-failures", 0.0, _ENTRIES_HELP),
+        "an entry of the handler's SQS or SNS batch call (SendMessageBatch, DeleteMessageBatch,"
+        " ChangeMessageVisibilityBatch, PublishBatch), each entry drawn, answered under Failed: raise it or send more"
+        " lines",
+        (("sdk_faults", "by_kind", "failed_entries"),),
+        place="batch_call",
     ),
 )
 #: A kill record's phase -> the class it counts for (each kill class's ``counted`` path, ``("total", "kills", phase)``):
@@ -271,12 +288,15 @@ class ChaosConfig:
     crash_random: float = 0.0
     #: :default: 0.0 (no duplicate deliveries).
     async_duplicate: float = 0.0
-    #: Per DynamoDB ``BatchWriteItem`` call of two or more requests: the share answered with part of them in
+    #: Per DynamoDB ``BatchWriteItem`` call: the share answered with some or all of its requests in
     #: ``UnprocessedItems`` (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
     partial_batch_write: float = 0.0
     #: Per watched write call: the share failing with the service's throttling error, as after the SDK's retries
     #: (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
     throttle: float = 0.0
+    #: Per entry of the handler's SQS and SNS batch calls answered per entry: the share not performed and listed
+    #: under ``Failed`` (``chaos/sdk_faults.py``); drawn apart from the fates. :default: 0.0.
+    batch_entry_failure: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -240,6 +240,12 @@ class InvocationChaos:
             record = {"seq": self._next(), **fault, "invocation": self.invocation, "request_id": self.request_id}
             self.log.write(event="sdk_fault", pid=os.getpid(), **record)
 
+    def on_batch_call(self, call: dict[str, Any]) -> None:
+        """A batch call of the handler's answered per entry (``chaos/sdk_faults.py``, while per-entry failures are
+        asked for): logged (``batch_call``), so a run that struck none can tell whether it made any."""
+        with self._lock:
+            self.log.write(event="batch_call", pid=os.getpid(), invocation=self.invocation, **call)
+
     def _stall(self) -> None:
         self.fate = None
         self.stalling = True

@@ -115,6 +115,9 @@ _PARAMS = "effectively_once_local.params"
 #: The request context's entry holding the parameters a call sent after an SDK fault took part of them out
 #: (``chaos/sdk_faults.py``): the items written are named from it, not from the app's own parameters.
 SENT_PARAMS = "effectively_once_local.sent_params"
+#: The request context's entry set when an SDK fault answered the call without sending it (every request or entry
+#: held back, ``chaos/sdk_faults.py``): nothing was written, so no write is logged.
+NOTHING_SENT = "effectively_once_local.nothing_sent"
 #: The execution environment's variable naming each effect table's key attributes (module docstring).
 ENV_WATCH_KEYS = "EFFECTIVELY_ONCE_WATCH_KEYS"
 
@@ -173,6 +176,8 @@ class WriteWatch:
             return
         status = getattr(http_response, "status_code", None)
         if status is None or not 200 <= int(status) < 300:
+            return
+        if isinstance(context, dict) and context.get(NOTHING_SENT):
             return
         kept = (context.get(SENT_PARAMS) or context.get(_PARAMS)) if isinstance(context, dict) else None
         params: dict[str, Any] = kept if isinstance(kept, dict) else {}

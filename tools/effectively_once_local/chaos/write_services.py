@@ -10,6 +10,11 @@ the form the store is read back), the report's name for a kill after one of its 
 (``throttling``: code and HTTP status, the codes botocore models; ``None`` only for writes outside the SDK). A class
 that leaves one of them out fails at import (:meth:`WriteService.__init_subclass__`), never mid-run.
 
+A service whose batch calls answer per entry (SQS's ``SendMessageBatch``, ``DeleteMessageBatch`` and
+``ChangeMessageVisibilityBatch``, SNS's ``PublishBatch``: HTTP 200 with ``Successful`` and ``Failed`` entries) names
+them in ``batch_answers`` (operation -> the request's member holding the entries; writes or not) with the code a
+failed entry carries when the service failed it (``entry_error``: ``chaos/sdk_faults.py``'s per-entry failures).
+
 Model: Powertools' ``BasePersistenceLayer`` (one base, one class per store; the rest never asks which it has).
 """
 
@@ -39,6 +44,10 @@ class WriteService(ABC):
     :cvar write_kind: the report's key for a kill after one of its writes (``total.kills_after_write``).
     :cvar throttling: (error code, HTTP status) of its throttling error; ``None``: not an SDK call.
     :cvar through_sdk: whether its writes are botocore calls (the write watch and the SDK faults' hooks see them).
+    :cvar batch_answers: its batch operations answered per entry -> the request member holding the entries
+        (module docstring). :default: none.
+    :cvar entry_error: the ``Code`` of an entry the service failed (``SenderFault: false``); needed with
+        ``batch_answers``.
     """
 
     name: ClassVar[str]
@@ -46,6 +55,8 @@ class WriteService(ABC):
     write_kind: ClassVar[str]
     throttling: ClassVar[tuple[str, int] | None]
     through_sdk: ClassVar[bool] = True
+    batch_answers: ClassVar[Mapping[str, str]] = {}
+    entry_error: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -54,6 +65,8 @@ class WriteService(ABC):
             raise TypeError(f"write service {cls.__name__} sets no {', '.join(missing)} (chaos/write_services.py)")
         if cls.through_sdk and cls.throttling is None:
             raise TypeError(f"write service {cls.__name__}: an SDK service needs its throttling error (code, status)")
+        if cls.batch_answers and cls.entry_error is None:
+            raise TypeError(f"write service {cls.__name__}: batch answers per entry need the code of a failed entry")
 
     @abstractmethod
     def target(self, params: Mapping[str, Any]) -> str | None:
@@ -118,6 +131,14 @@ class SqsWrites(WriteService):
     operations = frozenset({"SendMessage", "SendMessageBatch"})
     write_kind = "send"
     throttling = ("RequestThrottled", 400)
+    batch_answers = {
+        "SendMessageBatch": "Entries",
+        "DeleteMessageBatch": "Entries",
+        "ChangeMessageVisibilityBatch": "Entries",
+    }
+    # SQS names no codes for a failed entry (Amazon SQS API Reference, "BatchResultErrorEntry"); a public report shows
+    # a SendMessageBatch entry failed with this one, SenderFault false (aws/aws-sdk-java#2562).
+    entry_error = "InternalError"
 
     def target(self, params: Mapping[str, Any]) -> str | None:
         return str(params.get("QueueUrl"))
@@ -138,6 +159,10 @@ class SnsWrites(WriteService):
     operations = frozenset({"Publish", "PublishBatch"})
     write_kind = "send"
     throttling = ("Throttled", 429)
+    batch_answers = {"PublishBatch": "PublishBatchRequestEntries"}
+    # PublishBatch's InternalErrorException: "Indicates an internal service error" (Amazon SNS API Reference,
+    # "PublishBatch": Errors).
+    entry_error = "InternalError"
 
     def target(self, params: Mapping[str, Any]) -> str | None:
         return str(params.get("TopicArn") or params.get("TargetArn") or params.get("PhoneNumber"))

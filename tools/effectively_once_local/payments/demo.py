@@ -23,6 +23,7 @@ from ..base.run_figures import render as render_figures
 from ..chaos.fault_model import ChaosConfig
 from ..engine.pipeline import Deployment, Drive, clear_run_dir, describe, drain, drive, local_deployment, poller_specs
 from ..proof import key_check as effects
+from ..proof.sdk_faults_seen import demo_sdk_faults, render_demo_sdk_faults
 from ..report.page import RunClock, conclude, read_events
 from ..report.report_shape import DEMO, assemble
 from ..runner.mapping_runner import PollerPool, PollerSpec
@@ -203,6 +204,7 @@ def _conclude(
         + effects.render(report["per_key"], kills=False).replace("\n", "\n  ")
         + "\n"
         + (async_leg.render(report["async"]) + "\n" if "async" in report else "")
+        + render_demo_sdk_faults(report["sdk_faults"], opts.chaos)
         + render_figures(figures),
         reasons=reasons,
         fail_prefix="CONTROL: " if opts.unsafe else "FAIL: ",
@@ -360,6 +362,8 @@ def run_demo(opts: DemoOptions, log: Callable[[str], None] = print) -> tuple[int
         poller_maxrss=int(main.pool.peak_rss.value),
         load_average=main.load,
     )
+    # the main run's, the backlog's and the asynchronous leg's pollers: one run folder
+    sections["sdk_faults"] = demo_sdk_faults(opts.run_dir)
     sections["run"] = {
         "unsafe": opts.unsafe,
         "chaos": opts.chaos.__dict__,

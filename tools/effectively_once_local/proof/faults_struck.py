@@ -72,6 +72,11 @@ _NO_PLACE: dict[str, tuple[Callable[[dict[str, Any], Collection[str], int], bool
         lambda report, kinds, writes: not _sdk_calls(report, "batch_write_calls"),
         "no DynamoDB BatchWriteItem call in the run",
     ),
+    "batch_call": (
+        lambda report, kinds, writes: not _sdk_calls(report, "batch_calls"),
+        "no SQS or SNS batch call by the handler in the run (SendMessageBatch, DeleteMessageBatch,"
+        " ChangeMessageVisibilityBatch, PublishBatch)",
+    ),
 }
 
 

@@ -153,10 +153,10 @@ def _open_environment(spec: PollerSpec) -> _Environment:
 
     count_dir = os.environ.get(COUNT_REQUESTS_ENV)
     counter = RequestCounter(Path(count_dir) / f"requests-{mapping.label}-{pid}.json") if count_dir else None
-    if spec.seam is None:
-        # The answers AWS gives under load, to the handler's calls only (sdk_faults.py); after the request counter,
-        # whose hooks then still count a throttled call, and before the handler's import and its clients.
-        SdkFaults(spec.chaos, chaos.on_sdk_fault, running=lambda: chaos.running).install()
+    # The answers AWS gives under load, to the handler's calls only (sdk_faults.py); after the request counter,
+    # whose hooks then still count a throttled call, and before the handler's import and its clients. With a seam
+    # too (the demo): its chaos asks for per-entry failures alone (the demo has no flag for the others).
+    SdkFaults(spec.chaos, chaos.on_sdk_fault, running=lambda: chaos.running, on_call=chaos.on_batch_call).install()
     import boto3  # after the environment is set
 
     deliveries = EventLog(run_dir / f"deliveries-{mapping.label}-{pid}.jsonl")
