@@ -48,9 +48,9 @@ KEYS = 16
 TWICE = "new_item-000"
 
 
-def _input(path: Path, prefix: str, twice: str | None = None) -> Path:
+def _input(path: Path, prefix: str, twice: str | None = None, keys: int = KEYS) -> Path:
     rows = []
-    for i in range(KEYS):
+    for i in range(keys):
         order = {"order_id": f"{prefix}-{i:03d}", "total": 100 + i}
         rows.append(order)
         if order["order_id"] == twice:
@@ -70,6 +70,7 @@ def plain(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Any:
         twice: str | None = None,
         concurrency: int = 2,
         run_dir: Path | None = None,
+        keys: int = KEYS,
         **fields: Any,
     ) -> tuple[int, Any, Path]:
         run_dir = run_dir or tmp / variant
@@ -83,7 +84,7 @@ def plain(local_aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Any:
             function_env={"PLAIN_VARIANT": variant.split("-")[0]},
             concurrency=concurrency,
             **{
-                "input": _input(tmp / f"{variant}.jsonl", variant, twice),
+                "input": _input(tmp / f"{variant}.jsonl", variant, twice, keys),
                 "effects": (parse_effect("table:OrdersTable:order_id"),),
                 **fields,
             },
@@ -169,12 +170,17 @@ def test_an_app_that_drops_unprocessed_items_loses_them_and_the_proof_names_them
 def test_an_app_that_writes_unprocessed_items_again_passes(plain: Any) -> None:
     """The ``batch_writer`` variant (boto3's ``Table.batch_writer`` sends UnprocessedItems again) under the same
     fault: nothing lost. At 0.8, not 1: a struck call may hold back every request (issue 58, item 2), so at 1 no
-    call would ever finish the writer's last request; 4 or more invocations all unstruck is 0.2 ** 4 (2e-3)."""
-    code, report, _ = plain("batch_writer", ChaosConfig(partial_batch_write=0.8, seed=3), concurrency=1)
+    call would ever finish the writer's last request. 32 keys, not 16, so that nothing struck is rare enough."""
+    # Nothing struck: batches of at most 4, so 32 keys are 8 invocations or more, each making 1 BatchWriteItem
+    # call or more, each struck with odds 0.8 on its own: all unstruck is 0.2 ** 8 = 2.6e-6 at most (16 keys,
+    # 0.2 ** 4 = 1.6e-3). The writer's drain (no chance to fail): a call unstruck (odds 0.2) writes all the
+    # invocation's requests (4 at most), so an invocation makes 1 / 0.2 = 5 calls on average, more than 60 with odds
+    # 0.8 ** 60 = 1.5e-6; one too slow for the function's timeout is redelivered and rewrites its items by id.
+    code, report, _ = plain("batch_writer", ChaosConfig(partial_batch_write=0.8, seed=3), concurrency=1, keys=32)
 
     assert code == 0, _reasons(report)
     assert report["faults"]["struck"]["partial_batch_write"] > 0, report["sdk_faults"]
-    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == KEYS
+    assert report["total"]["effected_once"] + report["total"]["redriven_then_effected"] == 32
 
 
 def test_an_app_that_swallows_throttling_loses_its_keys_and_the_proof_names_them(plain: Any) -> None:
@@ -303,10 +309,12 @@ SHIPMENTS = (parse_effect("queue:Shipments:order_id"),)
 
 
 def test_an_app_that_ignores_failed_batch_entries_loses_them_and_the_proof_names_them(plain: Any) -> None:
-    """Issue 58, item 2: half the entries of each ``SendMessageBatch`` answered under ``Failed`` (HTTP 200, not
+    """Issue 58, item 2: 6 in 10 entries of each ``SendMessageBatch`` answered under ``Failed`` (HTTP 200, not
     sent); ``send_drop`` ignores them. Those orders are acknowledged and never shipped: lost, each named with the
-    fault that hit it. No entry failing among 16 is 0.5 ** 16 (2e-5)."""
-    code, report, _ = plain("send_drop", ChaosConfig(batch_entry_failure=0.5, seed=3), concurrency=1, effects=SHIPMENTS)
+    fault that hit it."""
+    # No entry failing: each of the 16 entries (each order sent once, in one call) fails with odds 0.6 on its own,
+    # so none failing is 0.4 ** 16 = 4.3e-7 (at 0.5 it was 0.5 ** 16 = 1.5e-5). The rest holds whatever is drawn.
+    code, report, _ = plain("send_drop", ChaosConfig(batch_entry_failure=0.6, seed=3), concurrency=1, effects=SHIPMENTS)
 
     assert code == 1, _reasons(report)
     lost = report["keys"]["lost"]
@@ -319,10 +327,14 @@ def test_an_app_that_ignores_failed_batch_entries_loses_them_and_the_proof_names
 
 
 def test_an_app_that_sends_the_failed_entries_again_passes(plain: Any) -> None:
-    """``send_retry`` sends the failed entries again (up to 20 times: an entry failing them all is 0.5 ** 20, 1e-6)
-    under the same fault: every order shipped once."""
+    """``send_retry`` sends the failed entries again (up to ``SEND_ATTEMPTS``, 40, times) under the same fault:
+    every order shipped once."""
+    # An entry failing all 40 attempts fails its batch, which SQS redelivers: the entries already sent go out again
+    # (duplicates, exit 1). Each attempt fails an entry with odds 0.6 on its own: 0.6 ** 40 = 1.3e-9 per entry,
+    # 16 * 1.3e-9 = 2.1e-8 for the run. Nothing struck: 0.4 ** 16 = 4.3e-7. Together under 5e-7. The drain: an
+    # entry needs 1 / 0.4 = 2.5 attempts on average, a batch of 4 about 4; more than 20 is 4 * 0.6 ** 20 = 1.5e-4.
     code, report, _ = plain(
-        "send_retry", ChaosConfig(batch_entry_failure=0.5, seed=3), concurrency=1, effects=SHIPMENTS
+        "send_retry", ChaosConfig(batch_entry_failure=0.6, seed=3), concurrency=1, effects=SHIPMENTS
     )
 
     assert code == 0, _reasons(report)

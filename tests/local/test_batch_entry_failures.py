@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from effectively_once_local.any_stack.inert_faults import inert_faults, stack_facts
@@ -59,13 +60,14 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield monkeypatch
 
 
-def _hook(fraction: float, *draws: float, running: list[bool] | None = None) -> tuple[SdkFaults, list[Any], list[Any]]:
+def _hook(
+    fraction: float, *draws: float, running: list[bool] | None = None, throttle: float = 0.0
+) -> tuple[SdkFaults, list[Any], list[Any]]:
     faults: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     state = running if running is not None else [True]
-    hook = SdkFaults(
-        ChaosConfig(batch_entry_failure=fraction), faults.append, running=lambda: state[0], on_call=calls.append
-    )
+    config = ChaosConfig(batch_entry_failure=fraction, throttle=throttle)
+    hook = SdkFaults(config, faults.append, running=lambda: state[0], on_call=calls.append)
     if draws:
         hook._rng = _Draws(*draws)  # type: ignore[assignment]
     hook.install()
@@ -126,20 +128,40 @@ def test_a_batch_whose_every_entry_failed_is_answered_without_being_sent(aws: An
 
 
 def test_an_app_that_sends_the_failed_entries_again_sends_each_message_once(aws: Any) -> None:
-    _, faults, _ = _hook(0.5)
+    # scripted, no chance: the first call fails entries 0, 3 and 7; the second (those three) fails 3 again; the
+    # third (3 alone) draws past the script: sent
+    first = [0.0 if i in (0, 3, 7) else 0.9 for i in range(10)]
+    _, faults, _ = _hook(0.5, *first, 0.9, 0.0, 0.9)
     sqs = boto3.session.Session(region_name=REGION).client("sqs")
     url = sqs.create_queue(QueueName="shipments")["QueueUrl"]
     pending = [{"Id": str(i), "MessageBody": f"m-{i}"} for i in range(10)]
 
-    for _ in range(60):
+    for _ in range(3):
         failed = {e["Id"] for e in sqs.send_message_batch(QueueUrl=url, Entries=pending)["Failed"]}
         pending = [e for e in pending if e["Id"] in failed]
         if not pending:
             break
 
-    assert not pending and faults, "some entries failed, every one was sent again"
+    assert not pending, "every failed entry was sent again"
+    assert [[e["Id"] for e in f["entries"]] for f in faults] == [["0", "3", "7"], ["3"]]
     bodies = _bodies(sqs, url)
     assert sorted(bodies) == sorted(f"m-{i}" for i in range(10)), "each message once"
+
+
+def test_a_throttled_batch_call_is_not_counted_as_one_answered_per_entry(aws: Any) -> None:
+    """A throttled ``SendMessageBatch`` is answered whole with the throttling error: no entry of it could fail, so it
+    is no ``batch_call`` (the count that tells a fault with no call to strike from one not drawn)."""
+    _, faults, calls = _hook(0.5, 0.0, 0.9, 0.9, throttle=0.5)  # throttled; then not throttled, no entry failing
+    sqs = boto3.session.Session(region_name=REGION).client("sqs")
+    url = sqs.create_queue(QueueName="shipments")["QueueUrl"]
+    entries = [{"Id": "a", "MessageBody": "x"}]
+
+    with pytest.raises(ClientError):
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert sqs.send_message_batch(QueueUrl=url, Entries=entries)["Failed"] == []
+
+    assert [f["kind"] for f in faults] == ["throttled"]
+    assert calls == [{"op": "sqs.SendMessageBatch", "target": url, "entries": 1}], "the answered call alone"
 
 
 def test_a_publish_batchs_failed_entries_come_back_from_the_xml_answer(aws: Any) -> None:

@@ -78,10 +78,31 @@ def test_a_partial_batch_write_holds_back_requests_the_table_never_sees(aws: Any
     )
 
 
+class _Script:
+    """The hook's random source, scripted (no chance): ``random()`` answers ``strikes`` in turn (0.0: struck), then
+    0.99 (not struck); a struck call holds back the next of ``counts`` requests, its last ones."""
+
+    def __init__(self, strikes: list[float], counts: list[int]) -> None:
+        self.strikes, self.counts = strikes, counts
+
+    def random(self) -> float:
+        return self.strikes.pop(0) if self.strikes else 0.99
+
+    def randint(self, low: int, high: int) -> int:
+        return min(self.counts.pop(0), high)
+
+    def sample(self, places: list[Any], count: int) -> list[Any]:
+        return places[-count:]
+
+
 def test_boto3s_batch_writer_writes_them_again(aws: Any) -> None:
     faults: list[dict[str, Any]] = []
-    # half the calls: a struck call may hold back all of its requests, so at 1 the writer would never finish
-    SdkFaults(ChaosConfig(partial_batch_write=0.5, seed=3), faults.append).install()
+    # scripted: the writer's first call (25 requests) has 2 held back; its second (those 2 and the last 5) every one
+    # held back, answered without being sent; its third not struck. A struck call may hold back all of its requests,
+    # so at a fraction of 1 the writer would never finish.
+    hook = SdkFaults(ChaosConfig(partial_batch_write=0.5), faults.append)
+    hook._rng = _Script([0.0, 0.0], [2, 7])  # type: ignore[assignment]
+    hook.install()
     session = boto3.session.Session(region_name=REGION)
     dynamodb = _tables(session)
 
@@ -89,7 +110,7 @@ def test_boto3s_batch_writer_writes_them_again(aws: Any) -> None:
         for i in range(30):
             batch.put_item(Item={"id": f"o-{i}", "total": i})
 
-    assert faults, "some calls were partial"
+    assert [(f["held_back"], f["sent"]) for f in faults] == [(2, 23), (7, 0)], "a partial call, then a whole one"
     assert _ids(dynamodb, "orders") == {f"o-{i}" for i in range(30)}, "the resource layer read them as DynamoDB's"
 
 

@@ -116,7 +116,8 @@ class SdkFaults:
     """The SDK fault hook of one execution environment (module docstring). ``config``: the run's fractions;
     ``on_fault``: called with each fault's record before the call returns to the app; ``running``: whether the
     handler runs now; ``on_call``: called with each batch call answered per entry the handler makes while
-    ``batch_entry_failure`` is above 0 (``op``, ``target``, ``entries``)."""
+    ``batch_entry_failure`` is above 0 (``op``, ``target``, ``entries``), a throttled one left out (answered whole
+    with the throttling error, no entry could fail)."""
 
     def __init__(
         self,
@@ -173,8 +174,6 @@ class SdkFaults:
         batch = None
         if operation in ENTRY_OPERATIONS.get(service, {}) and self.config.batch_entry_failure > 0:
             batch = batch_entries.read_batch(service, operation, params)
-            if batch is not None:
-                self._on_call({"op": f"{service}.{operation}", "target": batch.target, "entries": len(batch.entries)})
         write = operation in WRITE_OPERATIONS.get(service, ())
         if not write and batch is None:
             return None
@@ -182,6 +181,8 @@ class SdkFaults:
             throttled = self._throttle(service, operation, params)
             if throttled is not None:
                 return throttled
+        if batch is not None:  # a throttled call was answered whole, not per entry: no batch_call
+            self._on_call({"op": f"{service}.{operation}", "target": batch.target, "entries": len(batch.entries)})
         if service == "dynamodb" and operation == "BatchWriteItem":
             return self._partial(params, context)
         return self._fail_entries(batch, operation, params, context) if batch is not None else None
