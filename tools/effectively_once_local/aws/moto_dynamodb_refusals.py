@@ -41,7 +41,8 @@ from .moto_locking import DYNAMODB_ITEM_LOCK
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html).
 BATCH_WRITE_MAX_REQUESTS = 25
 #: AWS's messages for a batch too long: one table's list (the ``RequestItems`` constraint, as public reports quote it:
-#: boto/boto3#483, dtan4/valec#46), and the tables together (mapbox/cardboard#39, zio/zio-dynamodb#77).
+#: boto/boto3#483, dtan4/valec#46; abridged: AWS prints the request's value after "Value", ``Value '{t=[...]}'``, which
+#: is left out here), and the tables together (mapbox/cardboard#39, zio/zio-dynamodb#77).
 BATCH_LIST_LENGTH_MESSAGE = (
     "1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must satisfy "
     "constraint: [Member must have length less than or equal to 25, Member must have length greater than or equal "

@@ -1,9 +1,8 @@
 """moto's server with two small fixes for its SQS backend's cost, three for its SQS, DynamoDB and S3 backends under
 concurrent calls, two for FIFO deduplication (SQS and SNS), one bridge for Powertools' public parameters, and the
 refusals of SQS, DynamoDB, SNS and Lambda requests that AWS refuses, for the local tooling only. Written for and
-tested on moto
-:data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin): any other release is refused at start. Each patch is a
-function, in the module of this folder named below, naming the moto behaviour it changes, its report in
+tested on moto :data:`REQUIRED_MOTO_VERSION` (the ``[local]`` extra's pin): any other release is refused at start.
+Each patch is a function, in the module of this folder named below, naming the moto behaviour it changes, its report in
 docs/moto-bugs.md (an upstream-style report with a plain boto3 + moto reproduction) and the test that shows it.
 
 This module checks the moto release (:func:`check_moto_version`), applies every patch (:func:`apply`) and starts the
@@ -41,10 +40,10 @@ server; each patch's module says, in its docstring, what moto does, what AWS doe
   events in (:func:`put_in_inbox`, :func:`inbox_visibility_timeout`), and a custom event bus's ``Ref``,
   :func:`event_bus_ref_is_its_name` (report 8); all four applied by :func:`.moto_async_bridges.apply_bridges`.
 
-Every public name of those modules (but :mod:`.fifo_order`'s, :mod:`.moto_refusals`' and
-:mod:`.moto_sns_lambda_refusals`') is importable from here too (:data:`__all__`), as before they were split out of
-this module. A setting is read in the module that defines it: set one (say ``moto_locking.RECEIVE_RECHECK_SECONDS``)
-there, not here.
+Every public name of those modules (but :mod:`.fifo_order`'s, :mod:`.moto_refusals`',
+:mod:`.moto_dynamodb_refusals`' and :mod:`.moto_sns_lambda_refusals`') is importable from here too (:data:`__all__`),
+as before they were split out of this module. A setting is read in the module that defines it: set one (say
+``moto_locking.RECEIVE_RECHECK_SECONDS``) there, not here.
 
 Run as ``python -m effectively_once_local.aws.moto_patches -H 127.0.0.1 -p PORT`` (the arguments of ``moto_server``).
 """
