@@ -84,12 +84,10 @@ def apply_refusals() -> None:
 # --- how a check is put before moto's own handling of a request ---------------------------------------------------
 
 
-def _check_first(name: str, rule: str, check: Callable[[Any], None]) -> None:
-    """Wrap ``SQSResponse.<name>`` (one API operation) so that ``check(response)`` runs before moto reads the request;
-    ``rule`` marks the wrapper, so a second call wraps nothing twice."""
-    from moto.sqs.responses import SQSResponse
-
-    method = getattr(SQSResponse, name)
+def check_first(cls: type, name: str, rule: str, check: Callable[[Any], None]) -> None:
+    """Wrap ``cls.<name>`` (one API operation of a moto ``BaseResponse``) so that ``check(response)`` runs before moto
+    reads the request; ``rule`` marks the wrapper, so a second call wraps nothing twice."""
+    method = getattr(cls, name)
     marker = f"__effectively_once_{rule}__"
     if getattr(method, marker, False):
         return
@@ -100,7 +98,14 @@ def _check_first(name: str, rule: str, check: Callable[[Any], None]) -> None:
         return method(self)
 
     setattr(checked, marker, True)
-    setattr(SQSResponse, name, checked)
+    setattr(cls, name, checked)
+
+
+def _check_first(name: str, rule: str, check: Callable[[Any], None]) -> None:
+    """:func:`check_first` on ``SQSResponse.<name>``."""
+    from moto.sqs.responses import SQSResponse
+
+    check_first(SQSResponse, name, rule, check)
 
 
 def _on_sends(rule: str, check: Callable[[Any, list[dict[str, Any]]], None]) -> None:

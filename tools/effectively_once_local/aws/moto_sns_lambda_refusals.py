@@ -24,9 +24,9 @@ the tooling starts).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
+
+from .moto_refusals import check_first
 
 #: An asynchronous ``Invoke``'s payload, in bytes: at most 1 MB ("For asynchronous invocations, the maximum payload
 #: size is 1 MB", AWS Lambda API Reference, Invoke:
@@ -56,23 +56,6 @@ def apply_sns_lambda_refusals() -> None:
     event_payloads_at_most_one_mib()
 
 
-def _check_first(cls: type, name: str, rule: str, check: Callable[[Any], None]) -> None:
-    """Wrap ``cls.<name>`` (one API operation of a moto ``BaseResponse``) so that ``check(response)`` runs before moto
-    reads the request; ``rule`` marks the wrapper, so a second call wraps nothing twice."""
-    method = getattr(cls, name)
-    marker = f"__effectively_once_{rule}__"
-    if getattr(method, marker, False):
-        return
-
-    @wraps(method)
-    def checked(self: Any) -> Any:
-        check(self)
-        return method(self)
-
-    setattr(checked, marker, True)
-    setattr(cls, name, checked)
-
-
 def fifo_topics_need_a_group_id() -> None:
     """moto 5.2.5 refuses a ``Publish`` to a FIFO topic without a ``MessageGroupId`` with SQS's exception
     (``MissingParameter``, "The request must contain the parameter MessageGroupId."); SNS answers
@@ -95,7 +78,7 @@ def fifo_topics_need_a_group_id() -> None:
         if topic.fifo_topic:
             raise SNSInvalidParameter(GROUP_ID_REQUIRED)
 
-    _check_first(SNSResponse, "publish", "fifo_topics_need_a_group_id", check)
+    check_first(SNSResponse, "publish", "fifo_topics_need_a_group_id", check)
 
 
 def event_payloads_at_most_one_mib() -> None:
@@ -125,4 +108,4 @@ def event_payloads_at_most_one_mib() -> None:
             message = f"{size} byte payload is too large for the Event invocation type (limit {limit} bytes)"
             raise RequestEntityTooLarge("RequestEntityTooLargeException", message)
 
-    _check_first(LambdaResponse, "invoke", "event_payloads_at_most_one_mib", check)
+    check_first(LambdaResponse, "invoke", "event_payloads_at_most_one_mib", check)
